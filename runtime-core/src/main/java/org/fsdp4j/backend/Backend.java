@@ -1,0 +1,216 @@
+// The operations the model and the FSDP engine need from a device, and nothing more. One
+// instance per (rank, device): it owns that rank's memory tracker and its streams. The CPU
+// backend is the reference every other backend is tested against.
+//
+// Conventions for every operation below:
+// - Tensors are dense and row-major; shapes are checked, and a mismatch is an
+//   IllegalArgumentException that names the operation and the shapes.
+// - Floating inputs may be F32, F16 or BF16 unless a parameter says "F32"; arithmetic is fp32
+//   (fp64 for the reductions that say so); results are rounded to the output's dtype (RNE).
+// - Backward operations ACCUMULATE (+=) into every gradient they write, as llm.c does, so one
+//   zero-fill per buffer serves several contributions. crossEntropyBackward is the one
+//   exception (it overwrites, so dlogits may alias logits).
+// - Work is issued on the calling thread's current stream (see setStream). On the CPU backend
+//   every call completes before it returns.
+package org.fsdp4j.backend;
+
+import org.fsdp4j.tensor.DType;
+import org.fsdp4j.tensor.Device;
+import org.fsdp4j.tensor.MemoryCategory;
+import org.fsdp4j.tensor.MemoryTracker;
+import org.fsdp4j.tensor.Tensor;
+
+public interface Backend extends AutoCloseable {
+
+    /** Short name for logs: "cpu (OpenBLAS Haswell, 2 threads)", "cuda:0 (NVIDIA H200)". */
+    String name();
+
+    Device device();
+
+    /** The tracker every allocation of this backend reports to. */
+    MemoryTracker memory();
+
+    // ------------------------------------------------------------------ memory
+
+    /** A new tensor whose contents are undefined; the caller owns it and must close it. */
+    Tensor allocate(DType dtype, MemoryCategory category, long... shape);
+
+    default Tensor zeros(DType dtype, MemoryCategory category, long... shape) {
+        Tensor t = allocate(dtype, category, shape);
+        fill(t, 0f);
+        return t;
+    }
+
+    /** Sets every element to {@code value} (rounded to the dtype; I32 takes the integer part). */
+    void fill(Tensor t, float value);
+
+    /** dst = src element for element; equal numel; casts (RNE) when the float dtypes differ. */
+    void copy(Tensor src, Tensor dst);
+
+    /** dst = src[srcOffset .. srcOffset+dst.numel()), rounded to dst's float dtype. */
+    void copyFromHost(float[] src, int srcOffset, Tensor dst);
+
+    /** dst (I32) = src[srcOffset .. srcOffset+dst.numel()). */
+    void copyFromHost(int[] src, int srcOffset, Tensor dst);
+
+    /** dst[dstOffset ..] = src widened to fp32. */
+    void copyToHost(Tensor src, float[] dst, int dstOffset);
+
+    /** dst[dstOffset ..] = src (I32). */
+    void copyToHost(Tensor src, int[] dst, int dstOffset);
+
+    default float[] toHost(Tensor src) {
+        float[] out = new float[Math.toIntExact(src.numel())];
+        copyToHost(src, out, 0);
+        return out;
+    }
+
+    // ------------------------------------------------------------------ GEMM
+
+    /**
+     * For b in [0, batch): C_b = alpha · op(A_b) · op(B_b) + beta · C_b, all row-major, where
+     * op(A_b) is m×k, op(B_b) is k×n, C_b is m×n; X_b starts strideX elements after X_{b-1}.
+     * lda/ldb/ldc are the row strides (elements) of A, B, C as stored (A stored k×m when transA).
+     * Half operands accumulate in fp32. C must not overlap A or B.
+     */
+    void gemm(boolean transA, boolean transB, int m, int n, int k, float alpha,
+              Tensor a, int lda, long strideA, Tensor b, int ldb, long strideB,
+              float beta, Tensor c, int ldc, long strideC, int batch);
+
+    /** One dense GEMM with tight leading dims: C (m×n) = alpha · op(A) · op(B) + beta · C. */
+    default void gemm(boolean transA, boolean transB, int m, int n, int k, float alpha,
+                      Tensor a, Tensor b, float beta, Tensor c) {
+        gemm(transA, transB, m, n, k, alpha,
+                a, transA ? m : k, 0, b, transB ? k : n, 0, beta, c, n, 0, 1);
+    }
+
+    // ------------------------------------------------------------------ elementwise
+
+    /** out = a + b; out may alias a or b. */
+    void add(Tensor a, Tensor b, Tensor out);
+
+    /** dst += src. */
+    default void accumulate(Tensor dst, Tensor src) {
+        add(dst, src, dst);
+    }
+
+    /** t *= alpha. */
+    void scale(Tensor t, float alpha);
+
+    /** out (N, OC) += bias (OC), broadcast over the rows. */
+    void addBias(Tensor out, Tensor bias);
+
+    /** dbias (OC) += column sums of dout (N, OC). */
+    void biasBackward(Tensor dout, Tensor dbias);
+
+    /** out = GELU(inp), GPT-2's tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). */
+    void geluForward(Tensor inp, Tensor out);
+
+    /** dinp += GELU'(inp) · dout. */
+    void geluBackward(Tensor inp, Tensor dout, Tensor dinp);
+
+    // ------------------------------------------------------------------ layers
+
+    /**
+     * LayerNorm over the last dim, eps = 1e-5. inp, out (N, C); weight, bias (C);
+     * mean, rstd (N) F32, written for the backward.
+     */
+    void layerNormForward(Tensor inp, Tensor weight, Tensor bias, Tensor out, Tensor mean, Tensor rstd);
+
+    /** Accumulates dinp (N, C), dweight (C), dbias (C) from dout (N, C) and the saved mean/rstd. */
+    void layerNormBackward(Tensor dout, Tensor inp, Tensor weight, Tensor mean, Tensor rstd,
+                           Tensor dinp, Tensor dweight, Tensor dbias);
+
+    /** out (B, T, C) = wte[tokens[b,t]] + wpe[t]; tokens (B, T) I32, wte (V, C), wpe (maxT ≥ T, C). */
+    void embeddingForward(Tensor tokens, Tensor wte, Tensor wpe, Tensor out);
+
+    /** dwte[tokens[b,t]] += dout[b,t]; dwpe[t] += Σ_b dout[b,t]. Deterministic order. */
+    void embeddingBackward(Tensor tokens, Tensor dout, Tensor dwte, Tensor dwpe);
+
+    /** qkv (B, T, 3C) laid out [q | k | v] per token → q, k, v each (B, H, T, C/H). */
+    void splitHeads(Tensor qkv, Tensor q, Tensor k, Tensor v, int numHeads);
+
+    /** dqkv (B, T, 3C) += the inverse of splitHeads applied to dq, dk, dv (B, H, T, C/H). */
+    void splitHeadsBackward(Tensor dq, Tensor dk, Tensor dv, Tensor dqkv, int numHeads);
+
+    /** out (B, T, C) = y (B, H, T, C/H) with the heads put back side by side. */
+    void mergeHeads(Tensor y, Tensor out);
+
+    /** dy (B, H, T, C/H) += the inverse of mergeHeads applied to dout (B, T, C). */
+    void mergeHeadsBackward(Tensor dout, Tensor dy);
+
+    /**
+     * Causal softmax over the last dim of preatt (BH, T, T): for row i,
+     * att[i, j] = softmax_{j ≤ i}(scale · preatt[i, j]) and att[i, j] = 0 for j > i.
+     */
+    void causalSoftmaxForward(Tensor preatt, Tensor att, float scale);
+
+    /** dpreatt (BH, T, T) += the gradient of causalSoftmaxForward given att and datt. */
+    void causalSoftmaxBackward(Tensor att, Tensor datt, Tensor dpreatt, float scale);
+
+    /** losses (N) F32 = −log softmax(logits (N, V))[targets (N) I32]. */
+    void crossEntropyForward(Tensor logits, Tensor targets, Tensor losses);
+
+    /**
+     * dlogits (N, V) = (softmax(logits) − onehot(targets)) · dloss, OVERWRITTEN (not accumulated);
+     * dlogits may be the same tensor as logits.
+     */
+    void crossEntropyBackward(Tensor logits, Tensor targets, float dloss, Tensor dlogits);
+
+    // ------------------------------------------------------------------ optimizer and reductions
+
+    /**
+     * One AdamW step on a flat F32 buffer: g = gradScale · grad; m = β1 m + (1−β1) g;
+     * v = β2 v + (1−β2) g²; p −= lr · (m̂ / (√v̂ + eps) + weightDecay · p), with
+     * m̂ = m / (1 − β1^t), v̂ = v / (1 − β2^t). param, m, v F32; grad any float dtype.
+     */
+    void adamW(Tensor param, Tensor grad, Tensor m, Tensor v, AdamWStep step);
+
+    /** SGD with momentum: g = gradScale·grad + wd·p; buf = momentum·buf + g; p −= lr·buf. */
+    void sgdMomentum(Tensor param, Tensor grad, Tensor momentumBuf, float lr, float momentum,
+                     float weightDecay, float gradScale);
+
+    /** Σ x² accumulated in fp64 where the backend can (at least fp32 pairwise). */
+    double sumOfSquares(Tensor t);
+
+    /** Σ x, accumulated as sumOfSquares is. */
+    double sum(Tensor t);
+
+    /** True if any element is ±inf or NaN. */
+    boolean hasNonFinite(Tensor t);
+
+    // ------------------------------------------------------------------ streams and events
+
+    /** A named stream (CUDA) or a named marker (CPU, where every call is already complete). */
+    Stream newStream(String name);
+
+    /** Makes {@code stream} the calling thread's current stream for this backend (null: the default). */
+    void setStream(Stream stream);
+
+    /** Records an event on the calling thread's current stream. */
+    Event record();
+
+    /** Makes the calling thread's current stream wait for {@code event}; never blocks the host. */
+    void waitFor(Event event);
+
+    /** Blocks the host until all work this backend issued on any stream is done. */
+    void synchronize();
+
+    /** Frees what the backend holds itself (pools, handles); tensors it handed out are the caller's. */
+    @Override
+    void close();
+
+    /** A stream handle; closing one destroys it. */
+    interface Stream extends AutoCloseable {
+        String name();
+
+        @Override
+        void close();
+    }
+
+    /** An event handle: waitable across streams, and by the host. */
+    interface Event {
+        /** Blocks the host until the work before the event is done. */
+        void synchronize();
+    }
+}

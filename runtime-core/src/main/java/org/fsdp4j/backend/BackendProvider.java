@@ -1,0 +1,25 @@
+// What ServiceLoader finds: one provider per kind of device. Providers must be cheap to
+// construct and must not touch native libraries until available() or create() is called.
+package org.fsdp4j.backend;
+
+import java.util.Optional;
+import org.fsdp4j.tensor.Device;
+import org.fsdp4j.tensor.MemoryTracker;
+
+public interface BackendProvider {
+
+    /** The device kind this provider serves. */
+    Device.Kind kind();
+
+    /** Empty when usable; otherwise why not (no driver, no device, which library is missing). Probes once. */
+    Optional<String> unavailableReason();
+
+    /** Number of devices of this kind (1 for the CPU). */
+    int deviceCount();
+
+    /**
+     * A backend for {@code device} reporting to {@code tracker}. {@code cpuThreads} is the number of
+     * host threads this backend may keep busy (the CPU backend's parallelism; 0 = all cores).
+     */
+    Backend create(Device device, MemoryTracker tracker, int cpuThreads);
+}

@@ -1,0 +1,69 @@
+// Finds backends with ServiceLoader and resolves --device auto|cpu|cuda[:i]. "auto" takes a
+// usable CUDA device and otherwise falls back to the CPU, saying why in one log line.
+package org.fsdp4j.backend;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Optional;
+import java.util.ServiceLoader;
+import java.util.function.Consumer;
+import org.fsdp4j.tensor.Device;
+import org.fsdp4j.tensor.MemoryTracker;
+
+public final class Backends {
+
+    private Backends() {
+    }
+
+    public static List<BackendProvider> providers() {
+        List<BackendProvider> list = new ArrayList<>();
+        ServiceLoader.load(BackendProvider.class).forEach(list::add);
+        return list;
+    }
+
+    public static Optional<BackendProvider> provider(Device.Kind kind) {
+        return providers().stream().filter(p -> p.kind() == kind).findFirst();
+    }
+
+    /**
+     * Resolves a --device value to a concrete device. {@code log} receives the one line that
+     * explains a fallback from auto to cpu. Asking for cuda where none is usable is an error
+     * that carries the reason.
+     */
+    public static Device resolve(String requested, Consumer<String> log) {
+        String r = requested.trim().toLowerCase(Locale.ROOT);
+        if (r.equals("auto")) {
+            Optional<BackendProvider> cuda = provider(Device.Kind.CUDA);
+            if (cuda.isEmpty()) {
+                log.accept("device auto: using cpu (this build has no CUDA backend)");
+                return Device.CPU;
+            }
+            Optional<String> why = cuda.get().unavailableReason();
+            if (why.isPresent()) {
+                log.accept("device auto: using cpu (" + why.get() + ")");
+                return Device.CPU;
+            }
+            return Device.cuda(0);
+        }
+        Device d = Device.parse(requested);
+        BackendProvider p = provider(d.kind()).orElseThrow(() -> new IllegalArgumentException(
+                "device " + d + " requested but this build has no " + d.kind().name().toLowerCase(Locale.ROOT)
+                        + " backend"));
+        Optional<String> why = p.unavailableReason();
+        if (why.isPresent()) {
+            throw new IllegalArgumentException("device " + d + " is not usable: " + why.get()
+                    + "; use --device cpu or --device auto");
+        }
+        if (d.index() >= p.deviceCount()) {
+            throw new IllegalArgumentException("device " + d + " does not exist: " + p.deviceCount()
+                    + " device(s) of that kind are visible");
+        }
+        return d;
+    }
+
+    public static Backend create(Device device, MemoryTracker tracker, int cpuThreads) {
+        return provider(device.kind()).orElseThrow(() -> new IllegalArgumentException("no backend for " + device))
+                .create(device, tracker, cpuThreads);
+    }
+}

@@ -1,0 +1,60 @@
+// One native allocation (host memory for the CPU backend, device memory for CUDA), owned by
+// exactly one Tensor. Closing it returns the bytes to its backend and to the memory tracker;
+// close is idempotent and any later use fails loudly.
+package org.fsdp4j.tensor;
+
+public abstract class Storage implements AutoCloseable {
+
+    private final Device device;
+    private final long numBytes;
+    private final MemoryCategory category;
+    private final MemoryTracker tracker;
+    private volatile boolean closed;
+
+    protected Storage(Device device, long numBytes, MemoryCategory category, MemoryTracker tracker) {
+        this.device = device;
+        this.numBytes = numBytes;
+        this.category = category;
+        this.tracker = tracker;
+        tracker.allocated(category, numBytes);
+    }
+
+    public final Device device() {
+        return device;
+    }
+
+    public final long numBytes() {
+        return numBytes;
+    }
+
+    public final MemoryCategory category() {
+        return category;
+    }
+
+    public final boolean isClosed() {
+        return closed;
+    }
+
+    /** Throws if this storage was closed; backends call it before touching the memory. */
+    public final void checkOpen() {
+        if (closed) {
+            throw new IllegalStateException("use of a closed " + category.label() + " buffer of "
+                    + numBytes + " bytes on " + device);
+        }
+    }
+
+    @Override
+    public final void close() {
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+        }
+        release();
+        tracker.freed(category, numBytes);
+    }
+
+    /** Returns the memory to where it came from (free, or the caching allocator's pool). */
+    protected abstract void release();
+}
