@@ -100,6 +100,19 @@ class CpuGemmTest {
     }
 
     @Test
+    void tiledGemmsCoverEveryRowAndColumnBand() {
+        int big = 2 * GemmOp.MIN_TILE + 37;   // cut into bands, the last one partial
+        try (CpuTestSupport s = new CpuTestSupport(3)) {
+            for (boolean ta : new boolean[] {false, true}) {
+                for (boolean tb : new boolean[] {false, true}) {
+                    check(s, DType.F32, ta, tb, big, 24, 16, 2, 2, 0.5f, 1);
+                    check(s, DType.F32, ta, tb, 20, big, 12, 1, 1, 0f, 0);
+                }
+            }
+        }
+    }
+
+    @Test
     void halfOperandsComputeInFp32AndRoundOnce() {
         try (CpuTestSupport s = new CpuTestSupport()) {
             for (DType dtype : new DType[] {DType.F16, DType.BF16}) {
