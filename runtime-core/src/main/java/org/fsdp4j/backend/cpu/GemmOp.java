@@ -16,9 +16,14 @@ import org.fsdp4j.tensor.Tensor;
 
 final class GemmOp {
 
-    /** Smallest tile side of C handed to one sgemm call, and the most tiles one matrix is cut into. */
-    static final int MIN_TILE = 256;
-    static final int MAX_TILES = 16;
+    /**
+     * Tiling of one C matrix: a tile side stays >= MIN_TILE, a tile does >= MIN_TILE_FLOPS of work
+     * (each tile re-packs its panels of A and B, so small tiles cost more than they gain), and a
+     * matrix is cut into at most MAX_TILES tiles.
+     */
+    static final int MIN_TILE = 128;
+    static final double MIN_TILE_FLOPS = 32e6;
+    static final int MAX_TILES = 8;
 
     /** Work per chunk of the task loop: below this, tasks are batched together (less scheduling). */
     private static final double MIN_FLOPS_PER_CHUNK = 4e6;
@@ -50,9 +55,10 @@ final class GemmOp {
         try (Operand pa = new Operand(threads, tracker, a, spanA, true);
              Operand pb = new Operand(threads, tracker, b, spanB, true);
              Operand pc = new Operand(threads, tracker, c, spanC, beta != 0f)) {
-            // C is cut into tilesM row bands or tilesN column bands; each task is one (batch, tile)
-            int tilesM = tiles(m);
-            int tilesN = tilesM > 1 ? 1 : tiles(n);
+            // C is cut into tilesM × tilesN tiles; each task is one (batch, tile)
+            int[] tiling = tiling(m, n, k);
+            int tilesM = tiling[0];
+            int tilesN = tiling[1];
             int rowsPerTile = (m + tilesM - 1) / tilesM;
             int colsPerTile = (n + tilesN - 1) / tilesN;
             int perBatch = tilesM * tilesN;
@@ -80,9 +86,29 @@ final class GemmOp {
         }
     }
 
-    /** How many bands a dim of C is cut into: none below 2·MIN_TILE, at most MAX_TILES. */
-    private static int tiles(int size) {
-        return Math.max(1, Math.min(MAX_TILES, size / MIN_TILE));
+    /**
+     * {tilesM, tilesN} for an m×n C with inner dim k, from the shape alone (never the thread
+     * count): halve the longer tile side while the tile count stays within the work budget.
+     */
+    static int[] tiling(int m, int n, int k) {
+        double flops = 2.0 * m * n * Math.max(1, k);
+        int budget = (int) Math.max(1, Math.min(MAX_TILES, flops / MIN_TILE_FLOPS));
+        int tilesM = 1;
+        int tilesN = 1;
+        while (tilesM * tilesN * 2 <= budget) {
+            int rows = m / tilesM;
+            int cols = n / tilesN;
+            if (rows >= cols && rows >= 2 * MIN_TILE) {
+                tilesM *= 2;
+            } else if (cols >= 2 * MIN_TILE) {
+                tilesN *= 2;
+            } else if (rows >= 2 * MIN_TILE) {
+                tilesM *= 2;
+            } else {
+                break;
+            }
+        }
+        return new int[] {tilesM, tilesN};
     }
 
     /** Elements a stored rows×cols matrix with row stride ld spans. */
