@@ -174,8 +174,12 @@ final class ElementwiseOps {
             for (int i = 0; i < n; i++) {
                 float v = x[i];
                 float u = GELU_SCALE * (v + GELU_CUBIC * v * v * v);
-                float th = tanh(u);
-                float sech2 = 1f - th * th;
+                // tanh and sech² from one exp: with e = exp(−2|u|), tanh|u| = (1−e)/(1+e) and
+                // sech² u = 4e/(1+e)², which keeps full precision where 1 − tanh² would cancel
+                double e = Math.exp(-2.0 * Math.abs(u));
+                double inv = 1.0 / (1.0 + e);
+                float th = (float) (u < 0 ? (e - 1.0) * inv : (1.0 - e) * inv);
+                float sech2 = (float) (4.0 * e * inv * inv);
                 float local = 0.5f * (1f + th) + 0.5f * v * sech2 * GELU_SCALE * (1f + 3f * GELU_CUBIC * v * v);
                 d[i] += local * g[i];
             }
@@ -183,8 +187,8 @@ final class ElementwiseOps {
         });
     }
 
-    /** tanh through exp (an intrinsic), in double so the cancellation near 0 costs nothing at fp32. */
-    static float tanh(float u) {
+    /** tanh through exp (an intrinsic; Math.tanh is not), in double so it is exact to fp32 rounding. */
+    private static float tanh(float u) {
         double e = Math.exp(-2.0 * Math.abs(u));
         double t = (1.0 - e) / (1.0 + e);
         return (float) (u < 0 ? -t : t);
