@@ -101,8 +101,7 @@ final class ElementwiseOps {
         if (out.rank() == 0 || out.dim(-1) != oc) {
             throw Shapes.error("addBias", "out must be (N, OC) with OC = bias numel", out, bias);
         }
-        float[] b = new float[oc];
-        Elements.of(bias).load(0, b, 0, oc);
+        float[] b = Elements.of(bias).loadAll();
         Elements eo = Elements.of(out);
         threads.forChunks(Shapes.rows(out), Shapes.rowsPerChunk(oc, GRAIN), (c, from, to) -> {
             float[] row = Scratch.floats(0, oc);
