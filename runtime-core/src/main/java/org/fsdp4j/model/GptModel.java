@@ -180,14 +180,15 @@ public final class GptModel implements TrainableModel {
             Unit unit = units.get(i + 1);
             Block block = blocks.get(i);
             hooks.preBackward(unit);
-            Block.Saved saved = p.blockSaved[i];
-            if (saved == null) {
-                // recompute into the block's own output buffer: same inputs, same ops, same values
-                saved = block.forward(backend, unit, p.blockInputs[i], p.blockInputs[i + 1]);
-            }
-            p.blockSaved[i] = null;
+            // block i's output has served its last reader (block i + 1's backward, or the final norm's)
             p.blockInputs[i + 1].close();
             p.blockInputs[i + 1] = null;
+            Block.Saved saved = p.blockSaved[i];
+            p.blockSaved[i] = null;
+            if (saved == null) {
+                // checkpointed: recompute from the kept input, after preBackward (re-gathered parameters)
+                saved = block.forwardInternals(backend, unit, p.blockInputs[i]);
+            }
             block.backward(backend, unit, saved, p.blockInputs[i], dresidual);
             saved.close();
             hooks.postBackward(unit);
