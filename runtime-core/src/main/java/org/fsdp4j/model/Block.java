@@ -70,7 +70,7 @@ final class Block {
 
     /**
      * The forward up to what backward needs, without the block's output: a checkpointed block's
-     * recompute, which skips the MLP's output projection (a third of the block's GEMM work).
+     * recompute, which skips the MLP's output projection (a third of the block's Linear FLOPs).
      * Bit-identical to the internals {@link #forward} saves.
      */
     Saved forwardInternals(Backend backend, Unit unit, Tensor x) {
