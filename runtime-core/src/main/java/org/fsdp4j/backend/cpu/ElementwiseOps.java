@@ -2,6 +2,7 @@
 // elements or rows are loaded into fp32 scratch, computed, and rounded back on store.
 package org.fsdp4j.backend.cpu;
 
+import java.util.Arrays;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Tensor;
 
@@ -23,7 +24,7 @@ final class ElementwiseOps {
             threads.forChunks(t.numel(), GRAIN, (c, from, to) -> {
                 int n = (int) (to - from);
                 int[] buf = Scratch.ints(n);
-                java.util.Arrays.fill(buf, 0, n, v);
+                Arrays.fill(buf, 0, n, v);
                 e.storeInts(buf, 0, from, n);
             });
             return;
@@ -31,7 +32,7 @@ final class ElementwiseOps {
         threads.forChunks(t.numel(), GRAIN, (c, from, to) -> {
             int n = (int) (to - from);
             float[] buf = Scratch.floats(0, n);
-            java.util.Arrays.fill(buf, 0, n, value);
+            Arrays.fill(buf, 0, n, value);
             e.store(buf, 0, from, n);
         });
     }

@@ -8,6 +8,7 @@
 // larger ldc leaves are never touched).
 package org.fsdp4j.backend.cpu;
 
+import java.util.Locale;
 import org.bytedeco.javacpp.FloatPointer;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.MemoryCategory;
@@ -122,7 +123,7 @@ final class GemmOp {
      */
     private static long span(String name, Tensor x, long rows, long cols, int ld, long stride, int batch, Tensor... all) {
         if (ld < cols || ld < 0) {
-            throw Shapes.error("gemm", "ld" + name.toLowerCase(java.util.Locale.ROOT) + "=" + ld
+            throw Shapes.error("gemm", "ld" + name.toLowerCase(Locale.ROOT) + "=" + ld
                     + " is smaller than the " + cols + " columns " + name + " is stored with", all);
         }
         if (stride < 0) {
