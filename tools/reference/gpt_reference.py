@@ -29,7 +29,7 @@ File format (all little-endian), version 1:
     from the start of the payload, row-major, dtype "f32" (IEEE float32) or "i32" (int32).
 Header keys: format, version, generator, torchVersion, seed, init, config {vocabSize, maxSeqLen,
 numLayers, numHeads, embedDim}, batch {batchSize, seqLen}, adamw {lr, beta1, beta2, eps,
-weightDecay, steps}, params (parameter names in model order), torchFp32Error, and tensors:
+weightDecay, steps}, params (parameter names in module order), torchFp32Error, and tensors:
 a list of {name, dtype, shape, offset, numBytes}. Tensor names:
     tokens, targets      (B, T) i32
     logits               (B, T, V) f32, of the first forward
@@ -144,7 +144,7 @@ class Gpt(nn.Module):
 
 
 def param_names(cfg):
-    """fsdp4j's parameter names, in model order; these are also the PyTorch module names."""
+    """fsdp4j's parameter names, in PyTorch's module order (they are the module names too)."""
     names = ["wte", "wpe"]
     for i in range(cfg["numLayers"]):
         p = f"h.{i}."
@@ -201,20 +201,37 @@ def max_abs(a, b):
     return float((a.double() - b.double()).abs().max())
 
 
+def make_batch():
+    """tokens, targets (B, T), drawn from their own seed so both dumps share them."""
+    gen = torch.Generator().manual_seed(SEED + 1)
+    shape = (BATCH["batchSize"], BATCH["seqLen"])
+    return (torch.randint(CONFIG["vocabSize"], shape, generator=gen),
+            torch.randint(CONFIG["vocabSize"], shape, generator=gen))
+
+
+def initial_weights(init_name):
+    """The fp32 weights by name, for init "nanogpt" or "large" (see INITS)."""
+    torch.manual_seed(SEED)
+    model = Gpt(**CONFIG)
+    assert [n for n, _ in model.named_parameters()] == param_names(CONFIG)
+    if init_name == "large":
+        large_weights(model, LARGE_STD, torch.Generator().manual_seed(SEED + 2))
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def model_with(weights, dtype):
+    model = Gpt(**CONFIG).to(dtype)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(weights[n].to(dtype))
+    return model
+
+
 def reference_case(init_name, tokens, targets):
     """(header entries, tensors) of one dump: fp32 initial weights, float64 results stored as fp32."""
-    torch.manual_seed(SEED)
-    model32 = Gpt(**CONFIG)                                 # fp32 weights: the shared start
-    assert [n for n, _ in model32.named_parameters()] == param_names(CONFIG)
-    if init_name == "large":
-        large_weights(model32, LARGE_STD, torch.Generator().manual_seed(SEED + 2))
-    init = {n: p.detach().clone() for n, p in model32.named_parameters()}
-    model64 = Gpt(**CONFIG).double()
-    with torch.no_grad():
-        for n, p in model64.named_parameters():
-            p.copy_(init[n].double())
-    ref = run(model64, tokens, targets)
-    fp32 = run(model32, tokens, targets)
+    init = initial_weights(init_name)
+    ref = run(model_with(init, torch.float64), tokens, targets)
+    fp32 = run(model_with(init, torch.float32), tokens, targets)
 
     names = param_names(CONFIG)
     torch_fp32_error = {
@@ -267,10 +284,7 @@ def main():
 
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    b, t = BATCH["batchSize"], BATCH["seqLen"]
-    gen = torch.Generator().manual_seed(SEED + 1)
-    tokens = torch.randint(CONFIG["vocabSize"], (b, t), generator=gen)
-    targets = torch.randint(CONFIG["vocabSize"], (b, t), generator=gen)
+    tokens, targets = make_batch()
     for file_name, init_name in OUTPUTS.items():
         header, tensors = reference_case(init_name, tokens, targets)
         path = os.path.join(os.path.abspath(args.out_dir), file_name)

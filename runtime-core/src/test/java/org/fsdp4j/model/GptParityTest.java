@@ -22,8 +22,8 @@ class GptParityTest {
 
     // Tolerances: fail when |a − b| > atol·max|ref| + rtol·|ref| (GradCheck.assertClose, per tensor).
     // The reference is float64. PyTorch's own fp32 run lands within 4.3e-7·max|ref| of it on the logits
-    // and 1.0e-6·max|ref| on the gradients (headers' torchFp32Error, worst of the two dumps). Bugs
-    // measured with the script on the large-weights dump move logits/gradients by at least
+    // and 1.0e-6·max|ref| on the gradients (headers' torchFp32Error, worst of the two dumps). The bugs
+    // of tools/reference/bug_sensitivity.py move the large-weights dump's logits/gradients by at least
     // 5e-5/1.1e-4·max|ref| (GELU cubic 0.0446 for 0.044715), more for exact GELU (2e-4/8e-4), an
     // attention scale off by 0.1% (9e-4/1.4e-3) or LayerNorm eps 1e-6 (1e-4/1.4e-4).
     // Logits: ~10x PyTorch's fp32 error, 10x below the smallest bug above.
@@ -35,7 +35,7 @@ class GptParityTest {
     static final double GRAD_ATOL = 2e-5;
     static final double GRAD_RTOL = 1e-6;
     // One AdamW step from the reference gradients: elementwise, so only the rounding of fp32 weights
-    // is left (ulp of 1.0 is 1.2e-7); decay on biases and gains moves them by 1e-4·max|ref|, eps 1e-6
+    // is left (ulp of 1.0 is 1.2e-7); decay on biases and gains moves the weights by 1e-4·max|ref|, eps 1e-6
     // for 1e-8 by 6e-4, L2 instead of decoupled decay by 3e-3.
     static final double STEP_ATOL = 1e-6;
     static final double STEP_RTOL = 1e-6;

@@ -6,11 +6,11 @@
 //   bytes 0..7     magic "FSDP4JRF"
 //   bytes 8..11    uint32 format version (1)
 //   bytes 12..15   uint32 H, the byte length of the header
-//   bytes 16..16+H UTF-8 JSON header: seed, init (how the weights were drawn), config {vocabSize, maxSeqLen, numLayers, numHeads,
-//                  embedDim}, batch {batchSize, seqLen}, adamw {lr, beta1, beta2, eps, weightDecay,
-//                  steps}, params (names in model order), torchFp32Error (how far fp32 PyTorch
-//                  lands from the float64 reference), tensors [{name, dtype f32|i32, shape,
-//                  offset, numBytes}]
+//   bytes 16..16+H UTF-8 JSON header: seed, init (how the weights were drawn), config
+//                  {vocabSize, maxSeqLen, numLayers, numHeads, embedDim}, batch {batchSize,
+//                  seqLen}, adamw {lr, beta1, beta2, eps, weightDecay, steps}, params (names in
+//                  PyTorch's module order), torchFp32Error (how far fp32 PyTorch lands from the
+//                  float64 reference), tensors [{name, dtype f32|i32, shape, offset, numBytes}]
 //   then the payload: each tensor's row-major elements at `offset` bytes from the payload start.
 // Tensor names: tokens, targets (B, T) i32; logits (B, T, V); loss (); param.<name> (initial
 // weights); grad.<name> (gradient of the first loss); step1.<name> (weights after one AdamW
@@ -110,7 +110,7 @@ final class GptReference {
         return required(header.get("torchFp32Error"), key).asDouble();
     }
 
-    /** Parameter names in the model's order. */
+    /** Parameter names in PyTorch's module order (root and block parameters interleave differently in fsdp4j). */
     List<String> paramNames() {
         List<String> names = new ArrayList<>();
         header.get("params").forEach(n -> names.add(n.asText()));
