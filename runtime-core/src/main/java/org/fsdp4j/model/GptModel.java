@@ -167,8 +167,9 @@ public final class GptModel implements TrainableModel {
         hooks.preBackward(root);
         CrossEntropyLoss.backwardInPlace(backend, p.logits, p.targets, lossScale);
         Tensor dlogits = p.logits;                                                // (B, T, V), in place
-        Tensor dlnf = Buffers.zeroedActivation(backend, b, t, c);                 // (B, T, C)
-        head.backward(backend, dlogits, p.lnfOut, rootParam(RootParam.WTE), dlnf, rootGrad(RootParam.WTE), null);
+        Tensor dlnf = Buffers.activation(backend, b, t, c);                       // (B, T, C), overwritten
+        head.backward(backend, dlogits, p.lnfOut, rootParam(RootParam.WTE), dlnf, false, rootGrad(RootParam.WTE),
+                null);
         Tensor dresidual = Buffers.zeroedActivation(backend, b, t, c);            // (B, T, C)
         finalNorm.backward(backend, p.lnf, dlnf, p.blockInputs[blocks.size()], rootParam(RootParam.LNF_WEIGHT),
                 dresidual, rootGrad(RootParam.LNF_WEIGHT), rootGrad(RootParam.LNF_BIAS));

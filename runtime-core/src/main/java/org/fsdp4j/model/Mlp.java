@@ -42,12 +42,12 @@ final class Mlp {
                   Tensor projWeight, Tensor dfcWeight, Tensor dfcBias, Tensor dprojWeight, Tensor dprojBias) {
         long b = inp.dim(0);
         long t = inp.dim(1);
-        Tensor dgelu = Buffers.zeroedActivation(backend, b, t, 4L * embedDim);   // (B, T, 4C)
-        proj.backward(backend, dout, saved.geluOut(), projWeight, dgelu, dprojWeight, dprojBias);
+        Tensor dgelu = Buffers.activation(backend, b, t, 4L * embedDim);         // (B, T, 4C), overwritten
+        proj.backward(backend, dout, saved.geluOut(), projWeight, dgelu, false, dprojWeight, dprojBias);
         Tensor dfc = Buffers.zeroedActivation(backend, b, t, 4L * embedDim);     // (B, T, 4C)
         backend.geluBackward(saved.fcOut(), dgelu, dfc);
         dgelu.close();
-        fc.backward(backend, dfc, inp, fcWeight, dinp, dfcWeight, dfcBias);
+        fc.backward(backend, dfc, inp, fcWeight, dinp, true, dfcWeight, dfcBias);
         dfc.close();
     }
 }
