@@ -1,0 +1,34 @@
+// Launcher for optimizer.cu; the bias corrections of AdamW are computed here, once per call.
+package org.fsdp4j.cuda;
+
+import static org.fsdp4j.cuda.DeviceTensors.address;
+import static org.fsdp4j.cuda.DeviceTensors.code;
+
+import org.fsdp4j.backend.AdamWStep;
+import org.fsdp4j.tensor.Tensor;
+
+final class OptimizerLauncher {
+
+    private final Kernel adamw;
+    private final Kernel sgd;
+
+    OptimizerLauncher(CudaModule m) {
+        adamw = m.kernel("adamw_kernel");
+        sgd = m.kernel("sgd_momentum_kernel");
+    }
+
+    void adamW(CudaStream s, Tensor param, Tensor grad, Tensor m, Tensor v, AdamWStep st) {
+        long n = param.numel();
+        float bc1 = (float) (1.0 - Math.pow(st.beta1(), st.step()));
+        float bc2 = (float) (1.0 - Math.pow(st.beta2(), st.step()));
+        adamw.launch(s, Grid.strided(n), Grid.THREADS, address(param), address(grad), code(grad), address(m),
+                address(v), n, st.lr(), st.beta1(), st.beta2(), st.eps(), st.weightDecay(), st.gradScale(), bc1, bc2);
+    }
+
+    void sgdMomentum(CudaStream s, Tensor param, Tensor grad, Tensor buf, float lr, float momentum,
+                     float weightDecay, float gradScale) {
+        long n = param.numel();
+        sgd.launch(s, Grid.strided(n), Grid.THREADS, address(param), address(grad), code(grad), address(buf), n, lr,
+                momentum, weightDecay, gradScale);
+    }
+}
