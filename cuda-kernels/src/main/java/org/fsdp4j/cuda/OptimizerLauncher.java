@@ -1,4 +1,4 @@
-// Launcher for optimizer.cu; the bias corrections of AdamW are computed here, once per call.
+// Launcher for optimizer.cu; AdamW's bias corrections and decay become scalars here, once per call.
 package org.fsdp4j.cuda;
 
 import static org.fsdp4j.cuda.DeviceTensors.address;
@@ -19,10 +19,13 @@ final class OptimizerLauncher {
 
     void adamW(CudaStream s, Tensor param, Tensor grad, Tensor m, Tensor v, AdamWStep st) {
         long n = param.numel();
-        float bc1 = (float) (1.0 - Math.pow(st.beta1(), st.step()));
-        float bc2 = (float) (1.0 - Math.pow(st.beta2(), st.step()));
+        double bc1 = 1 - Math.pow(st.beta1(), st.step());
+        double bc2 = 1 - Math.pow(st.beta2(), st.step());
+        float stepSize = (float) (st.lr() / bc1);
+        float bc2Sqrt = (float) Math.sqrt(bc2);
+        float decay = (float) (1 - (double) st.lr() * st.weightDecay());
         adamw.launch(s, Grid.strided(n), Grid.THREADS, address(param), address(grad), code(grad), address(m),
-                address(v), n, st.lr(), st.beta1(), st.beta2(), st.eps(), st.weightDecay(), st.gradScale(), bc1, bc2);
+                address(v), n, st.beta1(), st.beta2(), st.eps(), st.gradScale(), stepSize, bc2Sqrt, decay);
     }
 
     void sgdMomentum(CudaStream s, Tensor param, Tensor grad, Tensor buf, float lr, float momentum,
