@@ -5,6 +5,11 @@
 // inf/NaN check, copyFromHost), which wait for that stream only.
 package org.fsdp4j.cuda;
 
+import static org.bytedeco.cuda.global.cudart.cuCtxSetCurrent;
+import static org.bytedeco.cuda.global.cudart.cuDeviceGet;
+import static org.bytedeco.cuda.global.cudart.cuInit;
+import static org.bytedeco.cuda.global.cudart.cuDevicePrimaryCtxRelease;
+import static org.bytedeco.cuda.global.cudart.cuDevicePrimaryCtxRetain;
 import static org.bytedeco.cuda.global.cudart.cudaDeviceSynchronize;
 import static org.bytedeco.cuda.global.cudart.cudaFree;
 import static org.bytedeco.cuda.global.cudart.cudaGetDeviceProperties;
@@ -20,6 +25,7 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import org.bytedeco.cuda.cudart.CUctx_st;
 import org.bytedeco.cuda.cudart.cudaDeviceProp;
 import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.DoublePointer;
@@ -47,6 +53,9 @@ public final class CudaBackend implements Backend {
     private final String name;
     private final int computeCapability;
     private final int multiprocessors;
+    /** The device's primary context (the one the runtime API uses), retained for our driver-API launches. */
+    private final CUctx_st primaryContext = new CUctx_st();
+    private final int driverDevice;
 
     private final CudaModule module;
     private final CachingAllocator allocator;
@@ -82,6 +91,11 @@ public final class CudaBackend implements Backend {
         this.device = Device.cuda(index);
         this.tracker = tracker;
         this.options = options;
+        CudaCheck.checkDriver(cuInit(0), "cuInit", index);   // done by the runtime already; idempotent
+        int[] dev = {0};
+        CudaCheck.checkDriver(cuDeviceGet(dev, index), "cuDeviceGet(" + index + ")", index);
+        this.driverDevice = dev[0];
+        CudaCheck.checkDriver(cuDevicePrimaryCtxRetain(primaryContext, driverDevice), "cuDevicePrimaryCtxRetain", index);
         enter();
         CudaCheck.check(cudaFree(new Pointer()), "cudaFree(NULL) (context initialisation)", index);
         cudaDeviceProp props = new cudaDeviceProp();
@@ -476,14 +490,14 @@ public final class CudaBackend implements Backend {
     @Override
     public void mergeHeads(Tensor y, Tensor out) {
         on("mergeHeads", y, out);
-        int[] bthd = headsShape("mergeHeads", y, (int) y.dim(1), out, 1);
+        int[] bthd = headsShape("mergeHeads", y, y.rank() == 4 ? (int) y.dim(1) : -1, out, 1);
         attention.mergeHeads(currentStream(), y, out, bthd[0], bthd[1], bthd[2], bthd[3]);
     }
 
     @Override
     public void mergeHeadsBackward(Tensor dout, Tensor dy) {
         on("mergeHeadsBackward", dout, dy);
-        int[] bthd = headsShape("mergeHeadsBackward", dy, (int) dy.dim(1), dout, 1);
+        int[] bthd = headsShape("mergeHeadsBackward", dy, dy.rank() == 4 ? (int) dy.dim(1) : -1, dout, 1);
         attention.mergeHeadsBackward(currentStream(), dout, dy, bthd[0], bthd[1], bthd[2], bthd[3]);
     }
 
@@ -721,13 +735,18 @@ public final class CudaBackend implements Backend {
         allocator.close();
         pinned.close();
         module.close();
+        CudaCheck.checkDriver(cuDevicePrimaryCtxRelease(driverDevice), "cuDevicePrimaryCtxRelease", index);
     }
 
     // ------------------------------------------------------------------ checks
 
-    /** Makes this GPU the calling thread's current device (cheap; CUDA keeps it per thread). */
+    /**
+     * Makes this GPU current on the calling thread for the runtime API and, through its primary
+     * context, for the driver API our kernel launches use (cheap; CUDA keeps both per thread).
+     */
     private void enter() {
         CudaCheck.check(cudaSetDevice(index), "cudaSetDevice(" + index + ")", index);
+        CudaCheck.checkDriver(cuCtxSetCurrent(primaryContext), "cuCtxSetCurrent", index);
     }
 
     private void on(String op, Tensor... ts) {
