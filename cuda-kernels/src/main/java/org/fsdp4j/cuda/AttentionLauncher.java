@@ -15,7 +15,7 @@ final class AttentionLauncher {
     private final Kernel softmaxForward;
     private final Kernel softmaxBackward;
 
-    AttentionLauncher(CudaModule m) {
+    AttentionLauncher(KernelSource m) {
         split = m.kernel("split_heads_kernel");
         splitBackward = m.kernel("split_heads_backward_kernel");
         merge = m.kernel("merge_heads_kernel");

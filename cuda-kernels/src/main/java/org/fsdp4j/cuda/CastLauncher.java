@@ -10,7 +10,7 @@ final class CastLauncher {
 
     private final Kernel cast;
 
-    CastLauncher(CudaModule m) {
+    CastLauncher(KernelSource m) {
         cast = m.kernel("cast_kernel");
     }
 

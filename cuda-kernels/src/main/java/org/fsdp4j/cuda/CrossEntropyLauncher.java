@@ -13,7 +13,7 @@ final class CrossEntropyLauncher {
     private final Kernel forward;
     private final Kernel backward;
 
-    CrossEntropyLauncher(CudaModule m) {
+    CrossEntropyLauncher(KernelSource m) {
         forward = m.kernel("cross_entropy_forward_kernel");
         backward = m.kernel("cross_entropy_backward_kernel");
     }

@@ -115,7 +115,7 @@ public final class CudaBackend implements Backend {
         this.layerNorm = new LayerNormLauncher(module);
         this.attention = new AttentionLauncher(module);
         this.crossEntropy = new CrossEntropyLauncher(module);
-        this.embedding = new EmbeddingLauncher(module, index);
+        this.embedding = new EmbeddingLauncher(module);
         this.optimizer = new OptimizerLauncher(module);
         this.reductions = new ReductionLauncher(module);
     }

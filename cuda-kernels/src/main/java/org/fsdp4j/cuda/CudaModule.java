@@ -12,7 +12,7 @@ import org.bytedeco.cuda.cudart.CUfunc_st;
 import org.bytedeco.cuda.cudart.CUmod_st;
 import org.bytedeco.javacpp.BytePointer;
 
-final class CudaModule implements AutoCloseable {
+final class CudaModule implements KernelSource, AutoCloseable {
 
     private final int device;
     private final CUmod_st module = new CUmod_st();
@@ -30,14 +30,15 @@ final class CudaModule implements AutoCloseable {
         }
     }
 
-    synchronized Kernel kernel(String name) {
+    @Override
+    public synchronized Kernel kernel(String name) {
         if (closed) {
             throw new IllegalStateException("kernel module of cuda:" + device + " is closed");
         }
         return kernels.computeIfAbsent(name, n -> {
             CUfunc_st f = new CUfunc_st();
             CudaCheck.checkDriver(cuModuleGetFunction(f, module, n), "cuModuleGetFunction(" + n + ")", device);
-            return new Kernel(n, f, device);
+            return new ModuleKernel(n, f, device);
         });
     }
 

@@ -6,7 +6,7 @@ import org.fsdp4j.tensor.MemoryCategory;
 import org.fsdp4j.tensor.MemoryTracker;
 import org.fsdp4j.tensor.Storage;
 
-final class CudaStorage extends Storage {
+final class CudaStorage extends Storage implements DeviceAddressable {
 
     private final CachingAllocator.Block block;
     private final CudaBackend owner;
@@ -18,7 +18,8 @@ final class CudaStorage extends Storage {
         this.block = block;
     }
 
-    long address() {
+    @Override
+    public long address() {
         checkOpen();
         return block.address();
     }

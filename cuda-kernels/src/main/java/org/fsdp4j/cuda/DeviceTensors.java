@@ -11,7 +11,7 @@ final class DeviceTensors {
     }
 
     static long address(Tensor t) {
-        if (!(t.storage() instanceof CudaStorage s)) {
+        if (!(t.storage() instanceof DeviceAddressable s)) {
             throw new IllegalArgumentException(t + " is not in CUDA memory: copy it to the GPU first");
         }
         return s.address() + t.byteOffset();

@@ -17,7 +17,7 @@ final class ElementwiseLauncher {
     private final Kernel addBias;
     private final Kernel biasBackward;
 
-    ElementwiseLauncher(CudaModule m) {
+    ElementwiseLauncher(KernelSource m) {
         fill = m.kernel("fill_kernel");
         add = m.kernel("add_kernel");
         addBias = m.kernel("add_bias_kernel");

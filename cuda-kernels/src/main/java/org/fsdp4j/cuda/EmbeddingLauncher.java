@@ -1,8 +1,7 @@
 // Launcher for embedding.cu. The dwte backward needs a (V) int scratch of "token present"
-// flags, zeroed here before the mark kernel runs.
+// flags, zeroed here (with elementwise.cu's fill) before the mark kernel runs.
 package org.fsdp4j.cuda;
 
-import static org.bytedeco.cuda.global.cudart.cudaMemsetAsync;
 import static org.fsdp4j.cuda.DeviceTensors.address;
 import static org.fsdp4j.cuda.DeviceTensors.code;
 
@@ -17,14 +16,14 @@ final class EmbeddingLauncher {
     private final Kernel backwardWpe;
     private final Kernel mark;
     private final Kernel backwardWte;
-    private final int device;
+    private final Kernel fill;
 
-    EmbeddingLauncher(CudaModule m, int device) {
+    EmbeddingLauncher(KernelSource m) {
         forward = m.kernel("embedding_forward_kernel");
         backwardWpe = m.kernel("embedding_backward_wpe_kernel");
         mark = m.kernel("embedding_mark_kernel");
         backwardWte = m.kernel("embedding_backward_wte_kernel");
-        this.device = device;
+        fill = m.kernel("fill_kernel");
     }
 
     /** tokens (B, T) I32, wte (V, C), wpe (≥T, C), out (B, T, C). */
@@ -40,8 +39,7 @@ final class EmbeddingLauncher {
         long bt = (long) b * t;
         backwardWpe.launch(s, Grid.strided((long) t * c), Grid.THREADS, address(dout), code(dout), address(dwpe),
                 code(dwpe), b, t, c);
-        CudaCheck.check(cudaMemsetAsync(new DevicePointer(address(present)), 0, 4L * vocab, s.handle()),
-                "cudaMemsetAsync(embedding present flags)", device);
+        fill.launch(s, Grid.strided(vocab), Grid.THREADS, address(present), code(present), (long) vocab, 0f);
         mark.launch(s, Grid.strided(bt), Grid.THREADS, address(tokens), bt, vocab, address(present));
         backwardWte.launch(s, vocab, WTE_THREADS, address(tokens), address(present), address(dout), code(dout),
                 address(dwte), code(dwte), bt, c);

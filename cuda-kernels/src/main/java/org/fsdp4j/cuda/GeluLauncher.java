@@ -11,7 +11,7 @@ final class GeluLauncher {
     private final Kernel forward;
     private final Kernel backward;
 
-    GeluLauncher(CudaModule m) {
+    GeluLauncher(KernelSource m) {
         forward = m.kernel("gelu_forward_kernel");
         backward = m.kernel("gelu_backward_kernel");
     }

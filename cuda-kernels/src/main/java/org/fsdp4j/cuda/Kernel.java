@@ -1,43 +1,19 @@
-// One kernel of the fatbin module. launch() packs the arguments, launches on a stream and
-// checks both the launch's return code and the runtime's last error.
+// A kernel of our fatbin as the launchers see it: a name and a launch. ModuleKernel launches
+// for real; tests substitute a recorder that checks each argument against the C signature.
 package org.fsdp4j.cuda;
 
-import static org.bytedeco.cuda.global.cudart.cuLaunchKernel;
+interface Kernel {
 
-import org.bytedeco.cuda.cudart.CUfunc_st;
-import org.bytedeco.javacpp.PointerPointer;
+    String name();
 
-final class Kernel {
-
-    private static final ThreadLocal<KernelArgs> ARGS = ThreadLocal.withInitial(KernelArgs::new);
-
-    private final String name;
-    private final CUfunc_st function;
-    private final int device;
-
-    Kernel(String name, CUfunc_st function, int device) {
-        this.name = name;
-        this.function = function;
-        this.device = device;
-    }
-
-    String name() {
-        return name;
-    }
+    /**
+     * Launches on {@code stream} with grid (gridX, gridY) and block (blockX, blockY). Arguments:
+     * Integer → C int, Long → C long long or a device pointer, Float → C float.
+     */
+    void launch2d(CudaStream stream, long gridX, int gridY, int blockX, int blockY, int sharedBytes, Object... args);
 
     /** 1-D launch. */
-    void launch(CudaStream stream, long gridX, int blockX, Object... args) {
+    default void launch(CudaStream stream, long gridX, int blockX, Object... args) {
         launch2d(stream, gridX, 1, blockX, 1, 0, args);
-    }
-
-    void launch2d(CudaStream stream, long gridX, int gridY, int blockX, int blockY, int sharedBytes, Object... args) {
-        if (gridX <= 0 || gridX > Integer.MAX_VALUE || gridY <= 0 || gridY > 65535) {
-            throw new IllegalArgumentException(name + ": grid (" + gridX + ", " + gridY + ") out of range");
-        }
-        KernelArgs packed = ARGS.get().pack(args);
-        int rc = cuLaunchKernel(function, (int) gridX, gridY, 1, blockX, blockY, 1, sharedBytes, stream.handle(),
-                packed.slots(), (PointerPointer<?>) null);
-        CudaCheck.checkDriver(rc, "cuLaunchKernel(" + name + ")", device);
-        CudaCheck.checkLastError(name, device);
     }
 }

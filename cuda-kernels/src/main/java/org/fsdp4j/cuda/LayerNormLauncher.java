@@ -12,7 +12,7 @@ final class LayerNormLauncher {
     private final Kernel backwardDinp;
     private final Kernel backwardParams;
 
-    LayerNormLauncher(CudaModule m) {
+    LayerNormLauncher(KernelSource m) {
         forward = m.kernel("layernorm_forward_kernel");
         backwardDinp = m.kernel("layernorm_backward_dinp_kernel");
         backwardParams = m.kernel("layernorm_backward_params_kernel");

@@ -12,7 +12,7 @@ final class OptimizerLauncher {
     private final Kernel adamw;
     private final Kernel sgd;
 
-    OptimizerLauncher(CudaModule m) {
+    OptimizerLauncher(KernelSource m) {
         adamw = m.kernel("adamw_kernel");
         sgd = m.kernel("sgd_momentum_kernel");
     }

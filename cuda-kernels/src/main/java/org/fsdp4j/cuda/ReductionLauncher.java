@@ -18,7 +18,7 @@ final class ReductionLauncher {
     private final Kernel finalSum;
     private final Kernel nonFinite;
 
-    ReductionLauncher(CudaModule m) {
+    ReductionLauncher(KernelSource m) {
         scale = m.kernel("scale_kernel");
         partialSum = m.kernel("partial_sum_kernel");
         finalSum = m.kernel("final_sum_kernel");
