@@ -9,6 +9,9 @@
 # Writes gpu-check.log and gpu-check.json (plus JUnit XML and gemm.json) to $OUT, or to
 # .bundle/out without it. Exit 0 only if every test passed, none skipped for want of a GPU,
 # and the GEMM results check out. Budget: under 8 minutes on an H200.
+#
+# From a session with the device tool: build the bundle in the checkout the tool sends, then
+#   run(command="bash scripts/gpu-check.sh", carry=[".bundle"], timeout_s=540)
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
