@@ -1,0 +1,44 @@
+// Softmax cross-entropy over the vocabulary, one block per row. A target outside [0, V)
+// gives a NaN loss rather than an out-of-bounds read, so a bad batch shows up in the loss.
+#include "common.cuh"
+
+// losses (N) F32 = logsumexp(logits[n]) − logits[n, targets[n]]. Block 512, grid N.
+extern "C" __global__ void cross_entropy_forward_kernel(const void* logits, int dt, const int* targets,
+                                                        float* losses, long long N, int V) {
+    long long n = blockIdx.x;
+    if (n >= N) return;
+    long long base = n * V;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, ld(logits, dt, base + j));
+    m = block_max(m);
+    float s = 0.f;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) s += expf(ld(logits, dt, base + j) - m);
+    s = block_sum(s);
+    if (threadIdx.x == 0) {
+        int y = targets[n];
+        losses[n] = (y >= 0 && y < V) ? logf(s) + m - ld(logits, dt, base + y) : NAN;
+    }
+}
+
+// dlogits (N, V) = (softmax(logits) − onehot(targets)) · dloss, overwritten. dlogits may be
+// logits: every read of the row finishes (block reductions end in a barrier) before a write,
+// and each element is then read and written by the same thread.
+extern "C" __global__ void cross_entropy_backward_kernel(const void* logits, int dt, const int* targets, float dloss,
+                                                         void* dlogits, int dDt, long long N, int V) {
+    long long n = blockIdx.x;
+    if (n >= N) return;
+    long long base = n * V;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, ld(logits, dt, base + j));
+    m = block_max(m);
+    float s = 0.f;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) s += expf(ld(logits, dt, base + j) - m);
+    float inv = 1.f / block_sum(s);
+    int y = targets[n];
+    bool valid = y >= 0 && y < V;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float p = expf(ld(logits, dt, base + j) - m) * inv;
+        float g = valid ? (p - (j == y ? 1.f : 0.f)) * dloss : NAN;
+        st(dlogits, dDt, base + j, g);
+    }
+}

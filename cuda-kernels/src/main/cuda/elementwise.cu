@@ -1,0 +1,35 @@
+// Elementwise arithmetic: fill, add, bias add and its backward (column sums).
+#include "common.cuh"
+
+// out (n) = value; I32 takes the integer part.
+extern "C" __global__ void fill_kernel(void* out, int dt, long long n, float value) {
+    if (dt == DT_I32) {
+        int iv = (int)value;
+        GRID_STRIDE(i, n) static_cast<int*>(out)[i] = iv;
+    } else {
+        GRID_STRIDE(i, n) st(out, dt, i, value);
+    }
+}
+
+// out (n) = a (n) + b (n); out may alias a or b (each element is read before it is written).
+extern "C" __global__ void add_kernel(const void* a, int aDt, const void* b, int bDt,
+                                      void* out, int outDt, long long n) {
+    GRID_STRIDE(i, n) st(out, outDt, i, ld(a, aDt, i) + ld(b, bDt, i));
+}
+
+// out (rows, cols) += bias (cols).
+extern "C" __global__ void add_bias_kernel(void* out, int outDt, const void* bias, int biasDt,
+                                           long long rows, int cols) {
+    GRID_STRIDE(i, rows * cols) st(out, outDt, i, ld(out, outDt, i) + ld(bias, biasDt, i % cols));
+}
+
+// dbias (cols) += Σ_r dout (rows, cols); block (COLSUM_TX, COLSUM_TY), grid ceil(cols/COLSUM_TX).
+extern "C" __global__ void bias_backward_kernel(const void* dout, int doutDt, void* dbias, int dbiasDt,
+                                                long long rows, int cols) {
+    float sum[1];
+    auto value = [&](long long r, int c, float (&acc)[1]) { acc[0] += ld(dout, doutDt, r * cols + c); };
+    if (column_sums<1>(rows, cols, value, sum)) {
+        int c = blockIdx.x * COLSUM_TX + threadIdx.x;
+        st(dbias, dbiasDt, c, ld(dbias, dbiasDt, c) + sum[0]);
+    }
+}

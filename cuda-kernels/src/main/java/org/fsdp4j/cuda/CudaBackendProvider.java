@@ -1,0 +1,36 @@
+// Lets ServiceLoader find the CUDA backend. Cheap to construct and touches no native library
+// until asked: availability comes from CudaProbe, which loads CUDA once per JVM.
+package org.fsdp4j.cuda;
+
+import java.util.Optional;
+import org.fsdp4j.backend.Backend;
+import org.fsdp4j.backend.BackendProvider;
+import org.fsdp4j.tensor.Device;
+import org.fsdp4j.tensor.MemoryTracker;
+
+public final class CudaBackendProvider implements BackendProvider {
+
+    @Override
+    public Device.Kind kind() {
+        return Device.Kind.CUDA;
+    }
+
+    @Override
+    public Optional<String> unavailableReason() {
+        return CudaProbe.probe().unavailableReason();
+    }
+
+    @Override
+    public int deviceCount() {
+        return CudaProbe.probe().deviceCount();
+    }
+
+    /** {@code cpuThreads} does not apply: the GPU does the work. */
+    @Override
+    public Backend create(Device device, MemoryTracker tracker, int cpuThreads) {
+        if (device.kind() != Device.Kind.CUDA) {
+            throw new IllegalArgumentException("the CUDA provider cannot create a backend for " + device);
+        }
+        return new CudaBackend(device.index(), tracker, CudaOptions.fromSystemProperties());
+    }
+}

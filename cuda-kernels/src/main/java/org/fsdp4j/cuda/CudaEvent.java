@@ -1,0 +1,67 @@
+// A CUDA event recorded on a stream: the only way work crosses streams (DESIGN.md). Events are
+// handed to the engine with no close() in the Backend contract, so the CUDA handle is
+// destroyed by a Cleaner once the Java object is unreachable (destroying a pending event is
+// legal: CUDA releases it when the work completes). Timing events are for benchmarks only.
+package org.fsdp4j.cuda;
+
+import static org.bytedeco.cuda.global.cudart.cudaEventCreateWithFlags;
+import static org.bytedeco.cuda.global.cudart.cudaEventDefault;
+import static org.bytedeco.cuda.global.cudart.cudaEventDestroy;
+import static org.bytedeco.cuda.global.cudart.cudaEventDisableTiming;
+import static org.bytedeco.cuda.global.cudart.cudaEventElapsedTime;
+import static org.bytedeco.cuda.global.cudart.cudaEventRecord;
+import static org.bytedeco.cuda.global.cudart.cudaEventSynchronize;
+import static org.bytedeco.cuda.global.cudart.cudaSetDevice;
+import static org.bytedeco.cuda.global.cudart.cudaStreamWaitEvent;
+
+import java.lang.ref.Cleaner;
+import org.bytedeco.cuda.cudart.CUevent_st;
+import org.fsdp4j.backend.Backend;
+
+public final class CudaEvent implements Backend.Event {
+
+    private static final Cleaner CLEANER = Cleaner.create();
+
+    private final CUevent_st handle = new CUevent_st();
+    private final int device;
+
+    private CudaEvent(int device, boolean timing) {
+        this.device = device;
+        CudaCheck.check(cudaEventCreateWithFlags(handle, timing ? cudaEventDefault : cudaEventDisableTiming),
+                "cudaEventCreateWithFlags", device);
+        long address = handle.address();
+        CLEANER.register(this, () -> destroy(address, device));
+    }
+
+    /** Records a new event at the current end of {@code stream}. */
+    static CudaEvent record(CudaStream stream, boolean timing) {
+        CudaEvent e = new CudaEvent(stream.device(), timing);
+        CudaCheck.check(cudaEventRecord(e.handle, stream.handle()), "cudaEventRecord(" + stream.name() + ")",
+                e.device);
+        return e;
+    }
+
+    /** Makes {@code stream} wait for this event without blocking the host. */
+    void waitOn(CudaStream stream) {
+        CudaCheck.check(cudaStreamWaitEvent(stream.handle(), handle, 0), "cudaStreamWaitEvent(" + stream.name() + ")",
+                device);
+    }
+
+    @Override
+    public void synchronize() {
+        CudaCheck.check(cudaEventSynchronize(handle), "cudaEventSynchronize", device);
+    }
+
+    /** Milliseconds between {@code start} and this event; both must be timing events, both complete. */
+    float elapsedMsSince(CudaEvent start) {
+        float[] ms = {0f};
+        CudaCheck.check(cudaEventElapsedTime(ms, start.handle, handle), "cudaEventElapsedTime", device);
+        return ms[0];
+    }
+
+    private static void destroy(long address, int device) {
+        CUevent_st h = new CUevent_st(new DevicePointer(address));
+        cudaSetDevice(device);
+        cudaEventDestroy(h);   // nothing can be reported from a Cleaner thread
+    }
+}

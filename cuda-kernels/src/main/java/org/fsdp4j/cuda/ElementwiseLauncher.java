@@ -1,0 +1,49 @@
+// Launcher for elementwise.cu: fill, add, bias add and bias backward.
+package org.fsdp4j.cuda;
+
+import static org.fsdp4j.cuda.DeviceTensors.address;
+import static org.fsdp4j.cuda.DeviceTensors.code;
+
+import org.fsdp4j.tensor.Tensor;
+
+final class ElementwiseLauncher {
+
+    /** Must match COLSUM_TX / COLSUM_TY in common.cuh. */
+    static final int COLSUM_TX = 32;
+    static final int COLSUM_TY = 16;
+
+    private final Kernel fill;
+    private final Kernel add;
+    private final Kernel addBias;
+    private final Kernel biasBackward;
+
+    ElementwiseLauncher(KernelSource m) {
+        fill = m.kernel("fill_kernel");
+        add = m.kernel("add_kernel");
+        addBias = m.kernel("add_bias_kernel");
+        biasBackward = m.kernel("bias_backward_kernel");
+    }
+
+    void fill(CudaStream s, Tensor t, float value) {
+        long n = t.numel();
+        fill.launch(s, Grid.strided(n), Grid.THREADS, address(t), code(t), n, value);
+    }
+
+    void add(CudaStream s, Tensor a, Tensor b, Tensor out) {
+        long n = out.numel();
+        add.launch(s, Grid.strided(n), Grid.THREADS, address(a), code(a), address(b), code(b), address(out),
+                code(out), n);
+    }
+
+    /** out (rows, cols) += bias (cols). */
+    void addBias(CudaStream s, Tensor out, Tensor bias, long rows, int cols) {
+        addBias.launch(s, Grid.strided(rows * cols), Grid.THREADS, address(out), code(out), address(bias), code(bias),
+                rows, cols);
+    }
+
+    /** dbias (cols) += column sums of dout (rows, cols). */
+    void biasBackward(CudaStream s, Tensor dout, Tensor dbias, long rows, int cols) {
+        biasBackward.launch2d(s, Grid.ceilDiv(cols, COLSUM_TX), 1, COLSUM_TX, COLSUM_TY, 0, address(dout), code(dout),
+                address(dbias), code(dbias), rows, cols);
+    }
+}

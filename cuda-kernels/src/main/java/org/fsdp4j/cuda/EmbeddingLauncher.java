@@ -1,0 +1,47 @@
+// Launcher for embedding.cu. The dwte backward needs a (V) int scratch of "token present"
+// flags, zeroed here (with elementwise.cu's fill) before the mark kernel runs.
+package org.fsdp4j.cuda;
+
+import static org.fsdp4j.cuda.DeviceTensors.address;
+import static org.fsdp4j.cuda.DeviceTensors.code;
+
+import org.fsdp4j.tensor.Tensor;
+
+final class EmbeddingLauncher {
+
+    /** Must match EMB_THREADS in embedding.cu. */
+    private static final int WTE_THREADS = 256;
+
+    private final Kernel forward;
+    private final Kernel backwardWpe;
+    private final Kernel mark;
+    private final Kernel backwardWte;
+    private final Kernel fill;
+
+    EmbeddingLauncher(KernelSource m) {
+        forward = m.kernel("embedding_forward_kernel");
+        backwardWpe = m.kernel("embedding_backward_wpe_kernel");
+        mark = m.kernel("embedding_mark_kernel");
+        backwardWte = m.kernel("embedding_backward_wte_kernel");
+        fill = m.kernel("fill_kernel");
+    }
+
+    /** tokens (B, T) I32, wte (V, C), wpe (≥T, C), out (B, T, C). */
+    void forward(CudaStream s, Tensor tokens, Tensor wte, Tensor wpe, Tensor out, int b, int t, int c, int vocab) {
+        long bt = (long) b * t;
+        forward.launch(s, Grid.strided(bt * c), Grid.THREADS, address(tokens), address(wte), code(wte), address(wpe),
+                code(wpe), address(out), code(out), bt, t, c, vocab);
+    }
+
+    /** present: a (V) I32 scratch this call overwrites. */
+    void backward(CudaStream s, Tensor tokens, Tensor dout, Tensor dwte, Tensor dwpe, Tensor present,
+                  int b, int t, int c, int vocab) {
+        long bt = (long) b * t;
+        backwardWpe.launch(s, Grid.strided((long) t * c), Grid.THREADS, address(dout), code(dout), address(dwpe),
+                code(dwpe), b, t, c);
+        fill.launch(s, Grid.strided(vocab), Grid.THREADS, address(present), code(present), (long) vocab, 0f);
+        mark.launch(s, Grid.strided(bt), Grid.THREADS, address(tokens), bt, vocab, address(present));
+        backwardWte.launch(s, vocab, WTE_THREADS, address(tokens), address(present), address(dout), code(dout),
+                address(dwte), code(dwte), bt, c);
+    }
+}

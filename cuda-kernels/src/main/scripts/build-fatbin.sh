@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Builds every src/main/cuda/*.cu into ONE fatbin (machine code for each GPU generation we
+# support, plus PTX so newer GPUs can JIT it), which the cuda-kernels jar carries as a
+# resource and CudaModule loads with cuModuleLoadData. Maven runs this in generate-resources.
+#
+# usage: build-fatbin.sh CUDA_SOURCE_DIR OUTPUT_FATBIN WORK_DIR
+# Without nvcc (not on PATH, not in $CUDA_HOME/bin) it says so once and exits 0: the build
+# goes on CPU-only. With nvcc, any compile error fails the build.
+set -euo pipefail
+
+src_dir=$1
+out=$2
+work_dir=$3
+
+sass_archs="80 86 89 90 100"   # A100, A10/3090, L4/4090, H100/H200, B200
+ptx_arch=90                    # JIT fallback for GPUs newer than the list
+
+nvcc_bin=$(command -v nvcc || true)
+if [[ -z $nvcc_bin && -n ${CUDA_HOME:-} && -x $CUDA_HOME/bin/nvcc ]]; then
+  nvcc_bin=$CUDA_HOME/bin/nvcc
+fi
+if [[ -z $nvcc_bin ]]; then
+  echo "[fsdp4j] nvcc not found: building without GPU kernels (CPU only)"
+  rm -f "$out"
+  exit 0
+fi
+
+shopt -s nullglob
+sources=("$src_dir"/*.cu)
+if [[ -f $out ]]; then
+  stale=0
+  for f in "${sources[@]}" "$src_dir"/*.cuh "$0"; do
+    [[ $f -nt $out ]] && stale=1
+  done
+  if [[ $stale == 0 ]]; then
+    echo "[fsdp4j] GPU kernels up to date: $out"
+    exit 0
+  fi
+fi
+
+# One translation unit that includes every kernel file: one fatbin, one module to load.
+mkdir -p "$work_dir" "$(dirname "$out")"
+unity=$work_dir/fsdp4j_kernels.cu
+: > "$unity"
+for f in "${sources[@]}"; do
+  echo "#include \"$(cd "$(dirname "$f")" && pwd)/$(basename "$f")\"" >> "$unity"
+done
+
+gencode=()
+for a in $sass_archs; do
+  gencode+=(-gencode "arch=compute_$a,code=sm_$a")
+done
+gencode+=(-gencode "arch=compute_$ptx_arch,code=compute_$ptx_arch")
+
+echo "[fsdp4j] nvcc: $("$nvcc_bin" --version | tail -n 2 | head -n 1)"
+echo "[fsdp4j] building ${#sources[@]} kernel files for sm_${sass_archs// /, sm_} + compute_$ptx_arch PTX"
+start_s=$SECONDS
+"$nvcc_bin" -fatbin -O3 -std=c++17 -Werror all-warnings -I"$src_dir" "${gencode[@]}" \
+  --threads "$(nproc)" -o "$out.tmp" "$unity"
+mv "$out.tmp" "$out"
+echo "[fsdp4j] wrote $out ($(stat -c %s "$out") bytes) in $((SECONDS - start_s)) s"

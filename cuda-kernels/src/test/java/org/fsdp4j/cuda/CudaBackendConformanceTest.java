@@ -1,0 +1,20 @@
+// The conformance checks on cuda:0 (and its CPU twin); skipped with the probe's reason where
+// no GPU is usable.
+package org.fsdp4j.cuda;
+
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import org.fsdp4j.backend.Backend;
+import org.fsdp4j.tensor.MemoryTracker;
+import org.junit.jupiter.api.Tag;
+
+@Tag("gpu")
+class CudaBackendConformanceTest extends BackendConformanceTest {
+
+    @Override
+    Backend create(MemoryTracker tracker) {
+        CudaProbe.Result probe = CudaProbe.probe();
+        assumeTrue(probe.usable(), () -> "no usable GPU: " + probe.unavailableReason().orElse(""));
+        return new CudaBackend(0, tracker, CudaOptions.defaults());
+    }
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds, on this machine, everything scripts/gpu-check.sh needs on a GPU machine that has no
+# Java, no Maven and no internet: the jars (main + test classes and their runtime
+# dependencies), the JUnit console launcher, and a jlink'd Java runtime, in .bundle/ (ignored
+# by git; small enough to travel with the working tree). Run from anywhere; takes ~1-2 min.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+bundle=$repo/.bundle
+max_mib=60
+junit_console=org.junit.platform:junit-platform-console-standalone:1.14.1   # JUnit 5.14.1's platform
+
+cd "$repo"
+rm -rf "$bundle"
+mkdir -p "$bundle/lib"
+
+echo "[bundle] building cuda-kernels and samples (and the modules they need) with Maven"
+# Runtime scope only: JUnit comes as the console launcher below, which carries its own copy.
+mvn -B -q -pl cuda-kernels,samples -am package -DskipTests \
+  dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$bundle/lib"
+mvn -B -q -pl cuda-kernels -am test-compile
+cp runtime-core/target/runtime-core-*.jar cuda-kernels/target/cuda-kernels-*.jar "$bundle/lib/"
+jar --create --file "$bundle/lib/cuda-kernels-tests.jar" -C cuda-kernels/target/test-classes .
+cp samples/target/samples-*.jar "$bundle/lib/"   # the fsdp4j CLI (bench gemm|step), once it exists
+
+echo "[bundle] fetching the JUnit console launcher ($junit_console)"
+mvn -B -q dependency:copy -Dartifact="$junit_console" -DoutputDirectory="$bundle" -Dmdep.stripVersion=true
+
+if ! unzip -l "$bundle/lib/cuda-kernels-"*[0-9T].jar 2>/dev/null | grep -q fsdp4j_kernels.fatbin; then
+  echo "[bundle] WARNING: the cuda-kernels jar has no fatbin (nvcc was missing): the GPU tests will skip" >&2
+fi
+
+echo "[bundle] slimming the native jars to the libraries fsdp4j loads"
+# OpenBLAS: fsdp4j uses the openblas_nolapack preset only (libjniopenblas_nolapack + libopenblas).
+zip -q -d "$bundle"/lib/openblas-*-linux-x86_64.jar 'org/bytedeco/openblas/linux-x86_64/libjniopenblas.so' \
+  'org/bytedeco/openblas/linux-x86_64/libjniopenblas_full.so' 'org/bytedeco/openblas/linux-x86_64/include/*'
+# CUDA: the JNI wrappers of cudart, cuBLAS, NCCL and NVRTC; not cuDNN, cuFFT, NPP, ...
+cuda_native=$(ls "$bundle"/lib/cuda-*-linux-x86_64.jar)
+unused=$(unzip -Z1 "$cuda_native" | grep -E '/libjni[a-z_]+\.so$' | grep -vE '/libjni(cudart|cublas|nccl|nvrtc)\.so$')
+zip -q -d "$cuda_native" $unused
+
+echo "[bundle] linking a Java runtime with only the modules the jars use"
+# java.desktop is an optional extra of Jackson that fsdp4j never touches.
+# java.logging, java.xml and java.sql: the JUnit console launcher (logging, XML reports).
+modules=java.base,java.logging,java.management,java.sql,java.xml,jdk.unsupported,jdk.zipfs   # Unsafe: JavaCPP
+java_home=$(dirname "$(dirname "$(readlink -f "$(command -v jlink)")")")
+jlink --module-path "$java_home/jmods" --add-modules "$modules" --strip-debug --no-man-pages \
+  --no-header-files --compress=2 --output "$bundle/jre"
+strip --strip-unneeded "$bundle/jre/lib/server/libjvm.so"   # Debian ships it with its symbol table
+
+size_mib=$(du -sm "$bundle" | cut -f1)
+du -sh "$bundle"/jre "$bundle"/lib "$bundle"/*.jar | sed 's/^/[bundle] /'
+echo "[bundle] total ${size_mib} MiB in $bundle"
+if (( size_mib > max_mib )); then
+  echo "[bundle] over the ${max_mib} MiB budget" >&2
+  exit 1
+fi

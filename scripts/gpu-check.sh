@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The GPU check, run from the repo root on a machine with one NVIDIA GPU and no internet,
+# after scripts/device-bundle.sh built .bundle/ (jars + a Java runtime) elsewhere:
+#   1. finds the CUDA 13 libraries (driver, cudart, cuBLAS, NCCL; a Python env's
+#      nvidia/*/lib folders count) and puts their folders on LD_LIBRARY_PATH,
+#   2. runs the cuda-kernels test suite (GPU tests included) with the bundled Java,
+#   3. benchmarks bf16 GEMMs (4096³, 8192³) against the device's peak, and the fsdp4j CLI's
+#      bench gemm/step when the bundle has the CLI.
+# Writes gpu-check.log and gpu-check.json (plus JUnit XML and gemm.json) to $OUT, or to
+# .bundle/out without it. Exit 0 only if every test passed, none skipped for want of a GPU,
+# and the GEMM results check out. Budget: under 8 minutes on an H200.
+#
+# From a session with the device tool: build the bundle in the checkout the tool sends, then
+#   run(command="bash scripts/gpu-check.sh", carry=[".bundle"], timeout_s=540)
+set -uo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+bundle=$repo/.bundle
+out=${OUT:-$bundle/out}
+mkdir -p "$out"
+exec > >(tee "$out/gpu-check.log") 2>&1
+start_s=$SECONDS
+
+say() { echo "[gpu-check $((SECONDS - start_s))s] $*"; }
+
+json_status=ok
+json_problems=()
+problem() { json_problems+=("$1"); json_status=failed; say "PROBLEM: $1"; }
+
+write_json() {
+  local problems=""
+  for p in "${json_problems[@]+"${json_problems[@]}"}"; do
+    problems+="${problems:+, }\"${p//\"/\'}\""
+  done
+  local gemm=null
+  [[ -s $out/gemm.json ]] && gemm=$(cat "$out/gemm.json")
+  cat > "$out/gpu-check.json" <<JSON
+{
+  "status": "$json_status",
+  "problems": [$problems],
+  "gpu": "${gpu_name:-none}",
+  "driver": "${driver_version:-none}",
+  "library_dirs": "${lib_dirs:-}",
+  "tests": {"succeeded": ${tests_ok:-0}, "failed": ${tests_failed:-0}, "skipped": ${tests_skipped:-0}, "aborted": ${tests_aborted:-0}},
+  "gemm": $gemm,
+  "seconds": $((SECONDS - start_s))
+}
+JSON
+  say "wrote $out/gpu-check.json (status $json_status)"
+}
+
+finish() { write_json; [[ $json_status == ok ]]; exit $?; }
+
+java=$bundle/jre/bin/java
+if [[ ! -x $java || ! -f $bundle/junit-platform-console-standalone.jar ]]; then
+  problem "no bundle in $bundle: run scripts/device-bundle.sh on the build machine first"
+  finish
+fi
+classpath=$(ls "$bundle"/lib/*.jar | tr '\n' ':')
+
+# ---- 1. libraries ----------------------------------------------------------------------
+python_lib_roots() {
+  for py in python3 /opt/*/.venv/bin/python3 /usr/local/bin/python3; do
+    command -v "$py" >/dev/null 2>&1 || [[ -x $py ]] || continue
+    "$py" -c 'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null
+  done | sort -u | while read -r sp; do [[ -d $sp/nvidia ]] && echo "$sp/nvidia"; done
+}
+
+# Prints the folder holding $1, or nothing.
+find_lib() {
+  local name=$1 d
+  for d in ${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH//:/ }} /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu \
+           /usr/lib64 /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64; do
+    [[ -e $d/$name ]] && { echo "$d"; return; }
+  done
+  local hit
+  hit=$(ldconfig -p 2>/dev/null | awk -v n="$name" '$1 == n {print $NF; exit}')
+  [[ -n $hit ]] && { dirname "$hit"; return; }
+  for d in $(python_lib_roots); do
+    hit=$(find "$d" -maxdepth 3 -name "$name" 2>/dev/null | head -n 1)
+    [[ -n $hit ]] && { dirname "$hit"; return; }
+  done
+  hit=$(timeout 60 find / -xdev -maxdepth 8 -name "$name" -not -path '/proc/*' 2>/dev/null | head -n 1)
+  [[ -n $hit ]] && dirname "$hit"
+}
+
+lib_dirs=""
+for lib in libcuda.so.1 libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libnvrtc.so.13; do
+  dir=$(find_lib "$lib")
+  if [[ -z $dir ]]; then
+    case $lib in
+      libcuda.so.1) problem "no GPU: no NVIDIA driver (libcuda.so.1 not found)"; finish ;;
+      libnccl.so.2|libnvrtc.so.13) say "note: $lib not found (not needed by the single-GPU check)" ;;
+      *) problem "missing CUDA library $lib"; finish ;;
+    esac
+    continue
+  fi
+  say "$lib in $dir"
+  [[ ":$lib_dirs:" == *":$dir:"* ]] || lib_dirs=${lib_dirs:+$lib_dirs:}$dir
+done
+export LD_LIBRARY_PATH=$lib_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+if ! smi=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1); then
+  problem "no GPU: nvidia-smi failed: $smi"
+  finish
+fi
+gpu_name=$(echo "$smi" | head -n 1 | cut -d, -f1 | xargs)
+driver_version=$(echo "$smi" | head -n 1 | cut -d, -f2 | xargs)
+say "GPU: $smi"
+
+jvm_opts=(-Xss4m -Xmx16g -Dorg.bytedeco.javacpp.maxPhysicalBytes=0)
+
+# ---- 2. tests -------------------------------------------------------------------------
+say "running the cuda-kernels tests (GPU tests included)"
+(cd cuda-kernels && timeout 300 "$java" "${jvm_opts[@]}" -jar "$bundle/junit-platform-console-standalone.jar" \
+  execute --disable-banner --details=tree --class-path "$classpath" \
+  --scan-class-path "$bundle/lib/cuda-kernels-tests.jar" --reports-dir "$out/junit") | tee "$out/tests.txt"
+count() { grep -E "^\[ +[0-9]+ $1 +\]" "$out/tests.txt" | grep -oE '[0-9]+' | head -n 1; }
+tests_ok=$(count "tests successful"); tests_failed=$(count "tests failed")
+tests_skipped=$(count "tests skipped"); tests_aborted=$(count "tests aborted")
+say "tests: ${tests_ok:-?} ok, ${tests_failed:-?} failed, ${tests_skipped:-?} skipped, ${tests_aborted:-?} aborted"
+[[ ${tests_ok:-0} -gt 0 ]] || problem "the test run produced no summary (see tests.txt)"
+[[ ${tests_failed:-0} -eq 0 ]] || problem "${tests_failed} test(s) failed"
+[[ ${tests_aborted:-0} -eq 0 ]] || problem "${tests_aborted} test(s) skipped by an assumption (GPU not usable?)"
+
+# ---- 3. benchmarks --------------------------------------------------------------------
+say "GEMM benchmark (bf16, fp32 accumulation)"
+if ! timeout 150 "$java" "${jvm_opts[@]}" -cp "$classpath" org.fsdp4j.cuda.GemmBench \
+     --sizes 4096,8192 --dtypes bf16 --iters 20 --json "$out/gemm.json"; then
+  problem "GemmBench failed or found wrong results"
+fi
+
+if unzip -l "$bundle"/lib/samples-*.jar 2>/dev/null | grep -q 'org/fsdp4j/cli/Main.class'; then
+  say "fsdp4j CLI: bench gemm and bench step on cuda (informational)"
+  timeout 60 "$java" "${jvm_opts[@]}" -cp "$classpath" org.fsdp4j.cli.Main bench gemm --device cuda \
+    --dtype bf16 --sizes 4096,8192 || say "note: fsdp4j bench gemm did not finish cleanly"
+  timeout 120 "$java" "${jvm_opts[@]}" -cp "$classpath" org.fsdp4j.cli.Main bench step --device cuda \
+    --preset gpt2-124m || say "note: fsdp4j bench step did not finish cleanly"
+fi
+
+finish
