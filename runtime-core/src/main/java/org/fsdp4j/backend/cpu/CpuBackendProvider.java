@@ -1,0 +1,57 @@
+// ServiceLoader entry for the CPU backend. Construction is free; the OpenBLAS native library
+// is loaded by the first unavailableReason() or create(), once.
+package org.fsdp4j.backend.cpu;
+
+import java.util.Optional;
+import org.fsdp4j.backend.Backend;
+import org.fsdp4j.backend.BackendProvider;
+import org.fsdp4j.tensor.Device;
+import org.fsdp4j.tensor.MemoryTracker;
+
+public final class CpuBackendProvider implements BackendProvider {
+
+    /** Empty when OpenBLAS loaded; otherwise why not. Probed once per JVM. */
+    private static final class Probe {
+        static final Optional<String> REASON = probe();
+
+        private static Optional<String> probe() {
+            try {
+                OpenBlas.load();
+                return Optional.empty();
+            } catch (LinkageError e) {
+                return Optional.of("OpenBLAS could not be loaded: " + e);
+            }
+        }
+    }
+
+    @Override
+    public Device.Kind kind() {
+        return Device.Kind.CPU;
+    }
+
+    @Override
+    public Optional<String> unavailableReason() {
+        return Probe.REASON;
+    }
+
+    @Override
+    public int deviceCount() {
+        return 1;
+    }
+
+    @Override
+    public Backend create(Device device, MemoryTracker tracker, int cpuThreads) {
+        if (!device.isCpu()) {
+            throw new IllegalArgumentException("the CPU backend serves device cpu, not " + device);
+        }
+        if (cpuThreads < 0) {
+            throw new IllegalArgumentException("cpuThreads must be >= 0 (0 = all cores), got " + cpuThreads);
+        }
+        Optional<String> why = unavailableReason();
+        if (why.isPresent()) {
+            throw new IllegalStateException("the CPU backend is not usable: " + why.get());
+        }
+        int threads = cpuThreads == 0 ? Runtime.getRuntime().availableProcessors() : cpuThreads;
+        return new CpuBackend(tracker, threads);
+    }
+}

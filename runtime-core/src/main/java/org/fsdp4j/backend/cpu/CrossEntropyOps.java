@@ -1,0 +1,99 @@
+// Softmax cross-entropy over the vocabulary, one row per token: the forward writes each row's
+// loss, the backward overwrites dlogits with (softmax − onehot) · dloss, reading the whole row
+// first so dlogits may be the logits tensor itself.
+package org.fsdp4j.backend.cpu;
+
+import org.fsdp4j.tensor.DType;
+import org.fsdp4j.tensor.Tensor;
+
+final class CrossEntropyOps {
+
+    private CrossEntropyOps() {
+    }
+
+    /** losses (N) = logsumexp(logits[n]) − logits[n, targets[n]]. */
+    static void forward(CpuThreads threads, Tensor logits, Tensor targets, Tensor losses) {
+        String op = "crossEntropyForward";
+        Shapes.dtype(op, DType.F32, losses);
+        int v = check(op, logits, targets, losses);
+        int[] tgt = loadTargets(op, targets, v);
+        Elements el = Elements.of(logits);
+        Elements eo = Elements.of(losses);
+        threads.forChunks(tgt.length, Shapes.rowsPerChunk(v, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+            float[] x = Scratch.floats(0, v);
+            float[] out = Scratch.floats(1, (int) (to - from));
+            for (long r = from; r < to; r++) {
+                el.load(r * v, x, 0, v);
+                float max = max(x, v);
+                double sum = sumExp(x, v, max);
+                out[(int) (r - from)] = (float) (Math.log(sum) + max - x[tgt[(int) r]]);
+            }
+            eo.store(out, 0, from, (int) (to - from));
+        });
+    }
+
+    static void backward(CpuThreads threads, Tensor logits, Tensor targets, float dloss, Tensor dlogits) {
+        String op = "crossEntropyBackward";
+        Shapes.floating(op, dlogits);
+        Shapes.sameNumel(op, logits, dlogits);
+        int v = check(op, logits, targets, null);
+        int[] tgt = loadTargets(op, targets, v);
+        Elements el = Elements.of(logits);
+        Elements ed = Elements.of(dlogits);
+        threads.forChunks(tgt.length, Shapes.rowsPerChunk(v, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+            float[] x = Scratch.floats(0, v);
+            for (long r = from; r < to; r++) {
+                el.load(r * v, x, 0, v);
+                float max = max(x, v);
+                double sum = sumExp(x, v, max);
+                double scale = dloss / sum;
+                for (int j = 0; j < v; j++) {
+                    x[j] = (float) (Math.exp(x[j] - max) * scale);
+                }
+                x[tgt[(int) r]] -= dloss;
+                ed.store(x, 0, r * v, v);
+            }
+        });
+    }
+
+    private static float max(float[] x, int n) {
+        float m = Float.NEGATIVE_INFINITY;
+        for (int j = 0; j < n; j++) {
+            m = Math.max(m, x[j]);
+        }
+        return m;
+    }
+
+    private static double sumExp(float[] x, int n, float max) {
+        double s = 0;
+        for (int j = 0; j < n; j++) {
+            s += Math.exp(x[j] - max);
+        }
+        return s;
+    }
+
+    /** Checks logits (N, V), targets (N) I32 and (when given) losses (N); returns V. */
+    private static int check(String op, Tensor logits, Tensor targets, Tensor losses) {
+        Shapes.floating(op, logits);
+        Shapes.dtype(op, DType.I32, targets);
+        long rows = Shapes.rows(logits);
+        if (logits.rank() < 2 || targets.numel() != rows || (losses != null && losses.numel() != rows)) {
+            throw losses == null
+                    ? Shapes.error(op, "expected logits (N, V), targets (N)", logits, targets)
+                    : Shapes.error(op, "expected logits (N, V), targets (N), losses (N)", logits, targets, losses);
+        }
+        return Shapes.lastDim(logits);
+    }
+
+    private static int[] loadTargets(String op, Tensor targets, int vocab) {
+        int[] tgt = new int[Math.toIntExact(targets.numel())];
+        Elements.of(targets).loadInts(0, tgt, 0, tgt.length);
+        for (int i = 0; i < tgt.length; i++) {
+            if (tgt[i] < 0 || tgt[i] >= vocab) {
+                throw new IllegalArgumentException(op + ": target " + tgt[i] + " of row " + i
+                        + " is outside the vocabulary [0, " + vocab + ")");
+            }
+        }
+        return tgt;
+    }
+}

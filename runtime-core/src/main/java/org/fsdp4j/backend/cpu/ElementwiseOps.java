@@ -1,0 +1,191 @@
+// The CPU backend's pointwise ops (fill, cast-copy, add, scale, bias, GELU): chunks of
+// elements or rows are loaded into fp32 scratch, computed, and rounded back on store.
+package org.fsdp4j.backend.cpu;
+
+import org.fsdp4j.tensor.DType;
+import org.fsdp4j.tensor.Tensor;
+
+final class ElementwiseOps {
+
+    /** Elements per chunk of a pointwise loop: big enough to amortise a task, small enough for L2. */
+    static final long GRAIN = 1 << 14;
+
+    private static final float GELU_SCALE = (float) Math.sqrt(2.0 / Math.PI);
+    private static final float GELU_CUBIC = 0.044715f;
+
+    private ElementwiseOps() {
+    }
+
+    static void fill(CpuThreads threads, Tensor t, float value) {
+        Elements e = Elements.of(t);
+        if (t.dtype() == DType.I32) {
+            int v = (int) value;
+            threads.forChunks(t.numel(), GRAIN, (c, from, to) -> {
+                int n = (int) (to - from);
+                int[] buf = Scratch.ints(n);
+                java.util.Arrays.fill(buf, 0, n, v);
+                e.storeInts(buf, 0, from, n);
+            });
+            return;
+        }
+        threads.forChunks(t.numel(), GRAIN, (c, from, to) -> {
+            int n = (int) (to - from);
+            float[] buf = Scratch.floats(0, n);
+            java.util.Arrays.fill(buf, 0, n, value);
+            e.store(buf, 0, from, n);
+        });
+    }
+
+    /** dst = src; a byte move when the dtypes match (overlap-safe), else a rounding cast. */
+    static void copy(CpuThreads threads, Tensor src, Tensor dst) {
+        Shapes.sameNumel("copy", src, dst);
+        if (src.dtype() == dst.dtype()) {
+            threads.checkOpen();
+            CpuStorage s = CpuStorage.of(src);
+            CpuStorage d = CpuStorage.of(dst);
+            d.bytes().put(Math.toIntExact(dst.byteOffset()), s.bytes(), Math.toIntExact(src.byteOffset()),
+                    Math.toIntExact(src.numBytes()));
+            return;
+        }
+        if (!src.dtype().isFloating() || !dst.dtype().isFloating()) {
+            throw Shapes.error("copy", "int32 tensors copy only to int32", src, dst);
+        }
+        Elements in = Elements.of(src);
+        Elements out = Elements.of(dst);
+        threads.forChunks(src.numel(), GRAIN, (c, from, to) -> {
+            int n = (int) (to - from);
+            float[] buf = Scratch.floats(0, n);
+            in.load(from, buf, 0, n);
+            out.store(buf, 0, from, n);
+        });
+    }
+
+    static void add(CpuThreads threads, Tensor a, Tensor b, Tensor out) {
+        Shapes.floating("add", a, b, out);
+        Shapes.sameNumel("add", a, b, out);
+        Elements ea = Elements.of(a);
+        Elements eb = Elements.of(b);
+        Elements eo = Elements.of(out);
+        threads.forChunks(out.numel(), GRAIN, (c, from, to) -> {
+            int n = (int) (to - from);
+            float[] x = Scratch.floats(0, n);
+            float[] y = Scratch.floats(1, n);
+            ea.load(from, x, 0, n);
+            eb.load(from, y, 0, n);
+            for (int i = 0; i < n; i++) {
+                x[i] += y[i];
+            }
+            eo.store(x, 0, from, n);
+        });
+    }
+
+    static void scale(CpuThreads threads, Tensor t, float alpha) {
+        Shapes.floating("scale", t);
+        Elements e = Elements.of(t);
+        threads.forChunks(t.numel(), GRAIN, (c, from, to) -> {
+            int n = (int) (to - from);
+            float[] x = Scratch.floats(0, n);
+            e.load(from, x, 0, n);
+            for (int i = 0; i < n; i++) {
+                x[i] *= alpha;
+            }
+            e.store(x, 0, from, n);
+        });
+    }
+
+    /** out (N, OC) += bias (OC). */
+    static void addBias(CpuThreads threads, Tensor out, Tensor bias) {
+        Shapes.floating("addBias", out, bias);
+        int oc = Math.toIntExact(bias.numel());
+        if (out.rank() == 0 || out.dim(-1) != oc) {
+            throw Shapes.error("addBias", "out must be (N, OC) with OC = bias numel", out, bias);
+        }
+        float[] b = new float[oc];
+        Elements.of(bias).load(0, b, 0, oc);
+        Elements eo = Elements.of(out);
+        threads.forChunks(Shapes.rows(out), Shapes.rowsPerChunk(oc, GRAIN), (c, from, to) -> {
+            float[] row = Scratch.floats(0, oc);
+            for (long r = from; r < to; r++) {
+                eo.load(r * oc, row, 0, oc);
+                for (int j = 0; j < oc; j++) {
+                    row[j] += b[j];
+                }
+                eo.store(row, 0, r * oc, oc);
+            }
+        });
+    }
+
+    /** dbias (OC) += column sums of dout (N, OC), in fp64 over fixed row chunks. */
+    static void biasBackward(CpuThreads threads, Tensor dout, Tensor dbias) {
+        Shapes.floating("biasBackward", dout, dbias);
+        int oc = Math.toIntExact(dbias.numel());
+        if (dout.rank() == 0 || dout.dim(-1) != oc) {
+            throw Shapes.error("biasBackward", "dout must be (N, OC) with OC = dbias numel", dout, dbias);
+        }
+        ColumnSums sums = new ColumnSums(Shapes.rows(dout), oc);
+        Elements ed = Elements.of(dout);
+        threads.forChunks(sums.rows, sums.rowsPerChunk, (c, from, to) -> {
+            double[] acc = sums.partial(c);
+            float[] row = Scratch.floats(0, oc);
+            for (long r = from; r < to; r++) {
+                ed.load(r * oc, row, 0, oc);
+                for (int j = 0; j < oc; j++) {
+                    acc[j] += row[j];
+                }
+            }
+        });
+        sums.addTo(dbias);
+    }
+
+    static void geluForward(CpuThreads threads, Tensor inp, Tensor out) {
+        Shapes.floating("geluForward", inp, out);
+        Shapes.sameNumel("geluForward", inp, out);
+        Elements ei = Elements.of(inp);
+        Elements eo = Elements.of(out);
+        threads.forChunks(inp.numel(), GRAIN, (c, from, to) -> {
+            int n = (int) (to - from);
+            float[] x = Scratch.floats(0, n);
+            ei.load(from, x, 0, n);
+            for (int i = 0; i < n; i++) {
+                float v = x[i];
+                float u = GELU_SCALE * (v + GELU_CUBIC * v * v * v);
+                x[i] = 0.5f * v * (1f + tanh(u));
+            }
+            eo.store(x, 0, from, n);
+        });
+    }
+
+    /** dinp += GELU'(inp) · dout. */
+    static void geluBackward(CpuThreads threads, Tensor inp, Tensor dout, Tensor dinp) {
+        Shapes.floating("geluBackward", inp, dout, dinp);
+        Shapes.sameNumel("geluBackward", inp, dout, dinp);
+        Elements ei = Elements.of(inp);
+        Elements eg = Elements.of(dout);
+        Elements ed = Elements.of(dinp);
+        threads.forChunks(inp.numel(), GRAIN, (c, from, to) -> {
+            int n = (int) (to - from);
+            float[] x = Scratch.floats(0, n);
+            float[] g = Scratch.floats(1, n);
+            float[] d = Scratch.floats(2, n);
+            ei.load(from, x, 0, n);
+            eg.load(from, g, 0, n);
+            ed.load(from, d, 0, n);
+            for (int i = 0; i < n; i++) {
+                float v = x[i];
+                float u = GELU_SCALE * (v + GELU_CUBIC * v * v * v);
+                float th = tanh(u);
+                float sech2 = 1f - th * th;
+                float local = 0.5f * (1f + th) + 0.5f * v * sech2 * GELU_SCALE * (1f + 3f * GELU_CUBIC * v * v);
+                d[i] += local * g[i];
+            }
+            ed.store(d, 0, from, n);
+        });
+    }
+
+    /** tanh through exp (an intrinsic), in double so the cancellation near 0 costs nothing at fp32. */
+    static float tanh(float u) {
+        double e = Math.exp(-2.0 * Math.abs(u));
+        double t = (1.0 - e) / (1.0 + e);
+        return (float) (u < 0 ? -t : t);
+    }
+}

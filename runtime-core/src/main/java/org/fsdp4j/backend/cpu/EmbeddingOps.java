@@ -1,0 +1,127 @@
+// Token + position embedding, forward and backward. The backward groups positions by token
+// (a stable counting sort), so each dwte row is owned by one task and summed in position
+// order: parallel, race-free and deterministic.
+package org.fsdp4j.backend.cpu;
+
+import org.fsdp4j.tensor.DType;
+import org.fsdp4j.tensor.Tensor;
+
+final class EmbeddingOps {
+
+    private EmbeddingOps() {
+    }
+
+    /** out (B, T, C) = wte[tokens[b,t]] + wpe[t]. */
+    static void forward(CpuThreads threads, Tensor tokens, Tensor wte, Tensor wpe, Tensor out) {
+        String op = "embeddingForward";
+        Shapes.floating(op, wte, wpe, out);
+        int[] shape = check(op, tokens, wte, wpe, out);
+        int t = shape[1];
+        int c = shape[2];
+        int[] tok = loadTokens(op, tokens, wte.dim(0));
+        Elements ete = Elements.of(wte);
+        Elements epe = Elements.of(wpe);
+        Elements eo = Elements.of(out);
+        threads.forChunks(tok.length, Shapes.rowsPerChunk(c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+            float[] x = Scratch.floats(0, c);
+            float[] p = Scratch.floats(1, c);
+            for (long bt = from; bt < to; bt++) {
+                ete.load((long) tok[(int) bt] * c, x, 0, c);
+                epe.load((bt % t) * c, p, 0, c);
+                for (int j = 0; j < c; j++) {
+                    x[j] += p[j];
+                }
+                eo.store(x, 0, bt * c, c);
+            }
+        });
+    }
+
+    /** dwte[tokens[b,t]] += dout[b,t]; dwpe[t] += Σ_b dout[b,t]; every sum in increasing (b, t) order. */
+    static void backward(CpuThreads threads, Tensor tokens, Tensor dout, Tensor dwte, Tensor dwpe) {
+        String op = "embeddingBackward";
+        Shapes.floating(op, dout, dwte, dwpe);
+        int[] shape = check(op, tokens, dwte, dwpe, dout);
+        int b = shape[0];
+        int t = shape[1];
+        int c = shape[2];
+        int vocab = Math.toIntExact(dwte.dim(0));
+        int[] tok = loadTokens(op, tokens, vocab);
+        Elements eg = Elements.of(dout);
+        Elements ete = Elements.of(dwte);
+        Elements epe = Elements.of(dwpe);
+
+        // positions grouped by token, each group in increasing position order
+        int[] start = new int[vocab + 1];
+        for (int v : tok) {
+            start[v + 1]++;
+        }
+        for (int v = 0; v < vocab; v++) {
+            start[v + 1] += start[v];
+        }
+        int[] fill = start.clone();
+        int[] order = new int[tok.length];
+        for (int pos = 0; pos < tok.length; pos++) {
+            order[fill[tok[pos]]++] = pos;
+        }
+        int[] used = new int[vocab];
+        int numUsed = 0;
+        for (int v = 0; v < vocab; v++) {
+            if (start[v + 1] > start[v]) {
+                used[numUsed++] = v;
+            }
+        }
+        threads.forChunks(numUsed, Shapes.rowsPerChunk(c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+            float[] acc = Scratch.floats(0, c);
+            float[] g = Scratch.floats(1, c);
+            for (long u = from; u < to; u++) {
+                int v = used[(int) u];
+                ete.load((long) v * c, acc, 0, c);
+                for (int k = start[v]; k < start[v + 1]; k++) {
+                    eg.load((long) order[k] * c, g, 0, c);
+                    for (int j = 0; j < c; j++) {
+                        acc[j] += g[j];
+                    }
+                }
+                ete.store(acc, 0, (long) v * c, c);
+            }
+        });
+        threads.forChunks(t, Shapes.rowsPerChunk((long) b * c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+            float[] acc = Scratch.floats(0, c);
+            float[] g = Scratch.floats(1, c);
+            for (long pos = from; pos < to; pos++) {
+                epe.load(pos * c, acc, 0, c);
+                for (int bi = 0; bi < b; bi++) {
+                    eg.load(((long) bi * t + pos) * c, g, 0, c);
+                    for (int j = 0; j < c; j++) {
+                        acc[j] += g[j];
+                    }
+                }
+                epe.store(acc, 0, pos * c, c);
+            }
+        });
+    }
+
+    /** Checks tokens (B, T) I32, table (V, C), positions (maxT >= T, C), activations (B, T, C); returns {B, T, C}. */
+    private static int[] check(String op, Tensor tokens, Tensor table, Tensor positions, Tensor act) {
+        Shapes.dtype(op, DType.I32, tokens);
+        if (tokens.rank() != 2 || table.rank() != 2 || positions.rank() != 2 || act.rank() != 3
+                || act.dim(0) != tokens.dim(0) || act.dim(1) != tokens.dim(1)
+                || table.dim(1) != act.dim(2) || positions.dim(1) != act.dim(2) || positions.dim(0) < tokens.dim(1)) {
+            throw Shapes.error(op, "expected tokens (B, T), wte (V, C), wpe (maxT >= T, C), activations (B, T, C)",
+                    tokens, table, positions, act);
+        }
+        return new int[] {Math.toIntExact(act.dim(0)), Math.toIntExact(act.dim(1)), Math.toIntExact(act.dim(2))};
+    }
+
+    private static int[] loadTokens(String op, Tensor tokens, long vocab) {
+        int[] tok = new int[Math.toIntExact(tokens.numel())];
+        Elements.of(tokens).loadInts(0, tok, 0, tok.length);
+        for (int i = 0; i < tok.length; i++) {
+            if (tok[i] < 0 || tok[i] >= vocab) {
+                throw new IllegalArgumentException(op + ": token " + tok[i] + " at position " + i
+                        + " is outside the vocabulary [0, " + vocab + ")");
+            }
+        }
+        return tok;
+    }
+}
