@@ -1,0 +1,27 @@
+// Softmax cross-entropy averaged over all B·T positions. The backward overwrites the logits
+// with their gradient in place (llm.c's trick), so the largest activation is never doubled.
+package org.fsdp4j.model;
+
+import org.fsdp4j.backend.Backend;
+import org.fsdp4j.tensor.Tensor;
+
+final class CrossEntropyLoss {
+
+    private CrossEntropyLoss() {
+    }
+
+    /** losses (N) = per-position loss for logits (B, T, V) and targets (B, T) I32; returns their mean. */
+    static float forward(Backend backend, Tensor logits, Tensor targets, Tensor losses) {
+        int positions = Math.toIntExact(targets.numel());
+        Buffers.requireShape(losses, "losses", positions);
+        backend.crossEntropyForward(logits.reshape(positions, logits.dim(-1)), targets.reshape(positions), losses);
+        return (float) (backend.sum(losses) / positions);
+    }
+
+    /** logits (B, T, V) := d(lossScale · mean loss)/dlogits, overwriting the logits. */
+    static void backwardInPlace(Backend backend, Tensor logits, Tensor targets, float lossScale) {
+        int positions = Math.toIntExact(targets.numel());
+        Tensor flat = logits.reshape(positions, logits.dim(-1));
+        backend.crossEntropyBackward(flat, targets.reshape(positions), lossScale / positions, flat);
+    }
+}

@@ -1,0 +1,77 @@
+// The shape of a GPT-2 style model, validated once, with the named presets the command line
+// and the benchmarks refer to. Everything else (units, parameter specs, memory plans) is
+// derived from these five numbers.
+package org.fsdp4j.model;
+
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+public record GptConfig(int vocabSize, int maxSeqLen, int numLayers, int numHeads, int embedDim) {
+
+    private static final Map<String, GptConfig> PRESETS = new LinkedHashMap<>();
+
+    static {
+        // Byte-level, small enough that 300 steps at batch 8-16 take a few minutes on 2 CPU cores.
+        PRESETS.put("tiny", new GptConfig(256, 128, 2, 4, 128));
+        PRESETS.put("small", new GptConfig(256, 256, 6, 6, 384));
+        // The 4-layer, 256-wide model the CPU speed benchmark compares with PyTorch.
+        PRESETS.put("bench-4x256", new GptConfig(256, 128, 4, 4, 256));
+        PRESETS.put("gpt2-124m", new GptConfig(50257, 1024, 12, 12, 768));
+    }
+
+    public GptConfig {
+        if (vocabSize <= 0 || maxSeqLen <= 0 || numLayers <= 0 || numHeads <= 0 || embedDim <= 0) {
+            throw new IllegalArgumentException("GPT config needs positive sizes, got vocabSize=" + vocabSize
+                    + " maxSeqLen=" + maxSeqLen + " numLayers=" + numLayers + " numHeads=" + numHeads
+                    + " embedDim=" + embedDim);
+        }
+        if (embedDim % numHeads != 0) {
+            throw new IllegalArgumentException("embedDim " + embedDim + " is not divisible by numHeads " + numHeads
+                    + ": pick a head count that divides the width");
+        }
+    }
+
+    /** The preset called {@code name}; an unknown name is an error that lists the known ones. */
+    public static GptConfig preset(String name) {
+        GptConfig c = PRESETS.get(name);
+        if (c == null) {
+            throw new IllegalArgumentException("unknown preset '" + name + "': use one of " + presetNames());
+        }
+        return c;
+    }
+
+    /** Preset names in a stable order: tiny, small, bench-4x256, gpt2-124m. */
+    public static List<String> presetNames() {
+        return List.copyOf(PRESETS.keySet());
+    }
+
+    public GptConfig withSeqLen(int seqLen) {
+        return new GptConfig(vocabSize, seqLen, numLayers, numHeads, embedDim);
+    }
+
+    public GptConfig withVocab(int vocab) {
+        return new GptConfig(vocab, maxSeqLen, numLayers, numHeads, embedDim);
+    }
+
+    public GptConfig withLayers(int layers) {
+        return new GptConfig(vocabSize, maxSeqLen, layers, numHeads, embedDim);
+    }
+
+    /** Width of one attention head. */
+    public int headDim() {
+        return embedDim / numHeads;
+    }
+
+    /** Parameters of one block: two LayerNorms, qkv (3C·C + 3C), proj (C·C + C), fc (4C·C + 4C), proj (C·4C + C). */
+    public long blockParameterCount() {
+        long c = embedDim;
+        return 12 * c * c + 13 * c;
+    }
+
+    /** All parameters; the LM head is tied to wte and adds none. */
+    public long parameterCount() {
+        long c = embedDim;
+        return (long) vocabSize * c + (long) maxSeqLen * c + 2 * c + numLayers * blockParameterCount();
+    }
+}

@@ -1,0 +1,55 @@
+// A fully connected layer, PyTorch layout: weight (OC, IC), optional bias (OC),
+// out = inp · Wᵀ + b over the flattened leading dims. Also serves as the tied LM head
+// (weight = wte, no bias). Stateless: the caller owns every buffer and passes the parameters.
+package org.fsdp4j.model;
+
+import org.fsdp4j.backend.Backend;
+import org.fsdp4j.tensor.Tensor;
+
+final class Linear {
+
+    private final int inFeatures;
+    private final int outFeatures;
+
+    Linear(int inFeatures, int outFeatures) {
+        this.inFeatures = inFeatures;
+        this.outFeatures = outFeatures;
+    }
+
+    /** out (N, OC) = inp (N, IC) · weight (OC, IC)ᵀ + bias (OC); bias may be null. N = all leading dims. */
+    void forward(Backend backend, Tensor inp, Tensor weight, Tensor bias, Tensor out) {
+        int rows = rows(inp, out, weight, bias);
+        backend.gemm(false, true, rows, outFeatures, inFeatures, 1f, inp, weight, 0f, out);
+        if (bias != null) {
+            backend.addBias(out.reshape(rows, outFeatures), bias);
+        }
+    }
+
+    /**
+     * Accumulates dinp (N, IC) += dout · W, dweight (OC, IC) += doutᵀ · inp, dbias (OC) += column sums
+     * of dout (dbias null when there is no bias).
+     */
+    void backward(Backend backend, Tensor dout, Tensor inp, Tensor weight, Tensor dinp, Tensor dweight, Tensor dbias) {
+        int rows = rows(inp, dout, weight, dbias);
+        Buffers.requireShape(dinp, "Linear dinp", inp.shape());
+        Buffers.requireShape(dweight, "Linear dweight", outFeatures, inFeatures);
+        backend.gemm(false, false, rows, inFeatures, outFeatures, 1f, dout, weight, 1f, dinp);
+        backend.gemm(true, false, outFeatures, inFeatures, rows, 1f, dout, inp, 1f, dweight);
+        if (dbias != null) {
+            backend.biasBackward(dout.reshape(rows, outFeatures), dbias);
+        }
+    }
+
+    private int rows(Tensor inp, Tensor out, Tensor weight, Tensor bias) {
+        Buffers.requireShape(weight, "Linear weight", outFeatures, inFeatures);
+        if (bias != null) {
+            Buffers.requireShape(bias, "Linear bias", outFeatures);
+        }
+        if (inp.dim(-1) != inFeatures || out.dim(-1) != outFeatures
+                || inp.numel() / inFeatures != out.numel() / outFeatures) {
+            throw new IllegalArgumentException("Linear " + inFeatures + "->" + outFeatures + ": input " + inp
+                    + " and output " + out + " do not match");
+        }
+        return Math.toIntExact(inp.numel() / inFeatures);
+    }
+}

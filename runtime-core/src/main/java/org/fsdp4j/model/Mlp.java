@@ -1,0 +1,53 @@
+// The block's feed-forward part: Linear C→4C, GELU (tanh approximation, as GPT-2), Linear 4C→C.
+package org.fsdp4j.model;
+
+import org.fsdp4j.backend.Backend;
+import org.fsdp4j.tensor.Tensor;
+
+final class Mlp {
+
+    /** What the backward needs besides the input. */
+    record Saved(Tensor fcOut, Tensor geluOut) implements AutoCloseable {   // each (B, T, 4C)
+        @Override
+        public void close() {
+            Buffers.close(fcOut, geluOut);
+        }
+    }
+
+    private final int embedDim;
+    private final Linear fc;
+    private final Linear proj;
+
+    Mlp(int embedDim) {
+        this.embedDim = embedDim;
+        this.fc = new Linear(embedDim, 4 * embedDim);
+        this.proj = new Linear(4 * embedDim, embedDim);
+    }
+
+    /** out (B, T, C) = proj(GELU(fc(inp (B, T, C)))). */
+    Saved forward(Backend backend, Tensor inp, Tensor fcWeight, Tensor fcBias, Tensor projWeight, Tensor projBias,
+                  Tensor out) {
+        long b = inp.dim(0);
+        long t = inp.dim(1);
+        Tensor fcOut = Buffers.activation(backend, b, t, 4L * embedDim);     // (B, T, 4C)
+        Tensor geluOut = Buffers.activation(backend, b, t, 4L * embedDim);   // (B, T, 4C)
+        fc.forward(backend, inp, fcWeight, fcBias, fcOut);
+        backend.geluForward(fcOut, geluOut);
+        proj.forward(backend, geluOut, projWeight, projBias, out);
+        return new Saved(fcOut, geluOut);
+    }
+
+    /** Accumulates dinp (B, T, C) and the four parameter gradients from dout (B, T, C). */
+    void backward(Backend backend, Saved saved, Tensor inp, Tensor dout, Tensor dinp, Tensor fcWeight,
+                  Tensor projWeight, Tensor dfcWeight, Tensor dfcBias, Tensor dprojWeight, Tensor dprojBias) {
+        long b = inp.dim(0);
+        long t = inp.dim(1);
+        Tensor dgelu = Buffers.zeroedActivation(backend, b, t, 4L * embedDim);   // (B, T, 4C)
+        proj.backward(backend, dout, saved.geluOut(), projWeight, dgelu, dprojWeight, dprojBias);
+        Tensor dfc = Buffers.zeroedActivation(backend, b, t, 4L * embedDim);     // (B, T, 4C)
+        backend.geluBackward(saved.fcOut(), dgelu, dfc);
+        dgelu.close();
+        fc.backward(backend, dfc, inp, fcWeight, dinp, dfcWeight, dfcBias);
+        dfc.close();
+    }
+}
