@@ -8,7 +8,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -123,10 +122,5 @@ final class Rendezvous {
             }
         }
         return (missing.size() == 1 ? "rank " : "ranks ") + String.join(", ", missing);
-    }
-
-    /** For tests and messages: the timeout in whole milliseconds. */
-    long timeoutMillis() {
-        return TimeUnit.NANOSECONDS.toMillis(timeout.toNanos());
     }
 }
