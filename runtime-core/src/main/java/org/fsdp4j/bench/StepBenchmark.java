@@ -1,0 +1,74 @@
+// Times whole training steps: warm-up steps (JIT, allocator, caches), then the median of timed
+// steps, reported as tokens/s and achieved GFLOP/s (Flops.trainingStep). It runs the real
+// Trainer, so it measures exactly what `fsdp4j train` does on whatever device the config asks.
+package org.fsdp4j.bench;
+
+import java.util.Arrays;
+import java.util.function.Consumer;
+import org.fsdp4j.metrics.Flops;
+import org.fsdp4j.metrics.Stats;
+import org.fsdp4j.train.RunInfo;
+import org.fsdp4j.train.StepResult;
+import org.fsdp4j.train.TrainConfig;
+import org.fsdp4j.train.Trainer;
+
+public final class StepBenchmark {
+
+    /**
+     * @param preset            model preset
+     * @param device            resolved device
+     * @param backend           backend in words
+     * @param params            model parameters
+     * @param worldSize         ranks
+     * @param batchSize         B
+     * @param seqLen            T
+     * @param untimedSteps      warm-up steps, not timed
+     * @param timedSteps        timed steps
+     * @param stepTimesMs       every timed step
+     * @param stepTimeMsMedian  median of the timed steps
+     * @param tokensPerSecond   B·T / median
+     * @param gflopPerStep      Flops.trainingStep / 1e9
+     * @param achievedGflops    gflopPerStep / median seconds
+     * @param peakBytesPerRank  peak tracked bytes per rank
+     */
+    public record Result(String preset, String device, String backend, long params, int worldSize, int batchSize,
+                         int seqLen, int untimedSteps, int timedSteps, double[] stepTimesMs, double stepTimeMsMedian,
+                         double tokensPerSecond, double gflopPerStep, double achievedGflops, long[] peakBytesPerRank) {
+    }
+
+    private StepBenchmark() {
+    }
+
+    /**
+     * Runs {@code untimedSteps + timedSteps} steps of {@code config} (whose steps field is
+     * ignored). {@code log} gets the device fallback line, {@code onStart} the run header,
+     * {@code onStep} every step.
+     */
+    public static Result run(TrainConfig config, int untimedSteps, int timedSteps, Consumer<String> log,
+                             Consumer<RunInfo> onStart, Consumer<StepResult> onStep) {
+        if (untimedSteps < 0 || timedSteps < 1) {
+            throw new IllegalArgumentException("the step benchmark needs --warmup >= 0 and --steps >= 1, got "
+                    + untimedSteps + " and " + timedSteps);
+        }
+        int total = untimedSteps + timedSteps;
+        TrainConfig c = config.toBuilder().steps(total).warmupSteps(Math.min(config.warmupSteps(), total)).build();
+        try (Trainer trainer = new Trainer(c, log)) {
+            onStart.accept(trainer.info());
+            double[] timesMs = new double[timedSteps];
+            for (int s = 0; s < total; s++) {
+                StepResult r = trainer.step();
+                onStep.accept(r);
+                if (s >= untimedSteps) {
+                    timesMs[s - untimedSteps] = r.timeMs();
+                }
+            }
+            double medianMs = Stats.median(timesMs);
+            RunInfo info = trainer.info();
+            double gflop = Flops.trainingStep(c.model(), info.parameters(), c.batchSize(), c.seqLen()) / 1e9;
+            return new Result(c.preset(), info.device(), info.backendName(), info.parameters(), info.worldSize(),
+                    c.batchSize(), c.seqLen(), untimedSteps, timedSteps, Arrays.copyOf(timesMs, timesMs.length),
+                    medianMs, c.tokensPerStep() / (medianMs / 1e3), gflop, gflop / (medianMs / 1e3),
+                    trainer.summary().peakBytesPerRank());
+        }
+    }
+}

@@ -1,0 +1,37 @@
+// One optimizer step on one global batch: zero the gradients, forward, backward, global
+// gradient norm, clipping, optimizer update. This is what differs between one rank and N
+// sharded ranks; the Trainer around it owns the data, the schedule, timing and reporting, so
+// the FSDP engine plugs in here and every report stays the same.
+package org.fsdp4j.train;
+
+import java.util.List;
+import org.fsdp4j.data.Batch;
+import org.fsdp4j.tensor.MemoryTracker;
+
+public interface StepExecutor extends AutoCloseable {
+
+    /**
+     * Runs step {@code step} (counting from 1) on {@code batch} at learning rate {@code lr} and
+     * returns when the parameters are updated.
+     */
+    StepOutcome step(Batch batch, int step, float lr);
+
+    /** Parameters of the model (unpadded, unsharded). */
+    long parameterCount();
+
+    /** Number of ranks taking part. */
+    int worldSize();
+
+    /** The backend of rank 0, in words, for the run header. */
+    String backendName();
+
+    /** One tracker per rank, in rank order. */
+    List<MemoryTracker> memoryTrackers();
+
+    @Override
+    void close();
+
+    /** What a step measured: the mean loss of the batch and the global gradient norm before clipping. */
+    record StepOutcome(float loss, double gradNorm) {
+    }
+}

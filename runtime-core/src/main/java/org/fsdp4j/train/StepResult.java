@@ -1,0 +1,17 @@
+// What one training step reports: what the step line prints and the summary collects.
+package org.fsdp4j.train;
+
+/**
+ * @param step            this step, counting from 1
+ * @param totalSteps      steps in the run
+ * @param loss            mean cross-entropy of the batch, nats
+ * @param gradNorm        global gradient norm before clipping
+ * @param lr              learning rate used
+ * @param timeMs          wall time of the step (forward, backward, optimizer), milliseconds
+ * @param tokensPerSecond B·T / step time
+ * @param liveBytes       bytes live after the step, the largest over ranks
+ * @param peakBytes       peak bytes during the step, the largest over ranks
+ */
+public record StepResult(int step, int totalSteps, float loss, double gradNorm, float lr, double timeMs,
+                         double tokensPerSecond, long liveBytes, long peakBytes) {
+}

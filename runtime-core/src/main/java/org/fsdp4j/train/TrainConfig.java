@@ -1,0 +1,237 @@
+// Everything a training run is asked to do, validated once. The command line maps its flags
+// onto this record (through the builder, which holds the defaults), and the API takes the same
+// record, so there is one configuration path. Later options (sharding, precision) join here.
+package org.fsdp4j.train;
+
+import java.nio.file.Path;
+import java.util.Locale;
+import java.util.Optional;
+import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.tensor.Device;
+
+/**
+ * @param preset                name of the model preset ("tiny", ...), for logs and summaries
+ * @param model                 the model shape (the preset's)
+ * @param steps                 optimizer steps to run
+ * @param seed                  seeds the parameters and the batches
+ * @param batchSize             sequences per global batch (B)
+ * @param seqLen                tokens per sequence (T), at most the model's maxSeqLen
+ * @param lr                    peak learning rate, reached at the end of warm-up
+ * @param minLr                 learning rate at the end of the cosine decay
+ * @param warmupSteps           steps of linear warm-up from 0 to lr
+ * @param weightDecay           AdamW decoupled weight decay on 2-D weights
+ * @param maxGradNorm           clip the global gradient norm to this; 0 turns clipping off
+ * @param checkpointActivations recompute each block's activations in backward instead of keeping them
+ * @param device                auto, cpu, cuda or cuda:i, as asked (resolved when the run starts)
+ * @param cpuThreads            host threads the CPU backend may use; 0 = all cores
+ * @param dataFile              train on this file's bytes; empty = the embedded Markov source
+ * @param outDir                where summary.json goes; empty = nowhere
+ */
+public record TrainConfig(String preset, GptConfig model, int steps, long seed, int batchSize, int seqLen,
+                          float lr, float minLr, int warmupSteps, float weightDecay, float maxGradNorm,
+                          boolean checkpointActivations, String device, int cpuThreads,
+                          Optional<Path> dataFile, Optional<Path> outDir) {
+
+    public TrainConfig {
+        if (preset == null || model == null || device == null || dataFile == null || outDir == null) {
+            throw new IllegalArgumentException("preset, model, device, dataFile and outDir must be given (Optional.empty() for none)");
+        }
+        if (steps < 1) {
+            throw new IllegalArgumentException("--steps must be at least 1, got " + steps);
+        }
+        if (batchSize < 1) {
+            throw new IllegalArgumentException("--batch-size must be at least 1, got " + batchSize);
+        }
+        if (seqLen < 1) {
+            throw new IllegalArgumentException("--seq-len must be at least 1, got " + seqLen);
+        }
+        if (seqLen > model.maxSeqLen()) {
+            throw new IllegalArgumentException("--seq-len " + seqLen + " is longer than the " + preset
+                    + " model's context of " + model.maxSeqLen() + ": use --seq-len " + model.maxSeqLen()
+                    + " or less, or a preset with a longer context");
+        }
+        if (!(lr > 0) || !Float.isFinite(lr)) {
+            throw new IllegalArgumentException("--lr must be a positive number, got " + lr);
+        }
+        if (!(minLr >= 0) || minLr > lr) {
+            throw new IllegalArgumentException("--min-lr must be between 0 and --lr (" + lr + "), got " + minLr);
+        }
+        if (warmupSteps < 0 || warmupSteps > steps) {
+            throw new IllegalArgumentException("--warmup-steps must be between 0 and --steps (" + steps + "), got "
+                    + warmupSteps);
+        }
+        if (!(weightDecay >= 0) || !Float.isFinite(weightDecay)) {
+            throw new IllegalArgumentException("--weight-decay must be >= 0, got " + weightDecay);
+        }
+        if (!(maxGradNorm >= 0) || !Float.isFinite(maxGradNorm)) {
+            throw new IllegalArgumentException("--max-grad-norm must be >= 0 (0 turns clipping off), got " + maxGradNorm);
+        }
+        if (cpuThreads < 0) {
+            throw new IllegalArgumentException("--cpu-threads must be >= 0 (0 = all cores), got " + cpuThreads);
+        }
+        device = checkDevice(device);
+    }
+
+    /** "auto" or a device Device.parse accepts, normalised to lower case. */
+    private static String checkDevice(String device) {
+        String d = device.trim().toLowerCase(Locale.ROOT);
+        if (d.equals("auto")) {
+            return d;
+        }
+        try {
+            return Device.parse(d).toString();
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("unknown device '" + device + "': use --device auto, cpu, cuda or cuda:<index>");
+        }
+    }
+
+    /** Tokens per step: B·T. */
+    public long tokensPerStep() {
+        return (long) batchSize * seqLen;
+    }
+
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /** A builder with every field set to its default, for callers that change a few. */
+    public Builder toBuilder() {
+        return new Builder().preset(preset).model(model).steps(steps).seed(seed).batchSize(batchSize).seqLen(seqLen)
+                .lr(lr).minLr(minLr).warmupSteps(warmupSteps).weightDecay(weightDecay).maxGradNorm(maxGradNorm)
+                .checkpointActivations(checkpointActivations).device(device).cpuThreads(cpuThreads)
+                .dataFile(dataFile.orElse(null)).outDir(outDir.orElse(null));
+    }
+
+    /**
+     * Holds the defaults. Fields left unset that depend on others are derived in build():
+     * the model from the preset, seqLen = the model's context, minLr = lr / 10, warm-up = 5% of
+     * the steps (at least 1), as nanoGPT schedules.
+     */
+    public static final class Builder {
+        public static final String DEFAULT_PRESET = "tiny";
+        public static final int DEFAULT_STEPS = 300;
+        public static final long DEFAULT_SEED = 1337;
+        public static final int DEFAULT_BATCH_SIZE = 8;
+        public static final float DEFAULT_LR = 1e-3f;
+        public static final float DEFAULT_WEIGHT_DECAY = 0.1f;
+        public static final float DEFAULT_MAX_GRAD_NORM = 1.0f;
+        public static final String DEFAULT_DEVICE = "auto";
+
+        private String preset = DEFAULT_PRESET;
+        private GptConfig model;
+        private int steps = DEFAULT_STEPS;
+        private long seed = DEFAULT_SEED;
+        private int batchSize = DEFAULT_BATCH_SIZE;
+        private Integer seqLen;
+        private float lr = DEFAULT_LR;
+        private Float minLr;
+        private Integer warmupSteps;
+        private float weightDecay = DEFAULT_WEIGHT_DECAY;
+        private float maxGradNorm = DEFAULT_MAX_GRAD_NORM;
+        private boolean checkpointActivations;
+        private String device = DEFAULT_DEVICE;
+        private int cpuThreads;
+        private Path dataFile;
+        private Path outDir;
+
+        private Builder() {
+        }
+
+        /** A named preset; the model shape follows unless model() is also given. */
+        public Builder preset(String name) {
+            this.preset = name;
+            return this;
+        }
+
+        /** An explicit model shape (overrides the preset's). */
+        public Builder model(GptConfig config) {
+            this.model = config;
+            return this;
+        }
+
+        public Builder steps(int v) {
+            this.steps = v;
+            return this;
+        }
+
+        public Builder seed(long v) {
+            this.seed = v;
+            return this;
+        }
+
+        public Builder batchSize(int v) {
+            this.batchSize = v;
+            return this;
+        }
+
+        /** Null: the model's context length. */
+        public Builder seqLen(Integer v) {
+            this.seqLen = v;
+            return this;
+        }
+
+        public Builder lr(float v) {
+            this.lr = v;
+            return this;
+        }
+
+        /** Null: lr / 10. */
+        public Builder minLr(Float v) {
+            this.minLr = v;
+            return this;
+        }
+
+        /** Null: 5% of the steps, at least 1. */
+        public Builder warmupSteps(Integer v) {
+            this.warmupSteps = v;
+            return this;
+        }
+
+        public Builder weightDecay(float v) {
+            this.weightDecay = v;
+            return this;
+        }
+
+        public Builder maxGradNorm(float v) {
+            this.maxGradNorm = v;
+            return this;
+        }
+
+        public Builder checkpointActivations(boolean v) {
+            this.checkpointActivations = v;
+            return this;
+        }
+
+        public Builder device(String v) {
+            this.device = v;
+            return this;
+        }
+
+        public Builder cpuThreads(int v) {
+            this.cpuThreads = v;
+            return this;
+        }
+
+        /** Null: the embedded default data. */
+        public Builder dataFile(Path v) {
+            this.dataFile = v;
+            return this;
+        }
+
+        /** Null: write no summary. */
+        public Builder outDir(Path v) {
+            this.outDir = v;
+            return this;
+        }
+
+        public TrainConfig build() {
+            GptConfig m = model != null ? model : GptConfig.preset(preset);
+            int t = seqLen != null ? seqLen : m.maxSeqLen();
+            float floorLr = minLr != null ? minLr : lr / 10;
+            int warmup = warmupSteps != null ? warmupSteps : Math.min(steps, Math.max(1, Math.round(steps * 0.05f)));
+            return new TrainConfig(preset, m, steps, seed, batchSize, t, lr, floorLr, warmup,
+                    weightDecay, maxGradNorm, checkpointActivations, device, cpuThreads,
+                    Optional.ofNullable(dataFile), Optional.ofNullable(outDir));
+        }
+    }
+}

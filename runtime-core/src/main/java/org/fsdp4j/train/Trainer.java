@@ -1,0 +1,160 @@
+// The training loop: data, learning-rate schedule, timing, memory accounting and the summary,
+// around a StepExecutor that does the step itself (one rank here; the FSDP engine later).
+// It prints nothing: callers get a RunInfo before the first step and a StepResult per step.
+package org.fsdp4j.train;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Consumer;
+import org.fsdp4j.backend.Backends;
+import org.fsdp4j.data.BatchSampler;
+import org.fsdp4j.data.TokenCorpus;
+import org.fsdp4j.metrics.Stats;
+import org.fsdp4j.optim.CosineSchedule;
+import org.fsdp4j.tensor.Device;
+import org.fsdp4j.tensor.MemoryCategory;
+import org.fsdp4j.tensor.MemoryTracker;
+
+public final class Trainer implements AutoCloseable {
+
+    /** Steps the tail mean of the loss averages over. */
+    public static final int TAIL_STEPS = 10;
+
+    private final TrainConfig config;
+    private final BatchSampler sampler;
+    private final CosineSchedule schedule;
+    private final StepExecutor executor;
+    private final RunInfo info;
+    private final List<MemoryTracker> trackers;
+    private final long[] peakBytesPerRank;
+    private final Map<MemoryCategory, long[]> peakBytesByCategory = new LinkedHashMap<>();
+    private final float[] losses;
+    private final double[] stepTimesMs;
+    private int completedSteps;
+
+    /**
+     * Loads the data, resolves the device ({@code log} receives the line explaining a fallback
+     * from auto to cpu) and builds the model. Bad input (missing data, too short for the
+     * sequence length, unusable device) is an IllegalArgumentException that says what to change.
+     */
+    public Trainer(TrainConfig config, Consumer<String> log) {
+        this.config = config;
+        config.outDir().ifPresent(Trainer::checkOutDir);
+        TokenCorpus corpus = config.dataFile().map(TokenCorpus::fromFile).orElseGet(TokenCorpus::embeddedDefault);
+        if (corpus.vocabSize() > config.model().vocabSize()) {
+            throw new IllegalArgumentException("the data has " + corpus.vocabSize() + " token values but the "
+                    + config.preset() + " model's vocabulary has " + config.model().vocabSize()
+                    + ": use a preset with a vocabulary of at least " + corpus.vocabSize());
+        }
+        this.sampler = new BatchSampler(corpus, config.batchSize(), config.seqLen(), config.seed());
+        this.schedule = new CosineSchedule(config.lr(), config.minLr(), config.warmupSteps(), config.steps());
+        Device device = Backends.resolve(config.device(), log);
+        this.executor = new LocalStepExecutor(config, device);
+        this.trackers = executor.memoryTrackers();
+        this.peakBytesPerRank = new long[trackers.size()];
+        for (MemoryCategory c : MemoryCategory.values()) {
+            peakBytesByCategory.put(c, new long[trackers.size()]);
+        }
+        this.info = new RunInfo(config, device.toString(), executor.backendName(), executor.parameterCount(),
+                executor.worldSize(), corpus.description(), corpus.lossFloorNats());
+        this.losses = new float[config.steps()];
+        this.stepTimesMs = new double[config.steps()];
+    }
+
+    private static void checkOutDir(Path dir) {
+        if (Files.exists(dir) && !Files.isDirectory(dir)) {
+            throw new IllegalArgumentException("output path " + dir + " exists and is not a directory: pass --out a directory");
+        }
+    }
+
+    public RunInfo info() {
+        return info;
+    }
+
+    public TrainConfig config() {
+        return config;
+    }
+
+    public boolean hasNextStep() {
+        return completedSteps < config.steps();
+    }
+
+    /** Runs the next step and reports it. */
+    public StepResult step() {
+        if (!hasNextStep()) {
+            throw new IllegalStateException("all " + config.steps() + " steps have run");
+        }
+        int step = completedSteps + 1;
+        float lr = schedule.lr(step);
+        var batch = sampler.sample(step);
+        trackers.forEach(MemoryTracker::resetPeak);
+        long start = System.nanoTime();
+        StepExecutor.StepOutcome outcome = executor.step(batch, step, lr);
+        double timeMs = (System.nanoTime() - start) / 1e6;
+        long live = 0;
+        long peak = 0;
+        for (int r = 0; r < trackers.size(); r++) {
+            MemoryTracker t = trackers.get(r);
+            live = Math.max(live, t.liveBytes());
+            peak = Math.max(peak, t.peakBytes());
+            peakBytesPerRank[r] = Math.max(peakBytesPerRank[r], t.peakBytes());
+            for (Map.Entry<MemoryCategory, Long> e : t.peakByCategory().entrySet()) {
+                long[] perRank = peakBytesByCategory.get(e.getKey());
+                perRank[r] = Math.max(perRank[r], e.getValue());
+            }
+        }
+        losses[completedSteps] = outcome.loss();
+        stepTimesMs[completedSteps] = timeMs;
+        completedSteps = step;
+        return new StepResult(step, config.steps(), outcome.loss(), outcome.gradNorm(), lr, timeMs,
+                config.tokensPerStep() / (timeMs / 1e3), live, peak);
+    }
+
+    /** Runs every remaining step, handing each result to {@code onStep}, and returns the summary. */
+    public TrainSummary run(Consumer<StepResult> onStep) {
+        while (hasNextStep()) {
+            onStep.accept(step());
+        }
+        return summary();
+    }
+
+    /** The summary of the steps run so far (at least one). */
+    public TrainSummary summary() {
+        if (completedSteps == 0) {
+            throw new IllegalStateException("no step has run yet");
+        }
+        float[] done = java.util.Arrays.copyOf(losses, completedSteps);
+        double[] times = java.util.Arrays.copyOf(stepTimesMs, completedSteps);
+        double medianMs = Stats.median(times);
+        double totalMs = 0;
+        for (double t : times) {
+            totalMs += t;
+        }
+        long[] persistent = new long[trackers.size()];
+        for (int r = 0; r < trackers.size(); r++) {
+            persistent[r] = trackers.get(r).persistentBytes();
+        }
+        Map<String, long[]> byCategory = new LinkedHashMap<>();
+        peakBytesByCategory.forEach((c, perRank) -> byCategory.put(c.label(), perRank.clone()));
+        Double floor = info.lossFloorNats().isPresent() ? info.lossFloorNats().getAsDouble() : null;
+        return new TrainSummary(config.preset(), info.parameters(), info.worldSize(), info.device(),
+                info.backendName(), info.data(), completedSteps, config.batchSize(), config.seqLen(), config.seed(),
+                floor, done, done[completedSteps - 1], Stats.tailMean(done, TAIL_STEPS), medianMs,
+                config.tokensPerStep() / (medianMs / 1e3), totalMs / 1e3, persistent, peakBytesPerRank.clone(),
+                byCategory);
+    }
+
+    /** The step executor (for tests that inspect parameters). */
+    public StepExecutor executor() {
+        return executor;
+    }
+
+    @Override
+    public void close() {
+        executor.close();
+    }
+}

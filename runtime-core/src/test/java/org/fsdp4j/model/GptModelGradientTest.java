@@ -1,0 +1,64 @@
+// The whole model on a tiny config: logits and loss against the fp64 reference GPT, and the
+// gradient of every element of every parameter against central differences of the fp64 loss.
+// Parameters are random (not the init, whose zero biases and unit gains would hide mistakes).
+package org.fsdp4j.model;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.HashMap;
+import java.util.Map;
+import org.fsdp4j.backend.Backend;
+import org.fsdp4j.tensor.Tensor;
+import org.junit.jupiter.api.Test;
+
+class GptModelGradientTest {
+
+    // Two blocks plus head: the block tolerance, doubled again.
+    static final double FORWARD_ATOL = 1e-5;
+    static final double FORWARD_RTOL = 5e-5;
+    static final double GRAD_ATOL = 1e-4;
+    static final double GRAD_RTOL = 1e-3;
+
+    @Test
+    void everyParameterGradientMatchesFiniteDifferences() {
+        GradCheck gc = new GradCheck();
+        GptConfig cfg = new GptConfig(13, 6, 2, 2, 8);
+        int b = 2, t = 5;   // T < maxSeqLen: the last wpe row must get a zero gradient
+        float lossScale = 2f;
+        int[] tokens = gc.tokens(b * t, cfg.vocabSize());
+        int[] targets = gc.tokens(b * t, cfg.vocabSize());
+        RefGpt ref = new RefGpt(cfg);
+        Map<String, double[]> params = new HashMap<>();
+        try (Backend be = GradCheck.cpuBackend();
+             GptModel model = new GptModel(cfg, be, false);
+             ParameterStore store = new ParameterStore(be, model.units());
+             Tensor tok = GradCheck.upload(be, tokens, b, t);
+             Tensor tgt = GradCheck.upload(be, targets, b, t)) {
+            for (ParameterStore.Entry e : store.entries()) {
+                int numel = (int) e.spec().numel();
+                float[] v = e.spec().init() == ParamSpec.Init.ONES ? gc.around(numel, 1, 0.3) : gc.uniform(numel, 0.3);
+                store.set(e.spec().name(), v);
+                params.put(e.spec().name(), GradCheck.widen(v));
+            }
+            float loss = model.forward(tok, tgt, UnitHooks.NONE);
+            gc.assertClose("logits", be.toHost(model.logits()), ref.logits(params, tokens, b, t),
+                    FORWARD_ATOL, FORWARD_RTOL);
+            double refLoss = ref.loss(params, tokens, targets, b, t);
+            assertEquals(refLoss, loss, 1e-5 * refLoss, "loss (seed " + gc.seed + ")");
+            model.backward(UnitHooks.NONE, lossScale);
+
+            for (ParameterStore.Entry e : store.entries()) {
+                String name = e.spec().name();
+                double[] fd = GradCheck.finiteDifference(params.get(name),
+                        v -> lossScale * ref.loss(params, tokens, targets, b, t));
+                gc.assertClose("d" + name, store.grad(name), fd, GRAD_ATOL, GRAD_RTOL);
+            }
+            float[] dwpe = store.grad("wpe");
+            for (int i = t * cfg.embedDim(); i < dwpe.length; i++) {
+                assertEquals(0f, dwpe[i], "wpe rows at positions >= T must get no gradient");
+            }
+            assertEquals(0, be.memory().liveBytes(org.fsdp4j.tensor.MemoryCategory.ACTIVATIONS),
+                    "backward must free every activation");
+        }
+    }
+}

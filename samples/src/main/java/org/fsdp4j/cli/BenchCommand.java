@@ -1,0 +1,21 @@
+// `fsdp4j bench`: benchmark programs (not tests). `gemm` prints an nccl-tests-like table of the
+// backend's GEMM; `step` times training steps. Both write JSON with --out.
+package org.fsdp4j.cli;
+
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.Spec;
+
+@Command(name = "bench", mixinStandardHelpOptions = true, description = "Benchmarks: GEMM and training step.",
+        subcommands = {GemmBenchCommand.class, StepBenchCommand.class})
+final class BenchCommand implements Runnable {
+
+    @Spec
+    CommandSpec spec;
+
+    @Override
+    public void run() {
+        throw new ParameterException(spec.commandLine(), "missing benchmark: use bench gemm or bench step");
+    }
+}

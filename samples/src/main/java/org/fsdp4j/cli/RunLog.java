@@ -1,0 +1,54 @@
+// The lines a training run prints: the resolved configuration once, one line per step, and
+// the closing line with the gap to the loss floor. Used by `train` and `bench step`, so both
+// read the same.
+package org.fsdp4j.cli;
+
+import java.io.PrintWriter;
+import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.train.RunInfo;
+import org.fsdp4j.train.StepResult;
+import org.fsdp4j.train.TrainConfig;
+import org.fsdp4j.train.TrainSummary;
+import org.fsdp4j.train.Trainer;
+
+final class RunLog {
+
+    private RunLog() {
+    }
+
+    static void header(PrintWriter out, String command, RunInfo info) {
+        TrainConfig c = info.config();
+        GptConfig m = c.model();
+        out.println(Format.f("fsdp4j %s | preset %s: %d layers, %d heads, width %d, context %d, vocab %d | %s params",
+                command, c.preset(), m.numLayers(), m.numHeads(), m.embedDim(), m.maxSeqLen(), m.vocabSize(),
+                Format.count(info.parameters())));
+        out.println(Format.f("  device %s: %s | world size %d", info.device(), info.backendName(), info.worldSize()));
+        String floor = info.lossFloorNats().isPresent()
+                ? Format.f("loss floor %.4f nats (entropy rate of the source)", info.lossFloorNats().getAsDouble())
+                : "loss floor unknown";
+        out.println("  data " + info.data() + " | " + floor);
+        out.println(Format.f("  steps %d | batch %d x %d = %d tokens | lr %s -> %s, warm-up %d | weight decay %s | clip %s | seed %d%s",
+                c.steps(), c.batchSize(), c.seqLen(), c.tokensPerStep(), Format.lr(c.lr()), Format.lr(c.minLr()),
+                c.warmupSteps(), c.weightDecay(), c.maxGradNorm() > 0 ? String.valueOf(c.maxGradNorm()) : "off",
+                c.seed(), c.checkpointActivations() ? " | activation checkpointing" : ""));
+        out.flush();
+    }
+
+    static void step(PrintWriter out, StepResult r) {
+        out.println(Format.f("step %d/%d | loss %.4f | norm %.4f | lr %s | %.1f ms | %s tok/s | mem %s",
+                r.step(), r.totalSteps(), r.loss(), r.gradNorm(), Format.lr(r.lr()), r.timeMs(),
+                Format.count(r.tokensPerSecond()), Format.bytes(r.peakBytes())));
+        out.flush();
+    }
+
+    static void footer(PrintWriter out, TrainSummary s) {
+        String line = Format.f("done: %d steps in %.1f s | median %.1f ms/step, %s tok/s | final loss %.4f | mean of last %d %.4f",
+                s.steps(), s.totalTimeS(), s.stepTimeMsMedian(), Format.count(s.tokensPerSecond()), s.finalLoss(),
+                Math.min(Trainer.TAIL_STEPS, s.steps()), s.tailLossMean());
+        if (s.lossFloor() != null) {
+            line += Format.f(" | floor %.4f | gap %.4f nats", s.lossFloor(), s.tailLossMean() - s.lossFloor());
+        }
+        out.println(line);
+        out.flush();
+    }
+}

@@ -1,0 +1,54 @@
+// `fsdp4j bench step`: times training steps of the 4-layer 256-wide benchmark model by default
+// (any train flag applies), and reports tokens/s and achieved GFLOP/s.
+package org.fsdp4j.cli;
+
+import java.io.PrintWriter;
+import java.nio.file.Path;
+import java.util.concurrent.Callable;
+import org.fsdp4j.bench.StepBenchmark;
+import org.fsdp4j.metrics.JsonFiles;
+import org.fsdp4j.train.TrainConfig;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+@Command(name = "step", mixinStandardHelpOptions = true,
+        description = "Time training steps (warm-up, then the median); tokens/s and GFLOP/s.")
+final class StepBenchCommand implements Callable<Integer> {
+
+    static final String DEFAULT_PRESET = "bench-4x256";
+    static final int DEFAULT_BATCH_SIZE = 8;
+    static final int DEFAULT_SEQ_LEN = 128;
+    static final int DEFAULT_TIMED_STEPS = 10;
+
+    @Spec
+    CommandSpec spec;
+
+    @Mixin
+    TrainOptions options;
+
+    @Option(names = "--warmup", defaultValue = "3", description = "untimed steps first (default: ${DEFAULT-VALUE})")
+    int warmup;
+
+    @Override
+    public Integer call() {
+        PrintWriter out = spec.commandLine().getOut();
+        TrainConfig.Builder defaults = TrainConfig.builder().preset(DEFAULT_PRESET).batchSize(DEFAULT_BATCH_SIZE)
+                .seqLen(DEFAULT_SEQ_LEN).steps(DEFAULT_TIMED_STEPS);
+        TrainConfig config = options.applyTo(defaults).build();
+        StepBenchmark.Result r = StepBenchmark.run(config, warmup, config.steps(), out::println,
+                info -> RunLog.header(out, "bench step", info), step -> RunLog.step(out, step));
+        out.println(Format.f("# %8s %10s %12s %12s %10s %10s", "batch", "seq", "time(ms)", "tok/s", "GFLOP/step",
+                "GFLOP/s"));
+        out.println(Format.f("  %8d %10d %12.2f %12.0f %10.3f %10.2f", r.batchSize(), r.seqLen(), r.stepTimeMsMedian(),
+                r.tokensPerSecond(), r.gflopPerStep(), r.achievedGflops()));
+        config.outDir().ifPresent(dir -> {
+            Path file = dir.resolve("step.json");
+            JsonFiles.writeAtomically(file, r);
+            out.println("results: " + file);
+        });
+        return 0;
+    }
+}

@@ -1,0 +1,116 @@
+// The one place the training flags are declared. Each flag maps onto a TrainConfig builder
+// field; a flag not given leaves the command's default in place (train and bench step start
+// from different defaults), and TrainConfig validates the result. New flags (sharding,
+// precision) are added here and in TrainConfig, nowhere else.
+package org.fsdp4j.cli;
+
+import java.nio.file.Path;
+import org.fsdp4j.train.TrainConfig;
+import picocli.CommandLine.Option;
+
+final class TrainOptions {
+
+    @Option(names = "--preset", paramLabel = "NAME",
+            description = "model preset: tiny, small, bench-4x256, gpt2-124m (default: tiny; bench step: bench-4x256)")
+    String preset;
+
+    @Option(names = "--steps", paramLabel = "K",
+            description = "optimizer steps (default: " + TrainConfig.Builder.DEFAULT_STEPS + "; bench step: timed steps, 10)")
+    Integer steps;
+
+    @Option(names = "--seed", paramLabel = "S",
+            description = "seed of the initial parameters and of the batches (default: " + TrainConfig.Builder.DEFAULT_SEED + ")")
+    Long seed;
+
+    @Option(names = "--batch-size", paramLabel = "B",
+            description = "sequences per step (default: " + TrainConfig.Builder.DEFAULT_BATCH_SIZE + ")")
+    Integer batchSize;
+
+    @Option(names = "--seq-len", paramLabel = "T", description = "tokens per sequence (default: the preset's context)")
+    Integer seqLen;
+
+    @Option(names = "--lr", paramLabel = "X", description = "peak learning rate (default: " + TrainConfig.Builder.DEFAULT_LR + ")")
+    Float lr;
+
+    @Option(names = "--min-lr", paramLabel = "X", description = "learning rate at the end of the cosine decay (default: lr / 10)")
+    Float minLr;
+
+    @Option(names = "--warmup-steps", paramLabel = "K", description = "linear warm-up steps (default: 5% of the steps)")
+    Integer warmupSteps;
+
+    @Option(names = "--weight-decay", paramLabel = "X",
+            description = "AdamW weight decay on 2-D weights (default: " + TrainConfig.Builder.DEFAULT_WEIGHT_DECAY + ")")
+    Float weightDecay;
+
+    @Option(names = "--max-grad-norm", paramLabel = "X",
+            description = "clip the global gradient norm to X; 0 turns clipping off (default: "
+                    + TrainConfig.Builder.DEFAULT_MAX_GRAD_NORM + ")")
+    Float maxGradNorm;
+
+    @Option(names = "--checkpoint-activations", description = "recompute each block's activations in backward")
+    boolean checkpointActivations;
+
+    @Option(names = "--device", paramLabel = "auto|cpu|cuda[:i]",
+            description = "where to train; auto takes a usable GPU, else the CPU (default: auto)")
+    String device;
+
+    @Option(names = "--cpu-threads", paramLabel = "N", description = "threads the CPU backend may use (default: all cores)")
+    Integer cpuThreads;
+
+    @Option(names = "--data", paramLabel = "FILE",
+            description = "train on this file's bytes (default: the embedded Markov source, whose loss floor is known)")
+    Path dataFile;
+
+    @Option(names = "--out", paramLabel = "DIR", description = "write DIR/summary.json")
+    Path outDir;
+
+    /** Overrides the builder's fields with the flags that were given. */
+    TrainConfig.Builder applyTo(TrainConfig.Builder b) {
+        if (preset != null) {
+            b.preset(preset);
+        }
+        if (steps != null) {
+            b.steps(steps);
+        }
+        if (seed != null) {
+            b.seed(seed);
+        }
+        if (batchSize != null) {
+            b.batchSize(batchSize);
+        }
+        if (seqLen != null) {
+            b.seqLen(seqLen);
+        }
+        if (lr != null) {
+            b.lr(lr);
+        }
+        if (minLr != null) {
+            b.minLr(minLr);
+        }
+        if (warmupSteps != null) {
+            b.warmupSteps(warmupSteps);
+        }
+        if (weightDecay != null) {
+            b.weightDecay(weightDecay);
+        }
+        if (maxGradNorm != null) {
+            b.maxGradNorm(maxGradNorm);
+        }
+        if (checkpointActivations) {
+            b.checkpointActivations(true);
+        }
+        if (device != null) {
+            b.device(device);
+        }
+        if (cpuThreads != null) {
+            b.cpuThreads(cpuThreads);
+        }
+        if (dataFile != null) {
+            b.dataFile(dataFile);
+        }
+        if (outDir != null) {
+            b.outDir(outDir);
+        }
+        return b;
+    }
+}

@@ -1,0 +1,256 @@
+#!/usr/bin/python3
+"""PyTorch reference for fsdp4j's GPT: builds the tiny model from a seed and dumps what the
+Java parity test (runtime-core: org.fsdp4j.model.GptParityTest) compares against.
+
+The model is nanoGPT's GPT-2 written out in plain PyTorch: token + position embeddings,
+pre-LN blocks (LayerNorm eps 1e-5 with bias; causal self-attention with one qkv Linear laid
+out [q|k|v] and scale 1/sqrt(head size); MLP 4C with tanh-approximated GELU), a final
+LayerNorm and an LM head tied to the token embedding. Loss: cross-entropy, mean over B*T.
+Initialisation as nanoGPT: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)),
+biases 0, LayerNorm gains 1. AdamW: torch.optim.AdamW, weight decay on 2-D weights only.
+
+Precision: the weights are drawn in fp32 (so Java and PyTorch start from the same bits); all
+the reference computation runs in float64 and is stored rounded to fp32, so the Java test
+measures its own fp32 error against (nearly) exact values. The same computation in fp32
+PyTorch is run too, and its deviation from float64 is written to the header as a yardstick
+for what an fp32 implementation's error looks like (the "torchFp32Error" entry).
+
+File format (all little-endian), version 1:
+    bytes 0..7    magic  b"FSDP4JRF"
+    bytes 8..11   uint32 format version (1)
+    bytes 12..15  uint32 H = byte length of the header
+    bytes 16..16+H  UTF-8 JSON header
+    then the payload: the tensors' raw elements, each at header.tensors[i].offset bytes
+    from the start of the payload, row-major, dtype "f32" (IEEE float32) or "i32" (int32).
+Header keys: format, version, generator, torchVersion, seed, config {vocabSize, maxSeqLen,
+numLayers, numHeads, embedDim}, batch {batchSize, seqLen}, adamw {lr, beta1, beta2, eps,
+weightDecay, steps}, params (parameter names in model order), torchFp32Error, and tensors:
+a list of {name, dtype, shape, offset, numBytes}. Tensor names:
+    tokens, targets      (B, T) i32
+    logits               (B, T, V) f32, of the first forward
+    loss                 () f32, mean cross-entropy of the first forward
+    param.<name>         initial weights
+    grad.<name>          gradient of the first forward's loss
+    step1.<name>         weights after the first AdamW step
+    stepLosses           (steps,) f32, the loss of each forward in the AdamW loop; each
+                         iteration is forward, loss, backward, step on the same batch, so
+                         stepLosses[0] == loss
+
+Run: /usr/bin/python3 tools/reference/gpt_reference.py [--out PATH] (see README.md).
+"""
+import argparse
+import json
+import math
+import os
+import struct
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MAGIC = b"FSDP4JRF"
+FORMAT_VERSION = 1
+DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "runtime-core", "src",
+                           "test", "resources", "reference", "gpt_tiny.bin")
+
+SEED = 1234
+CONFIG = dict(vocabSize=64, maxSeqLen=16, numLayers=2, numHeads=2, embedDim=32)
+BATCH = dict(batchSize=4, seqLen=16)
+ADAMW = dict(lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weightDecay=0.1, steps=10)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, c, n_head, max_t):
+        super().__init__()
+        self.n_head = n_head
+        self.qkv = nn.Linear(c, 3 * c)      # weight (3C, C): rows [q | k | v]
+        self.proj = nn.Linear(c, c)
+        self.register_buffer("mask", torch.tril(torch.ones(max_t, max_t, dtype=torch.bool)))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        hs = c // self.n_head
+        q, k, v = self.qkv(x).split(c, dim=2)                   # each (B, T, C)
+        q = q.view(b, t, self.n_head, hs).transpose(1, 2)       # (B, H, T, hs)
+        k = k.view(b, t, self.n_head, hs).transpose(1, 2)
+        v = v.view(b, t, self.n_head, hs).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, H, T, T)
+        att = att.masked_fill(~self.mask[:t, :t], float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        return self.proj(y)
+
+
+class Mlp(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.fc = nn.Linear(c, 4 * c)
+        self.proj = nn.Linear(4 * c, c)
+
+    def forward(self, x):
+        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, c, n_head, max_t):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(c, eps=1e-5)
+        self.attn = CausalSelfAttention(c, n_head, max_t)
+        self.ln2 = nn.LayerNorm(c, eps=1e-5)
+        self.mlp = Mlp(c)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocabSize, maxSeqLen, numLayers, numHeads, embedDim):
+        super().__init__()
+        self.wte = nn.Parameter(torch.empty(vocabSize, embedDim))   # (V, C), also the LM head
+        self.wpe = nn.Parameter(torch.empty(maxSeqLen, embedDim))   # (maxT, C)
+        self.h = nn.ModuleList(Block(embedDim, numHeads, maxSeqLen) for _ in range(numLayers))
+        self.lnf = nn.LayerNorm(embedDim, eps=1e-5)
+        self._init(numLayers)
+
+    def _init(self, num_layers):
+        # nanoGPT: N(0, 0.02) for embeddings and Linear weights, 0.02/sqrt(2L) for the residual
+        # projections, zero biases; LayerNorm keeps its default gain 1 and bias 0.
+        nn.init.normal_(self.wte, 0.0, 0.02)
+        nn.init.normal_(self.wpe, 0.0, 0.02)
+        for name, m in self.named_modules():
+            if isinstance(m, nn.Linear):
+                std = 0.02 / math.sqrt(2 * num_layers) if name.endswith("proj") else 0.02
+                nn.init.normal_(m.weight, 0.0, std)
+                nn.init.zeros_(m.bias)
+
+    def forward(self, tokens, targets):
+        b, t = tokens.shape
+        x = self.wte[tokens] + self.wpe[:t]                  # (B, T, C)
+        for block in self.h:
+            x = block(x)
+        logits = self.lnf(x) @ self.wte.t()                  # (B, T, V), tied head
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return logits, loss
+
+
+def param_names(cfg):
+    """fsdp4j's parameter names, in model order; these are also the PyTorch module names."""
+    names = ["wte", "wpe"]
+    for i in range(cfg["numLayers"]):
+        p = f"h.{i}."
+        names += [p + "ln1.weight", p + "ln1.bias", p + "attn.qkv.weight", p + "attn.qkv.bias",
+                  p + "attn.proj.weight", p + "attn.proj.bias", p + "ln2.weight", p + "ln2.bias",
+                  p + "mlp.fc.weight", p + "mlp.fc.bias", p + "mlp.proj.weight", p + "mlp.proj.bias"]
+    return names + ["lnf.weight", "lnf.bias"]
+
+
+def make_optimizer(model):
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": ADAMW["weightDecay"]},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=ADAMW["lr"], betas=(ADAMW["beta1"], ADAMW["beta2"]), eps=ADAMW["eps"],
+                             foreach=False)
+
+
+def run(model, tokens, targets):
+    """First forward/backward, then the AdamW loop on the same batch; returns fp32 results."""
+    model.zero_grad(set_to_none=True)
+    logits, loss = model(tokens, targets)
+    loss.backward()
+    out = {"logits": logits.detach().float(), "loss": loss.detach().float()}
+    params = dict(model.named_parameters())
+    for n, p in params.items():
+        out["grad." + n] = p.grad.detach().float().clone()
+    opt = make_optimizer(model)
+    step_losses = []
+    for step in range(ADAMW["steps"]):
+        if step > 0:   # the first step reuses the gradient of the forward above
+            opt.zero_grad(set_to_none=True)
+            _, loss = model(tokens, targets)
+            loss.backward()
+        step_losses.append(loss.item())
+        opt.step()
+        if step == 0:
+            for n, p in params.items():
+                out["step1." + n] = p.detach().float().clone()
+    out["stepLosses"] = torch.tensor(step_losses, dtype=torch.float64).float()
+    return out
+
+
+def max_abs(a, b):
+    return float((a.double() - b.double()).abs().max())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=DEFAULT_OUT, help="output file (default: the test resource)")
+    args = ap.parse_args()
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(SEED)
+    model32 = Gpt(**CONFIG)                                 # fp32 weights: the shared start
+    assert [n for n, _ in model32.named_parameters()] == param_names(CONFIG)
+    b, t = BATCH["batchSize"], BATCH["seqLen"]
+    gen = torch.Generator().manual_seed(SEED + 1)
+    tokens = torch.randint(CONFIG["vocabSize"], (b, t), generator=gen)
+    targets = torch.randint(CONFIG["vocabSize"], (b, t), generator=gen)
+    init = {n: p.detach().clone() for n, p in model32.named_parameters()}
+
+    model64 = Gpt(**CONFIG).double()
+    with torch.no_grad():
+        for n, p in model64.named_parameters():
+            p.copy_(init[n].double())
+    ref = run(model64, tokens, targets)
+    fp32 = run(model32, tokens, targets)
+
+    names = param_names(CONFIG)
+    torch_fp32_error = {
+        "logitsMaxAbs": max_abs(fp32["logits"], ref["logits"]),
+        "lossAbs": max_abs(fp32["loss"], ref["loss"]),
+        "gradMaxAbs": max(max_abs(fp32["grad." + n], ref["grad." + n]) for n in names),
+        "gradMaxAbsOverMaxAbsGrad": max(max_abs(fp32["grad." + n], ref["grad." + n])
+                                        / float(ref["grad." + n].abs().max()) for n in names),
+        "stepLossesMaxRel": float(((fp32["stepLosses"].double() - ref["stepLosses"].double()).abs()
+                                   / ref["stepLosses"].double().abs()).max()),
+    }
+
+    tensors = [("tokens", tokens.to(torch.int32)), ("targets", targets.to(torch.int32)),
+               ("logits", ref["logits"]), ("loss", ref["loss"])]
+    tensors += [("param." + n, init[n]) for n in names]
+    tensors += [("grad." + n, ref["grad." + n]) for n in names]
+    tensors += [("step1." + n, ref["step1." + n]) for n in names]
+    tensors.append(("stepLosses", ref["stepLosses"]))
+
+    entries, payload, offset = [], [], 0
+    for name, x in tensors:
+        x = x.contiguous()
+        dtype = {torch.float32: "f32", torch.int32: "i32"}[x.dtype]
+        raw = x.numpy().astype("<" + ("f4" if dtype == "f32" else "i4")).tobytes()
+        entries.append({"name": name, "dtype": dtype, "shape": list(x.shape), "offset": offset,
+                        "numBytes": len(raw)})
+        payload.append(raw)
+        offset += len(raw)
+    header = {"format": "fsdp4j-reference", "version": FORMAT_VERSION,
+              "generator": "tools/reference/gpt_reference.py", "torchVersion": torch.__version__,
+              "seed": SEED, "config": CONFIG, "batch": BATCH, "adamw": ADAMW, "params": names,
+              "torchFp32Error": torch_fp32_error, "tensors": entries}
+    header_bytes = json.dumps(header, indent=1).encode("utf-8")
+
+    out = os.path.abspath(args.out)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "wb") as f:
+        f.write(MAGIC)
+        f.write(struct.pack("<II", FORMAT_VERSION, len(header_bytes)))
+        f.write(header_bytes)
+        for raw in payload:
+            f.write(raw)
+    print(f"wrote {out}: {os.path.getsize(out)} bytes, {len(entries)} tensors")
+    print(f"loss {ref['loss'].item():.6f}; step losses " + " ".join(f"{x:.6f}" for x in ref["stepLosses"].tolist()))
+    print("PyTorch fp32 vs float64: " + json.dumps(torch_fp32_error))
+
+
+if __name__ == "__main__":
+    main()
