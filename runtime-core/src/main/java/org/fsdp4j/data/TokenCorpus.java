@@ -73,7 +73,7 @@ public final class TokenCorpus {
         return new TokenCorpus("file " + file + " (" + bytes.length + " bytes, byte-level)", bytes, OptionalDouble.empty());
     }
 
-    /** Wraps bytes already in memory (tests, generated data). */
+    /** A copy of bytes already in memory (tests, generated data). */
     public static TokenCorpus of(String description, byte[] bytes, OptionalDouble lossFloorNats) {
         return new TokenCorpus(description, bytes.clone(), lossFloorNats);
     }

@@ -14,7 +14,7 @@ import java.nio.file.StandardCopyOption;
 public final class JsonFiles {
 
     /** Records' camelCase components become snake_case keys (worldSize → world_size). */
-    public static final ObjectMapper MAPPER = new ObjectMapper()
+    private static final ObjectMapper MAPPER = new ObjectMapper()
             .setPropertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
             .enable(SerializationFeature.INDENT_OUTPUT);
 

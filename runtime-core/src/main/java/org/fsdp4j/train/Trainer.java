@@ -5,7 +5,7 @@ package org.fsdp4j.train;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -127,8 +127,8 @@ public final class Trainer implements AutoCloseable {
         if (completedSteps == 0) {
             throw new IllegalStateException("no step has run yet");
         }
-        float[] done = java.util.Arrays.copyOf(losses, completedSteps);
-        double[] times = java.util.Arrays.copyOf(stepTimesMs, completedSteps);
+        float[] done = Arrays.copyOf(losses, completedSteps);
+        double[] times = Arrays.copyOf(stepTimesMs, completedSteps);
         double medianMs = Stats.median(times);
         double totalMs = 0;
         for (double t : times) {

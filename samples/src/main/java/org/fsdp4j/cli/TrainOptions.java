@@ -5,17 +5,21 @@
 package org.fsdp4j.cli;
 
 import java.nio.file.Path;
+import java.util.Iterator;
+import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.train.TrainConfig;
 import picocli.CommandLine.Option;
 
 final class TrainOptions {
 
-    @Option(names = "--preset", paramLabel = "NAME",
-            description = "model preset: tiny, small, bench-4x256, gpt2-124m (default: tiny; bench step: bench-4x256)")
+    @Option(names = "--preset", paramLabel = "NAME", completionCandidates = PresetNames.class,
+            description = "model preset: ${COMPLETION-CANDIDATES} (default: " + TrainConfig.Builder.DEFAULT_PRESET
+                    + "; bench step: " + StepBenchCommand.DEFAULT_PRESET + ")")
     String preset;
 
     @Option(names = "--steps", paramLabel = "K",
-            description = "optimizer steps (default: " + TrainConfig.Builder.DEFAULT_STEPS + "; bench step: timed steps, 10)")
+            description = "optimizer steps (default: " + TrainConfig.Builder.DEFAULT_STEPS + "; bench step: timed steps, "
+                    + StepBenchCommand.DEFAULT_TIMED_STEPS + ")")
     Integer steps;
 
     @Option(names = "--seed", paramLabel = "S",
@@ -35,7 +39,7 @@ final class TrainOptions {
     @Option(names = "--min-lr", paramLabel = "X", description = "learning rate at the end of the cosine decay (default: lr / 10)")
     Float minLr;
 
-    @Option(names = "--warmup-steps", paramLabel = "K", description = "linear warm-up steps (default: 5% of the steps)")
+    @Option(names = "--warmup-steps", paramLabel = "K", description = "linear warm-up steps (default: 5%% of the steps)")
     Integer warmupSteps;
 
     @Option(names = "--weight-decay", paramLabel = "X",
@@ -63,6 +67,14 @@ final class TrainOptions {
 
     @Option(names = "--out", paramLabel = "DIR", description = "write DIR/summary.json")
     Path outDir;
+
+    /** The model presets, listed in --help. */
+    static final class PresetNames implements Iterable<String> {
+        @Override
+        public Iterator<String> iterator() {
+            return GptConfig.presetNames().iterator();
+        }
+    }
 
     /** Overrides the builder's fields with the flags that were given. */
     TrainConfig.Builder applyTo(TrainConfig.Builder b) {

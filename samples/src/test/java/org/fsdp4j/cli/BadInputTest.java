@@ -1,0 +1,79 @@
+// Bad input to `fsdp4j train` ends with one clear line on stderr and a non-zero exit, before
+// any training, and never with a stack trace.
+package org.fsdp4j.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class BadInputTest {
+
+    @TempDir
+    Path dir;
+
+    private static void assertOneLineError(String expected, String... args) {
+        CliRunner.Result r = CliRunner.run(args);
+        String cmd = String.join(" ", args);
+        assertNotEquals(0, r.exitCode(), cmd);
+        List<String> lines = r.err().lines().toList();
+        assertEquals(1, lines.size(), cmd + " printed:\n" + r.err());
+        String line = lines.get(0);
+        assertTrue(line.startsWith("error: "), line);
+        assertTrue(line.contains(expected), "'" + line + "' does not contain '" + expected + "'");
+        assertFalse(line.contains("Exception"), line);
+        assertFalse(r.out().contains("step 1/"), cmd + " started training");
+    }
+
+    @Test
+    void unknownPreset() {
+        assertOneLineError("unknown preset 'huge': use one of", "train", "--preset", "huge");
+    }
+
+    @Test
+    void dataFileMissingEmptyOrTooShort() throws IOException {
+        assertOneLineError("does not exist", "train", "--data", dir.resolve("missing.txt").toString());
+        Path empty = Files.createFile(dir.resolve("empty.txt"));
+        assertOneLineError("is empty", "train", "--data", empty.toString());
+        Path shortFile = Files.writeString(dir.resolve("short.txt"), "hello world");
+        assertOneLineError("use --seq-len 10 or less", "train", "--data", shortFile.toString(), "--seq-len", "64");
+    }
+
+    @Test
+    void sequenceLongerThanThePresetsContext() {
+        assertOneLineError("--seq-len 129 is longer than the tiny model's context of 128", "train", "--seq-len", "129");
+    }
+
+    @Test
+    void nonPositiveCounts() {
+        assertOneLineError("--steps must be at least 1, got 0", "train", "--steps", "0");
+        assertOneLineError("--steps must be at least 1, got -3", "train", "--steps", "-3");
+        assertOneLineError("--batch-size must be at least 1, got 0", "train", "--batch-size", "0");
+        assertOneLineError("--seq-len must be at least 1", "train", "--seq-len", "0");
+    }
+
+    @Test
+    void unknownDevice() {
+        assertOneLineError("unknown device 'tpu': use --device auto, cpu, cuda", "train", "--device", "tpu");
+    }
+
+    @Test
+    void unparsableFlags() {
+        assertOneLineError("'abc' is not an int", "train", "--steps", "abc");
+        assertOneLineError("Unknown option: '--bogus'", "train", "--bogus");
+        assertOneLineError("missing command", new String[0]);
+    }
+
+    @Test
+    void outputPathThatIsAFile() throws IOException {
+        Path file = Files.writeString(dir.resolve("taken"), "x");
+        assertOneLineError("is not a directory", "train", "--steps", "1", "--out", file.toString());
+    }
+}
