@@ -46,6 +46,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
         final DeviceMesh mesh;
         final FsdpEngine engine;
         final List<MicroBatch> microBatches;  // (b, T) I32 token and target tensors, refilled each step
+        private final List<AutoCloseable> made;
 
         Rank(int rank, LocalGroup group, FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
              int microBatchSize, int seqLen, int cpuThreads, UnaryOperator<Communicator> link) {
@@ -77,8 +78,6 @@ public final class LocalFsdpGroup implements AutoCloseable {
                 throw e;
             }
         }
-
-        private final List<AutoCloseable> made;
 
         private static <T extends AutoCloseable> T add(List<AutoCloseable> made, T t) {
             made.add(t);
@@ -188,6 +187,11 @@ public final class LocalFsdpGroup implements AutoCloseable {
     /** Each rank's host tracker (where offloaded state lives; the device tracker when not offloading). */
     public List<MemoryTracker> hostMemory() {
         return ranks.stream().map(r -> r.hostMemory).toList();
+    }
+
+    /** P′: parameters plus alignment and shard padding (the same on every rank). */
+    public long paddedParams() {
+        return ranks.get(0).engine.paddedParams();
     }
 
     public String backendName() {
