@@ -3,6 +3,7 @@
 // softmax over (BH, T, T) score matrices. Rows are independent, so all parallelise over rows.
 package org.fsdp4j.backend.cpu;
 
+import java.util.Arrays;
 import org.fsdp4j.tensor.Tensor;
 
 final class AttentionOps {
@@ -115,7 +116,7 @@ final class AttentionOps {
                 for (int j = 0; j < len; j++) {
                     x[j] *= inv;
                 }
-                java.util.Arrays.fill(x, len, t, 0f);
+                Arrays.fill(x, len, t, 0f);
                 ea.store(x, 0, r * t, t);
             }
         });
@@ -171,8 +172,8 @@ final class AttentionOps {
             long c = qkv.dim(2) / 3;
             long[] head = {qkv.dim(0), numHeads, qkv.dim(1), c / numHeads};
             for (Tensor x : new Tensor[] {q, k, v}) {
-                if (!java.util.Arrays.equals(x.shape(), head)) {
-                    throw Shapes.error(op, "q, k, v must be (B, H, T, C/H) = " + java.util.Arrays.toString(head),
+                if (!Arrays.equals(x.shape(), head)) {
+                    throw Shapes.error(op, "q, k, v must be (B, H, T, C/H) = " + Arrays.toString(head),
                             qkv, q, k, v);
                 }
             }

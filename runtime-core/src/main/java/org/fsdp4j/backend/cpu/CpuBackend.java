@@ -4,9 +4,10 @@
 // already complete; the engine's ordering is still exercised through its own executors.
 //
 // Threads: several CPU backends (one per in-process rank) may live in one JVM, each created
-// with cpuThreads = cores / N. OpenBLAS's thread count is a single process-wide setting, so
-// each backend sets it to its own cpuThreads; an in-process group creates all its ranks with
-// the same value, so N ranks × cpuThreads BLAS threads never oversubscribe the cores.
+// with cpuThreads = cores / N and each with its own pool of that many threads. OpenBLAS is set
+// to one thread (a process-wide setting) and called from those pools, tile by tile (GemmOp),
+// so N ranks never run more than N × cpuThreads threads, and results do not depend on the
+// thread count.
 package org.fsdp4j.backend.cpu;
 
 import java.util.Objects;
@@ -27,8 +28,8 @@ public final class CpuBackend implements Backend {
     public CpuBackend(MemoryTracker tracker, int cpuThreads) {
         this.tracker = Objects.requireNonNull(tracker, "tracker");
         OpenBlas.load();
+        OpenBlas.useCallerThreadOnly();
         this.threads = new CpuThreads(cpuThreads);
-        OpenBlas.setThreads(cpuThreads);
     }
 
     @Override

@@ -16,7 +16,7 @@ final class CrossEntropyOps {
         String op = "crossEntropyForward";
         Shapes.dtype(op, DType.F32, losses);
         int v = check(op, logits, targets, losses);
-        int[] tgt = loadTargets(op, targets, v);
+        int[] tgt = Elements.loadIndices(op, targets, v, "target", "row");
         Elements el = Elements.of(logits);
         Elements eo = Elements.of(losses);
         threads.forChunks(tgt.length, Shapes.rowsPerChunk(v, ElementwiseOps.GRAIN), (chunk, from, to) -> {
@@ -37,7 +37,7 @@ final class CrossEntropyOps {
         Shapes.floating(op, dlogits);
         Shapes.sameNumel(op, logits, dlogits);
         int v = check(op, logits, targets, null);
-        int[] tgt = loadTargets(op, targets, v);
+        int[] tgt = Elements.loadIndices(op, targets, v, "target", "row");
         Elements el = Elements.of(logits);
         Elements ed = Elements.of(dlogits);
         threads.forChunks(tgt.length, Shapes.rowsPerChunk(v, ElementwiseOps.GRAIN), (chunk, from, to) -> {
@@ -83,17 +83,5 @@ final class CrossEntropyOps {
                     : Shapes.error(op, "expected logits (N, V), targets (N), losses (N)", logits, targets, losses);
         }
         return Shapes.lastDim(logits);
-    }
-
-    private static int[] loadTargets(String op, Tensor targets, int vocab) {
-        int[] tgt = new int[Math.toIntExact(targets.numel())];
-        Elements.of(targets).loadInts(0, tgt, 0, tgt.length);
-        for (int i = 0; i < tgt.length; i++) {
-            if (tgt[i] < 0 || tgt[i] >= vocab) {
-                throw new IllegalArgumentException(op + ": target " + tgt[i] + " of row " + i
-                        + " is outside the vocabulary [0, " + vocab + ")");
-            }
-        }
-        return tgt;
     }
 }

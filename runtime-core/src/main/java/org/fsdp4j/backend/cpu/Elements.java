@@ -77,6 +77,29 @@ final class Elements {
         }
     }
 
+    /** The whole tensor in fp32 (for small operands: biases, norm weights). */
+    float[] loadAll() {
+        float[] a = new float[Math.toIntExact(tensor.numel())];
+        load(0, a, 0, a.length);
+        return a;
+    }
+
+    /**
+     * The whole I32 tensor {@code t} as indices into [0, bound); an index outside is an error
+     * naming the op, the value and where it sits ("token 7 at position 3").
+     */
+    static int[] loadIndices(String op, Tensor t, long bound, String what, String where) {
+        int[] idx = new int[Math.toIntExact(t.numel())];
+        of(t).loadInts(0, idx, 0, idx.length);
+        for (int i = 0; i < idx.length; i++) {
+            if (idx[i] < 0 || idx[i] >= bound) {
+                throw new IllegalArgumentException(op + ": " + what + " " + idx[i] + " at " + where + " " + i
+                        + " is outside the vocabulary [0, " + bound + ")");
+            }
+        }
+        return idx;
+    }
+
     /** dst[dstOff ..] = this[start .. start+n) for an I32 tensor. */
     void loadInts(long start, int[] dst, int dstOff, int n) {
         requireInts();

@@ -2,6 +2,7 @@
 // elements or rows are loaded into fp32 scratch, computed, and rounded back on store.
 package org.fsdp4j.backend.cpu;
 
+import java.util.Arrays;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Tensor;
 
@@ -23,7 +24,7 @@ final class ElementwiseOps {
             threads.forChunks(t.numel(), GRAIN, (c, from, to) -> {
                 int n = (int) (to - from);
                 int[] buf = Scratch.ints(n);
-                java.util.Arrays.fill(buf, 0, n, v);
+                Arrays.fill(buf, 0, n, v);
                 e.storeInts(buf, 0, from, n);
             });
             return;
@@ -31,7 +32,7 @@ final class ElementwiseOps {
         threads.forChunks(t.numel(), GRAIN, (c, from, to) -> {
             int n = (int) (to - from);
             float[] buf = Scratch.floats(0, n);
-            java.util.Arrays.fill(buf, 0, n, value);
+            Arrays.fill(buf, 0, n, value);
             e.store(buf, 0, from, n);
         });
     }
@@ -100,8 +101,7 @@ final class ElementwiseOps {
         if (out.rank() == 0 || out.dim(-1) != oc) {
             throw Shapes.error("addBias", "out must be (N, OC) with OC = bias numel", out, bias);
         }
-        float[] b = new float[oc];
-        Elements.of(bias).load(0, b, 0, oc);
+        float[] b = Elements.of(bias).loadAll();
         Elements eo = Elements.of(out);
         threads.forChunks(Shapes.rows(out), Shapes.rowsPerChunk(oc, GRAIN), (c, from, to) -> {
             float[] row = Scratch.floats(0, oc);
@@ -173,8 +173,12 @@ final class ElementwiseOps {
             for (int i = 0; i < n; i++) {
                 float v = x[i];
                 float u = GELU_SCALE * (v + GELU_CUBIC * v * v * v);
-                float th = tanh(u);
-                float sech2 = 1f - th * th;
+                // tanh and sech² from one exp: with e = exp(−2|u|), tanh|u| = (1−e)/(1+e) and
+                // sech² u = 4e/(1+e)², which keeps full precision where 1 − tanh² would cancel
+                double e = Math.exp(-2.0 * Math.abs(u));
+                double inv = 1.0 / (1.0 + e);
+                float th = (float) (u < 0 ? (e - 1.0) * inv : (1.0 - e) * inv);
+                float sech2 = (float) (4.0 * e * inv * inv);
                 float local = 0.5f * (1f + th) + 0.5f * v * sech2 * GELU_SCALE * (1f + 3f * GELU_CUBIC * v * v);
                 d[i] += local * g[i];
             }
@@ -182,8 +186,8 @@ final class ElementwiseOps {
         });
     }
 
-    /** tanh through exp (an intrinsic), in double so the cancellation near 0 costs nothing at fp32. */
-    static float tanh(float u) {
+    /** tanh through exp (an intrinsic; Math.tanh is not), in double so it is exact to fp32 rounding. */
+    private static float tanh(float u) {
         double e = Math.exp(-2.0 * Math.abs(u));
         double t = (1.0 - e) / (1.0 + e);
         return (float) (u < 0 ? -t : t);

@@ -18,7 +18,7 @@ final class EmbeddingOps {
         int[] shape = check(op, tokens, wte, wpe, out);
         int t = shape[1];
         int c = shape[2];
-        int[] tok = loadTokens(op, tokens, wte.dim(0));
+        int[] tok = Elements.loadIndices(op, tokens, wte.dim(0), "token", "position");
         Elements ete = Elements.of(wte);
         Elements epe = Elements.of(wpe);
         Elements eo = Elements.of(out);
@@ -45,7 +45,7 @@ final class EmbeddingOps {
         int t = shape[1];
         int c = shape[2];
         int vocab = Math.toIntExact(dwte.dim(0));
-        int[] tok = loadTokens(op, tokens, vocab);
+        int[] tok = Elements.loadIndices(op, tokens, vocab, "token", "position");
         Elements eg = Elements.of(dout);
         Elements ete = Elements.of(dwte);
         Elements epe = Elements.of(dwpe);
@@ -111,17 +111,5 @@ final class EmbeddingOps {
                     tokens, table, positions, act);
         }
         return new int[] {Math.toIntExact(act.dim(0)), Math.toIntExact(act.dim(1)), Math.toIntExact(act.dim(2))};
-    }
-
-    private static int[] loadTokens(String op, Tensor tokens, long vocab) {
-        int[] tok = new int[Math.toIntExact(tokens.numel())];
-        Elements.of(tokens).loadInts(0, tok, 0, tok.length);
-        for (int i = 0; i < tok.length; i++) {
-            if (tok[i] < 0 || tok[i] >= vocab) {
-                throw new IllegalArgumentException(op + ": token " + tok[i] + " at position " + i
-                        + " is outside the vocabulary [0, " + vocab + ")");
-            }
-        }
-        return tok;
     }
 }

@@ -1,9 +1,14 @@
 // Strided-batched GEMM on CPU tensors: checks every leading dim, stride and extent against the
-// tensors, then calls OpenBLAS sgemm once per batch. fp32 operands are passed in place; a half
-// operand is widened into an fp32 WORKSPACE temporary first, and a half C is rounded back
-// (only its m×n elements per batch, so the gaps a larger ldc leaves are never touched).
+// tensors, then runs single-threaded OpenBLAS sgemm calls on the backend's own threads, one per
+// (batch, tile of C). Tiles are a function of the shape only and each keeps the whole k-sum, so
+// the result has the same bits for any thread count (OpenBLAS's own threading does not: it
+// changes the blocking with the thread count), and batched attention GEMMs parallelise over the
+// batch. fp32 operands are passed in place; a half operand is widened into an fp32 WORKSPACE
+// temporary first, and a half C is rounded back (only its m×n elements per batch, so the gaps a
+// larger ldc leaves are never touched).
 package org.fsdp4j.backend.cpu;
 
+import java.util.Locale;
 import org.bytedeco.javacpp.FloatPointer;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.MemoryCategory;
@@ -11,6 +16,18 @@ import org.fsdp4j.tensor.MemoryTracker;
 import org.fsdp4j.tensor.Tensor;
 
 final class GemmOp {
+
+    /**
+     * Tiling of one C matrix: a tile side stays >= MIN_TILE, a tile does >= MIN_TILE_FLOPS of work
+     * (each tile re-packs its panels of A and B, so small tiles cost more than they gain), and a
+     * matrix is cut into at most MAX_TILES tiles.
+     */
+    static final int MIN_TILE = 128;
+    static final double MIN_TILE_FLOPS = 32e6;
+    static final int MAX_TILES = 8;
+
+    /** Work per chunk of the task loop: below this, tasks are batched together (less scheduling). */
+    private static final double MIN_FLOPS_PER_CHUNK = 4e6;
 
     private GemmOp() {
     }
@@ -39,12 +56,60 @@ final class GemmOp {
         try (Operand pa = new Operand(threads, tracker, a, spanA, true);
              Operand pb = new Operand(threads, tracker, b, spanB, true);
              Operand pc = new Operand(threads, tracker, c, spanC, beta != 0f)) {
-            for (int i = 0; i < batch; i++) {
-                OpenBlas.sgemm(transA, transB, m, n, k, alpha, pa.at(i * strideA), Math.max(1, lda),
-                        pb.at(i * strideB), Math.max(1, ldb), beta, pc.at(i * strideC), Math.max(1, ldc));
-            }
+            // C is cut into tilesM × tilesN tiles; each task is one (batch, tile)
+            int[] tiling = tiling(m, n, k);
+            int tilesM = tiling[0];
+            int tilesN = tiling[1];
+            int rowsPerTile = (m + tilesM - 1) / tilesM;
+            int colsPerTile = (n + tilesN - 1) / tilesN;
+            int perBatch = tilesM * tilesN;
+            double flopsPerTask = 2.0 * rowsPerTile * colsPerTile * Math.max(1, k);
+            long grain = Math.max(1, (long) (MIN_FLOPS_PER_CHUNK / flopsPerTask));
+            int ldA = Math.max(1, lda);
+            int ldB = Math.max(1, ldb);
+            int ldC = Math.max(1, ldc);
+            threads.forChunks((long) batch * perBatch, grain, (chunk, from, to) -> {
+                for (long task = from; task < to; task++) {
+                    long p = task / perBatch;
+                    int tile = (int) (task % perBatch);
+                    int i0 = (tile / tilesN) * rowsPerTile;
+                    int j0 = (tile % tilesN) * colsPerTile;
+                    int rows = Math.min(m, i0 + rowsPerTile) - i0;
+                    int cols = Math.min(n, j0 + colsPerTile) - j0;
+                    long offA = p * strideA + (transA ? i0 : (long) i0 * lda);
+                    long offB = p * strideB + (transB ? (long) j0 * ldb : j0);
+                    long offC = p * strideC + (long) i0 * ldc + j0;
+                    OpenBlas.sgemm(transA, transB, rows, cols, k, alpha, pa.at(offA), ldA, pb.at(offB), ldB,
+                            beta, pc.at(offC), ldC);
+                }
+            });
             pc.writeBack(m, n, ldc, strideC, batch);
         }
+    }
+
+    /**
+     * {tilesM, tilesN} for an m×n C with inner dim k, from the shape alone (never the thread
+     * count): halve the longer tile side while the tile count stays within the work budget.
+     */
+    static int[] tiling(int m, int n, int k) {
+        double flops = 2.0 * m * n * Math.max(1, k);
+        int budget = (int) Math.max(1, Math.min(MAX_TILES, flops / MIN_TILE_FLOPS));
+        int tilesM = 1;
+        int tilesN = 1;
+        while (tilesM * tilesN * 2 <= budget) {
+            int rows = m / tilesM;
+            int cols = n / tilesN;
+            if (rows >= cols && rows >= 2 * MIN_TILE) {
+                tilesM *= 2;
+            } else if (cols >= 2 * MIN_TILE) {
+                tilesN *= 2;
+            } else if (rows >= 2 * MIN_TILE) {
+                tilesM *= 2;
+            } else {
+                break;
+            }
+        }
+        return new int[] {tilesM, tilesN};
     }
 
     /** Elements a stored rows×cols matrix with row stride ld spans. */
@@ -58,7 +123,7 @@ final class GemmOp {
      */
     private static long span(String name, Tensor x, long rows, long cols, int ld, long stride, int batch, Tensor... all) {
         if (ld < cols || ld < 0) {
-            throw Shapes.error("gemm", "ld" + name.toLowerCase(java.util.Locale.ROOT) + "=" + ld
+            throw Shapes.error("gemm", "ld" + name.toLowerCase(Locale.ROOT) + "=" + ld
                     + " is smaller than the " + cols + " columns " + name + " is stored with", all);
         }
         if (stride < 0) {
@@ -91,7 +156,7 @@ final class GemmOp {
         private final CpuThreads threads;
         private final Tensor tensor;
         private final Tensor widened;        // (span) F32, null when the tensor is F32 already
-        private final FloatPointer pointer;  // moved by at(); its position is in floats
+        private final FloatPointer pointer;  // the memory's start; at() hands out positioned copies
         private final long base;             // element offset of the tensor within the pointer's memory
 
         Operand(CpuThreads threads, MemoryTracker tracker, Tensor tensor, long span, boolean readValues) {
@@ -112,8 +177,9 @@ final class GemmOp {
             }
         }
 
+        /** A pointer to element {@code element} of the operand (a fresh object: tasks run concurrently). */
         FloatPointer at(long element) {
-            return pointer.position(base + element);
+            return new FloatPointer(pointer).position(base + element);
         }
 
         /** Rounds the m×n elements of each batch back into a half C. */

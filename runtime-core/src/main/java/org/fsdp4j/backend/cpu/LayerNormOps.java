@@ -17,8 +17,8 @@ final class LayerNormOps {
         String op = "layerNormForward";
         int c = check(op, inp, weight, bias, out, mean, rstd);
         long rows = Shapes.rows(inp);
-        float[] w = load(weight, c);
-        float[] b = load(bias, c);
+        float[] w = Elements.of(weight).loadAll();
+        float[] b = Elements.of(bias).loadAll();
         Elements ei = Elements.of(inp);
         Elements eo = Elements.of(out);
         Elements em = Elements.of(mean);
@@ -61,7 +61,7 @@ final class LayerNormOps {
         Shapes.sameNumel(op, inp, dinp);
         Shapes.sameNumel(op, weight, dweight);
         long rows = Shapes.rows(inp);
-        float[] w = load(weight, c);
+        float[] w = Elements.of(weight).loadAll();
         Elements eg = Elements.of(dout);
         Elements ei = Elements.of(inp);
         Elements ed = Elements.of(dinp);
@@ -121,11 +121,5 @@ final class LayerNormOps {
                     inp, weight, bias, out, mean, rstd);
         }
         return c;
-    }
-
-    private static float[] load(Tensor t, int n) {
-        float[] a = new float[n];
-        Elements.of(t).load(0, a, 0, n);
-        return a;
     }
 }

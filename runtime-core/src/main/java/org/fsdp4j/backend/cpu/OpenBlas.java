@@ -22,11 +22,12 @@ final class OpenBlas {
     }
 
     /**
-     * OpenBLAS's thread count is one process-wide setting: every CPU backend in the process sets
-     * the same value (its cpuThreads), see CpuBackend.
+     * OpenBLAS runs single-threaded: its thread count is one process-wide setting that several
+     * backends (one per in-process rank) would fight over, and its threaded GEMM rounds
+     * differently for each thread count. GemmOp parallelises over tiles on the backend's threads.
      */
-    static synchronized void setThreads(int threads) {
-        openblas_nolapack.blas_set_num_threads(threads);
+    static void useCallerThreadOnly() {
+        openblas_nolapack.blas_set_num_threads(1);
     }
 
     /**

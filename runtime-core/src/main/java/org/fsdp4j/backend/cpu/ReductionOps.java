@@ -42,7 +42,7 @@ final class ReductionOps {
     static boolean hasNonFinite(CpuThreads threads, Tensor t) {
         Shapes.floating("hasNonFinite", t);
         Elements e = Elements.of(t);
-        double bad = threads.sum(t.numel(), ElementwiseOps.GRAIN, (from, to) -> {
+        double bad = threads.sum(t.numel(), ElementwiseOps.GRAIN, (from, to) -> {   // count of chunks with one
             int n = (int) (to - from);
             float[] x = Scratch.floats(0, n);
             e.load(from, x, 0, n);

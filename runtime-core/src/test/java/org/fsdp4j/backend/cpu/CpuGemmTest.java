@@ -3,6 +3,7 @@
 // pitfall), half operands, beta = 0 over a NaN-poisoned C, and the argument checks.
 package org.fsdp4j.backend.cpu;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -96,6 +97,19 @@ class CpuGemmTest {
                 }
             }
             assertEquals(0, s.tracker.liveBytes(MemoryCategory.WORKSPACE));
+        }
+    }
+
+    @Test
+    void tiledGemmsCoverEveryRowAndColumnBand() {
+        // shapes just big enough to be cut in two, with a partial last band
+        assertArrayEquals(new int[] {2, 1}, GemmOp.tiling(300, 290, 400));
+        assertArrayEquals(new int[] {1, 2}, GemmOp.tiling(200, 300, 600));
+        try (CpuTestSupport s = new CpuTestSupport(3)) {
+            for (boolean t : new boolean[] {false, true}) {   // each band direction with every transpose once
+                check(s, DType.F32, t, !t, 300, 290, 400, 1, 1, 0.5f, 1);
+                check(s, DType.F32, t, t, 200, 300, 600, 0, 1, 0f, 0);
+            }
         }
     }
 

@@ -36,7 +36,7 @@ final class CpuTestSupport implements AutoCloseable {
         }
     }
 
-    /** Random values in [-scale, scale), away from zero by construction of the distribution. */
+    /** Uniform random values in [-scale, scale). */
     double[] randoms(int n, double scale) {
         double[] x = new double[n];
         for (int i = 0; i < n; i++) {

@@ -1,0 +1,83 @@
+// The CPU backend's results must not depend on thread scheduling or on the thread count:
+// the same ops on the same inputs with 1, 2 and 3 threads give the same bits (fixed chunking,
+// partials combined in order; OpenBLAS splits GEMMs without splitting the k-sums).
+package org.fsdp4j.backend.cpu;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import org.fsdp4j.backend.Backend;
+import org.fsdp4j.tensor.DType;
+import org.fsdp4j.tensor.Device;
+import org.fsdp4j.tensor.MemoryCategory;
+import org.fsdp4j.tensor.MemoryTracker;
+import org.fsdp4j.tensor.Tensor;
+import org.junit.jupiter.api.Test;
+
+class CpuDeterminismTest {
+
+    /** Runs the reductions and accumulating backwards on one backend; returns every output, flattened. */
+    private static List<double[]> run(int threads, long seed) {
+        int rows = 2000;
+        int c = 48;
+        List<double[]> results = new ArrayList<>();
+        Random r = new Random(seed);
+        try (Backend be = new CpuBackendProvider().create(Device.CPU, new MemoryTracker("det"), threads);
+             Tensor x = random(be, r, rows, c); Tensor g = random(be, r, rows, c); Tensor w = random(be, r, c);
+             Tensor dx = random(be, r, rows, c); Tensor dw = random(be, r, c); Tensor db = random(be, r, c);
+             Tensor mean = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, rows);
+             Tensor rstd = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, rows);
+             Tensor out = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, rows, c);
+             Tensor tokens = be.allocate(DType.I32, MemoryCategory.ACTIVATIONS, 40, 50);
+             Tensor wpe = random(be, r, 50, c);
+             Tensor cc = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, c, c)) {
+            int[] tok = new int[2000];
+            for (int i = 0; i < tok.length; i++) {
+                tok[i] = r.nextInt(7);
+            }
+            be.copyFromHost(tok, 0, tokens);
+            be.layerNormForward(x, w, db, out, mean, rstd);
+            be.layerNormBackward(g, x, w, mean, rstd, dx, dw, db);
+            be.biasBackward(g, db);
+            be.embeddingBackward(tokens, g.reshape(40, 50, c), x.view(0, 7, c), wpe);
+            be.gemm(true, false, c, c, rows, 1f, x, g, 0f, cc);
+            results.add(new double[] {be.sumOfSquares(g), be.sum(x)});
+            for (Tensor t : new Tensor[] {out, mean, rstd, dx, dw, db, x, wpe, cc}) {
+                float[] f = be.toHost(t);
+                double[] d = new double[f.length];
+                for (int i = 0; i < f.length; i++) {
+                    d[i] = f[i];
+                }
+                results.add(d);
+            }
+        }
+        return results;
+    }
+
+    private static Tensor random(Backend be, Random r, long... shape) {
+        Tensor t = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, shape);
+        float[] f = new float[Math.toIntExact(t.numel())];
+        for (int i = 0; i < f.length; i++) {
+            f[i] = (float) r.nextGaussian();
+        }
+        be.copyFromHost(f, 0, t);
+        return t;
+    }
+
+    @Test
+    void sameBitsForAnyThreadCount() {
+        long seed = System.nanoTime();
+        List<double[]> one = run(1, seed);
+        for (int threads : new int[] {2, 3}) {
+            List<double[]> many = run(threads, seed);
+            assertEquals(one.size(), many.size());
+            for (int i = 0; i < one.size(); i++) {
+                assertArrayEquals(one.get(i), many.get(i), 0.0, "output " + i + " with " + threads
+                        + " threads differs from 1 thread (seed " + seed + ")");
+            }
+        }
+    }
+}
