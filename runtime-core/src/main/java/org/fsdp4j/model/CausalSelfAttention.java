@@ -91,19 +91,20 @@ final class CausalSelfAttention {
         long headStride = (long) t * headDim;
         long attStride = (long) t * t;
 
-        Tensor dy = Buffers.zeroedActivation(backend, b, t, embedDim);            // (B, T, C)
-        proj.backward(backend, dout, saved.y, projWeight, dy, dprojWeight, dprojBias);
+        Tensor dy = Buffers.activation(backend, b, t, embedDim);                  // (B, T, C)
+        proj.backward(backend, dout, saved.y, projWeight, dy, false, dprojWeight, dprojBias);
         Tensor dyHeads = Buffers.zeroedActivation(backend, b, numHeads, t, headDim); // (B, H, T, hs)
         backend.mergeHeadsBackward(dy, dyHeads);
         dy.close();
 
-        Tensor datt = Buffers.zeroedActivation(backend, b, numHeads, t, t);       // (B, H, T, T)
-        Tensor dv = Buffers.zeroedActivation(backend, b, numHeads, t, headDim);   // (B, H, T, hs)
-        // datt += dyHeads · vᵀ ; dv += attᵀ · dyHeads
+        // fresh buffers written by a GEMM with beta = 0: no zero-fill needed
+        Tensor datt = Buffers.activation(backend, b, numHeads, t, t);             // (B, H, T, T)
+        Tensor dv = Buffers.activation(backend, b, numHeads, t, headDim);         // (B, H, T, hs)
+        // datt = dyHeads · vᵀ ; dv = attᵀ · dyHeads
         backend.gemm(false, true, t, t, headDim, 1f, dyHeads, headDim, headStride,
-                saved.v, headDim, headStride, 1f, datt, t, attStride, bh);
+                saved.v, headDim, headStride, 0f, datt, t, attStride, bh);
         backend.gemm(true, false, t, headDim, t, 1f, saved.att, t, attStride,
-                dyHeads, headDim, headStride, 1f, dv, headDim, headStride, bh);
+                dyHeads, headDim, headStride, 0f, dv, headDim, headStride, bh);
         dyHeads.close();
 
         Tensor dpreatt = Buffers.zeroedActivation(backend, b, numHeads, t, t);    // (B, H, T, T)
@@ -111,19 +112,19 @@ final class CausalSelfAttention {
                 dpreatt.reshape(bh, t, t), scale);
         datt.close();
 
-        Tensor dq = Buffers.zeroedActivation(backend, b, numHeads, t, headDim);   // (B, H, T, hs)
-        Tensor dk = Buffers.zeroedActivation(backend, b, numHeads, t, headDim);   // (B, H, T, hs)
-        // dq += dpreatt · k ; dk += dpreattᵀ · q
+        Tensor dq = Buffers.activation(backend, b, numHeads, t, headDim);         // (B, H, T, hs)
+        Tensor dk = Buffers.activation(backend, b, numHeads, t, headDim);         // (B, H, T, hs)
+        // dq = dpreatt · k ; dk = dpreattᵀ · q
         backend.gemm(false, false, t, headDim, t, 1f, dpreatt, t, attStride,
-                saved.k, headDim, headStride, 1f, dq, headDim, headStride, bh);
+                saved.k, headDim, headStride, 0f, dq, headDim, headStride, bh);
         backend.gemm(true, false, t, headDim, t, 1f, dpreatt, t, attStride,
-                saved.q, headDim, headStride, 1f, dk, headDim, headStride, bh);
+                saved.q, headDim, headStride, 0f, dk, headDim, headStride, bh);
         dpreatt.close();
 
         Tensor dqkv = Buffers.zeroedActivation(backend, b, t, 3L * embedDim);      // (B, T, 3C)
         backend.splitHeadsBackward(dq, dk, dv, dqkv, numHeads);
         Buffers.close(dq, dk, dv);
-        qkv.backward(backend, dqkv, inp, qkvWeight, dinp, dqkvWeight, dqkvBias);
+        qkv.backward(backend, dqkv, inp, qkvWeight, dinp, true, dqkvWeight, dqkvBias);
         dqkv.close();
     }
 

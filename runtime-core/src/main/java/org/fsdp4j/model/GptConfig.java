@@ -63,7 +63,10 @@ public record GptConfig(int vocabSize, int maxSeqLen, int numLayers, int numHead
         return embedDim / numHeads;
     }
 
-    /** Parameters of one block: two LayerNorms, qkv (3C·C + 3C), proj (C·C + C), fc (4C·C + 4C), proj (C·4C + C). */
+    /**
+     * Parameters of one block: two LayerNorms (4C), qkv (3C·C + 3C), attn proj (C·C + C),
+     * fc (4C·C + 4C), mlp proj (C·4C + C).
+     */
     public long blockParameterCount() {
         long c = embedDim;
         return 12 * c * c + 13 * c;

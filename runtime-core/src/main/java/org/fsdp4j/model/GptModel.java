@@ -167,8 +167,9 @@ public final class GptModel implements TrainableModel {
         hooks.preBackward(root);
         CrossEntropyLoss.backwardInPlace(backend, p.logits, p.targets, lossScale);
         Tensor dlogits = p.logits;                                                // (B, T, V), in place
-        Tensor dlnf = Buffers.zeroedActivation(backend, b, t, c);                 // (B, T, C)
-        head.backward(backend, dlogits, p.lnfOut, rootParam(RootParam.WTE), dlnf, rootGrad(RootParam.WTE), null);
+        Tensor dlnf = Buffers.activation(backend, b, t, c);                       // (B, T, C), overwritten
+        head.backward(backend, dlogits, p.lnfOut, rootParam(RootParam.WTE), dlnf, false, rootGrad(RootParam.WTE),
+                null);
         Tensor dresidual = Buffers.zeroedActivation(backend, b, t, c);            // (B, T, C)
         finalNorm.backward(backend, p.lnf, dlnf, p.blockInputs[blocks.size()], rootParam(RootParam.LNF_WEIGHT),
                 dresidual, rootGrad(RootParam.LNF_WEIGHT), rootGrad(RootParam.LNF_BIAS));
@@ -179,14 +180,15 @@ public final class GptModel implements TrainableModel {
             Unit unit = units.get(i + 1);
             Block block = blocks.get(i);
             hooks.preBackward(unit);
-            Block.Saved saved = p.blockSaved[i];
-            if (saved == null) {
-                // recompute into the block's own output buffer: same inputs, same ops, same values
-                saved = block.forward(backend, unit, p.blockInputs[i], p.blockInputs[i + 1]);
-            }
-            p.blockSaved[i] = null;
+            // block i's output has served its last reader (block i + 1's backward, or the final norm's)
             p.blockInputs[i + 1].close();
             p.blockInputs[i + 1] = null;
+            Block.Saved saved = p.blockSaved[i];
+            p.blockSaved[i] = null;
+            if (saved == null) {
+                // checkpointed: recompute from the kept input, after preBackward (re-gathered parameters)
+                saved = block.forwardInternals(backend, unit, p.blockInputs[i]);
+            }
             block.backward(backend, unit, saved, p.blockInputs[i], dresidual);
             saved.close();
             hooks.postBackward(unit);

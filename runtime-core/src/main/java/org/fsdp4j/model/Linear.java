@@ -26,14 +26,16 @@ final class Linear {
     }
 
     /**
-     * Accumulates dinp (N, IC) += dout · W, dweight (OC, IC) += doutᵀ · inp, dbias (OC) += column sums
-     * of dout (dbias null when there is no bias).
+     * dinp (N, IC) (+)= dout · W, dweight (OC, IC) += doutᵀ · inp, dbias (OC) += column sums of dout
+     * (dbias null when there is no bias). The parameter gradients always accumulate; dinp accumulates
+     * when {@code accumulateDinp}, and is overwritten otherwise (a fresh buffer then needs no zero-fill).
      */
-    void backward(Backend backend, Tensor dout, Tensor inp, Tensor weight, Tensor dinp, Tensor dweight, Tensor dbias) {
+    void backward(Backend backend, Tensor dout, Tensor inp, Tensor weight, Tensor dinp, boolean accumulateDinp,
+                  Tensor dweight, Tensor dbias) {
         int rows = rows(inp, dout, weight, dbias);
         Buffers.requireShape(dinp, "Linear dinp", inp.shape());
         Buffers.requireShape(dweight, "Linear dweight", outFeatures, inFeatures);
-        backend.gemm(false, false, rows, inFeatures, outFeatures, 1f, dout, weight, 1f, dinp);
+        backend.gemm(false, false, rows, inFeatures, outFeatures, 1f, dout, weight, accumulateDinp ? 1f : 0f, dinp);
         backend.gemm(true, false, outFeatures, inFeatures, rows, 1f, dout, inp, 1f, dweight);
         if (dbias != null) {
             backend.biasBackward(dout.reshape(rows, outFeatures), dbias);

@@ -27,14 +27,25 @@ final class Mlp {
     /** out (B, T, C) = proj(GELU(fc(inp (B, T, C)))). */
     Saved forward(Backend backend, Tensor inp, Tensor fcWeight, Tensor fcBias, Tensor projWeight, Tensor projBias,
                   Tensor out) {
+        Saved saved = hidden(backend, inp, fcWeight, fcBias);
+        project(backend, saved, projWeight, projBias, out);
+        return saved;
+    }
+
+    /** The first half, GELU(fc(inp)): all the backward needs (a recompute can stop here). */
+    Saved hidden(Backend backend, Tensor inp, Tensor fcWeight, Tensor fcBias) {
         long b = inp.dim(0);
         long t = inp.dim(1);
         Tensor fcOut = Buffers.activation(backend, b, t, 4L * embedDim);     // (B, T, 4C)
         Tensor geluOut = Buffers.activation(backend, b, t, 4L * embedDim);   // (B, T, 4C)
         fc.forward(backend, inp, fcWeight, fcBias, fcOut);
         backend.geluForward(fcOut, geluOut);
-        proj.forward(backend, geluOut, projWeight, projBias, out);
         return new Saved(fcOut, geluOut);
+    }
+
+    /** The second half: out (B, T, C) = proj(saved GELU output). */
+    void project(Backend backend, Saved saved, Tensor projWeight, Tensor projBias, Tensor out) {
+        proj.forward(backend, saved.geluOut(), projWeight, projBias, out);
     }
 
     /** Accumulates dinp (B, T, C) and the four parameter gradients from dout (B, T, C). */
@@ -42,12 +53,12 @@ final class Mlp {
                   Tensor projWeight, Tensor dfcWeight, Tensor dfcBias, Tensor dprojWeight, Tensor dprojBias) {
         long b = inp.dim(0);
         long t = inp.dim(1);
-        Tensor dgelu = Buffers.zeroedActivation(backend, b, t, 4L * embedDim);   // (B, T, 4C)
-        proj.backward(backend, dout, saved.geluOut(), projWeight, dgelu, dprojWeight, dprojBias);
+        Tensor dgelu = Buffers.activation(backend, b, t, 4L * embedDim);         // (B, T, 4C), overwritten
+        proj.backward(backend, dout, saved.geluOut(), projWeight, dgelu, false, dprojWeight, dprojBias);
         Tensor dfc = Buffers.zeroedActivation(backend, b, t, 4L * embedDim);     // (B, T, 4C)
         backend.geluBackward(saved.fcOut(), dgelu, dfc);
         dgelu.close();
-        fc.backward(backend, dfc, inp, fcWeight, dinp, dfcWeight, dfcBias);
+        fc.backward(backend, dfc, inp, fcWeight, dinp, true, dfcWeight, dfcBias);
         dfc.close();
     }
 }

@@ -3,7 +3,8 @@
 // generator behind java.util.SplittableRandom), so any slice of any parameter can be produced
 // on any rank without generating what comes before it: the single-rank store and every FSDP
 // shard agree bit for bit. Normals are Box–Muller pairs in fp64, scaled by the std, rounded
-// once to fp32.
+// once to fp32. StrictMath (fdlibm) rather than Math, so the values are the same in every JVM
+// on every machine, not only within one process.
 package org.fsdp4j.model;
 
 import java.nio.charset.StandardCharsets;
@@ -61,16 +62,16 @@ public final class ParamInit {
             long pair = index >>> 1;
             double u1 = ((bits(key, 2 * pair) >>> 11) + 1) * UNIT_53;   // (0, 1]: the log is finite
             double u2 = (bits(key, 2 * pair + 1) >>> 11) * UNIT_53;     // [0, 1)
-            double r = Math.sqrt(-2 * Math.log(u1));
+            double r = Math.sqrt(-2 * StrictMath.log(u1));   // sqrt is exact IEEE everywhere
             double angle = TWO_PI * u2;
             if ((index & 1) == 0) {
-                out[outOffset + j++] = (float) (std * r * Math.cos(angle));
+                out[outOffset + j++] = (float) (std * r * StrictMath.cos(angle));
                 index++;
                 if (j == count) {
                     break;
                 }
             }
-            out[outOffset + j++] = (float) (std * r * Math.sin(angle));
+            out[outOffset + j++] = (float) (std * r * StrictMath.sin(angle));
             index++;
         }
     }

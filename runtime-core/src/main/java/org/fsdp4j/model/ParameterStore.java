@@ -98,7 +98,7 @@ public final class ParameterStore implements AutoCloseable {
         return n;
     }
 
-    /** Sets every parameter from its spec with ParamInit (the values FSDP shards reproduce), and zeroes the gradients. */
+    /** Sets every parameter with ParamInit (the values FSDP shards reproduce) and zeroes the gradients. */
     public void initialize(long seed) {
         for (Entry e : entries.values()) {
             float[] values = new float[Math.toIntExact(e.spec().numel())];

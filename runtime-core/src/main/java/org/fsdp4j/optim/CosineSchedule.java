@@ -10,8 +10,8 @@ public record CosineSchedule(float maxLr, float minLr, int warmupSteps, int tota
                     + " maxLr=" + maxLr);
         }
         if (warmupSteps < 0 || totalSteps < 1 || warmupSteps > totalSteps) {
-            throw new IllegalArgumentException("cosine schedule needs 0 <= warmupSteps <= totalSteps and totalSteps >= 1,"
-                    + " got warmupSteps=" + warmupSteps + " totalSteps=" + totalSteps);
+            throw new IllegalArgumentException("cosine schedule needs 0 <= warmupSteps <= totalSteps"
+                    + " and totalSteps >= 1, got warmupSteps=" + warmupSteps + " totalSteps=" + totalSteps);
         }
     }
 

@@ -23,7 +23,8 @@ public final class OptimizerState implements AutoCloseable {
     /** Allocates {@code buffersPerParam} (1 or 2) zeroed state buffers covering all targets on {@code backend}. */
     public OptimizerState(Backend backend, List<Target> targets, int buffersPerParam) {
         if (buffersPerParam < 1 || buffersPerParam > 2) {
-            throw new IllegalArgumentException("optimizers keep 1 or 2 state buffers per parameter, got " + buffersPerParam);
+            throw new IllegalArgumentException("optimizers keep 1 or 2 state buffers per parameter, got "
+                    + buffersPerParam);
         }
         long total = 0;
         for (Target t : targets) {

@@ -19,7 +19,8 @@ public record ParamSegment(Tensor param, Tensor grad, Tensor m, Tensor v, boolea
             throw new IllegalArgumentException("a parameter segment needs param, grad and m buffers");
         }
         if (param.dtype() != DType.F32 || m.dtype() != DType.F32 || (v != null && v.dtype() != DType.F32)) {
-            throw new IllegalArgumentException("param and optimizer state must be fp32: " + param + ", " + m + ", " + v);
+            throw new IllegalArgumentException("param and optimizer state must be fp32: " + param + ", " + m
+                    + ", " + v);
         }
         long n = param.numel();
         if (grad.numel() != n || m.numel() != n || (v != null && v.numel() != n)) {

@@ -9,12 +9,6 @@ import org.junit.jupiter.api.Test;
 
 class CausalSelfAttentionTest {
 
-    // Three chained fp32 GEMMs and a softmax over ≤ 5 entries.
-    static final double FORWARD_ATOL = 2e-6;
-    static final double FORWARD_RTOL = 1e-5;
-    static final double GRAD_ATOL = 2e-5;
-    static final double GRAD_RTOL = 2e-4;
-
     @Test
     void backwardMatchesFiniteDifferences() {
         GradCheck gc = new GradCheck();
@@ -44,18 +38,18 @@ class CausalSelfAttentionTest {
             }
             double[] xd = GradCheck.widen(x), qw = GradCheck.widen(qkvW), qb = GradCheck.widen(qkvB);
             double[] pw = GradCheck.widen(projW), pb = GradCheck.widen(projB), r = GradCheck.widen(dout);
-            gc.assertClose("attention forward", be.toHost(out),
-                    RefOps.attention(xd, b, t, c, heads, qw, qb, pw, pb), FORWARD_ATOL, FORWARD_RTOL);
-            gc.assertClose("attention dinp", be.toHost(dx), GradCheck.finiteDifference(xd,
-                    v -> RefOps.dot(r, RefOps.attention(v, b, t, c, heads, qw, qb, pw, pb))), GRAD_ATOL, GRAD_RTOL);
-            gc.assertClose("attention dqkv.weight", be.toHost(dqkvW), GradCheck.finiteDifference(qw,
-                    v -> RefOps.dot(r, RefOps.attention(xd, b, t, c, heads, v, qb, pw, pb))), GRAD_ATOL, GRAD_RTOL);
-            gc.assertClose("attention dqkv.bias", be.toHost(dqkvB), GradCheck.finiteDifference(qb,
-                    v -> RefOps.dot(r, RefOps.attention(xd, b, t, c, heads, qw, v, pw, pb))), GRAD_ATOL, GRAD_RTOL);
-            gc.assertClose("attention dproj.weight", be.toHost(dprojW), GradCheck.finiteDifference(pw,
-                    v -> RefOps.dot(r, RefOps.attention(xd, b, t, c, heads, qw, qb, v, pb))), GRAD_ATOL, GRAD_RTOL);
-            gc.assertClose("attention dproj.bias", be.toHost(dprojB), GradCheck.finiteDifference(pb,
-                    v -> RefOps.dot(r, RefOps.attention(xd, b, t, c, heads, qw, qb, pw, v))), GRAD_ATOL, GRAD_RTOL);
+            gc.assertForward("attention forward", be.toHost(out),
+                    RefOps.attention(xd, b, t, c, heads, qw, qb, pw, pb));
+            gc.assertGradient("attention dinp", be.toHost(dx), GradCheck.finiteDifference(xd,
+                    v -> RefOps.dot(r, RefOps.attention(v, b, t, c, heads, qw, qb, pw, pb))));
+            gc.assertGradient("attention dqkv.weight", be.toHost(dqkvW), GradCheck.finiteDifference(qw,
+                    v -> RefOps.dot(r, RefOps.attention(xd, b, t, c, heads, v, qb, pw, pb))));
+            gc.assertGradient("attention dqkv.bias", be.toHost(dqkvB), GradCheck.finiteDifference(qb,
+                    v -> RefOps.dot(r, RefOps.attention(xd, b, t, c, heads, qw, v, pw, pb))));
+            gc.assertGradient("attention dproj.weight", be.toHost(dprojW), GradCheck.finiteDifference(pw,
+                    v -> RefOps.dot(r, RefOps.attention(xd, b, t, c, heads, qw, qb, v, pb))));
+            gc.assertGradient("attention dproj.bias", be.toHost(dprojB), GradCheck.finiteDifference(pb,
+                    v -> RefOps.dot(r, RefOps.attention(xd, b, t, c, heads, qw, qb, pw, v))));
         }
     }
 }

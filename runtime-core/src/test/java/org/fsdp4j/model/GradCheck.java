@@ -20,6 +20,15 @@ final class GradCheck {
     /** Step of the central differences: truncation ~h²·f''' ≈ 1e-10, fp64 cancellation ~1e-16·|f|/h ≈ 1e-10. */
     static final double FD_STEP = 1e-5;
 
+    // Tolerances of the layer checks, as |err| ≤ ATOL·max|ref| + RTOL·|ref|. The fp32 layers on
+    // these small shapes (sums of ≤ 32 terms, ≤ 2 sub-layers deep) land within ~4e-7·max|ref| of the
+    // fp64 values (measured over many seeds); the finite differences are good to ~1e-10. The
+    // bounds leave a 5-10× margin, so a wrong index or a missing term (errors of O(max|ref|)) fails.
+    static final double FORWARD_ATOL = 1e-6;
+    static final double FORWARD_RTOL = 1e-5;
+    static final double GRAD_ATOL = 3e-6;
+    static final double GRAD_RTOL = 3e-5;
+
     final long seed = System.nanoTime();
     final Random random = new Random(seed);
 
@@ -90,6 +99,16 @@ final class GradCheck {
             g[i] = (plus - minus) / (2 * FD_STEP);
         }
         return g;
+    }
+
+    /** A forward output within the forward tolerance. */
+    void assertForward(String what, float[] actual, double[] ref) {
+        assertClose(what, actual, ref, FORWARD_ATOL, FORWARD_RTOL);
+    }
+
+    /** A gradient within the gradient tolerance. */
+    void assertGradient(String what, float[] actual, double[] ref) {
+        assertClose(what, actual, ref, GRAD_ATOL, GRAD_RTOL);
     }
 
     /**
