@@ -6,8 +6,13 @@ The model is nanoGPT's GPT-2 written out in plain PyTorch: token + position embe
 pre-LN blocks (LayerNorm eps 1e-5 with bias; causal self-attention with one qkv Linear laid
 out [q|k|v] and scale 1/sqrt(head size); MLP 4C with tanh-approximated GELU), a final
 LayerNorm and an LM head tied to the token embedding. Loss: cross-entropy, mean over B*T.
-Initialisation as nanoGPT: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)),
-biases 0, LayerNorm gains 1. AdamW: torch.optim.AdamW, weight decay on 2-D weights only.
+AdamW: torch.optim.AdamW, weight decay on 2-D weights only.
+
+Two dumps, same model, batch and hyperparameters, different initial weights:
+    gpt_tiny.bin        nanoGPT's init: weights N(0, 0.02), residual projections
+                        N(0, 0.02/sqrt(2L)), biases 0, LayerNorm gains 1
+    gpt_tiny_large.bin  every weight and bias N(0, 0.25), gains 1 + N(0, 0.25): GELU, softmax
+                        and LayerNorm far from linear, and biases and gains that matter
 
 Precision: the weights are drawn in fp32 (so Java and PyTorch start from the same bits); all
 the reference computation runs in float64 and is stored rounded to fp32, so the Java test
@@ -22,9 +27,9 @@ File format (all little-endian), version 1:
     bytes 16..16+H  UTF-8 JSON header
     then the payload: the tensors' raw elements, each at header.tensors[i].offset bytes
     from the start of the payload, row-major, dtype "f32" (IEEE float32) or "i32" (int32).
-Header keys: format, version, generator, torchVersion, seed, config {vocabSize, maxSeqLen,
+Header keys: format, version, generator, torchVersion, seed, init, config {vocabSize, maxSeqLen,
 numLayers, numHeads, embedDim}, batch {batchSize, seqLen}, adamw {lr, beta1, beta2, eps,
-weightDecay, steps}, params (parameter names in model order), torchFp32Error, and tensors:
+weightDecay, steps}, params (parameter names in module order), torchFp32Error, and tensors:
 a list of {name, dtype, shape, offset, numBytes}. Tensor names:
     tokens, targets      (B, T) i32
     logits               (B, T, V) f32, of the first forward
@@ -36,7 +41,7 @@ a list of {name, dtype, shape, offset, numBytes}. Tensor names:
                          iteration is forward, loss, backward, step on the same batch, so
                          stepLosses[0] == loss
 
-Run: /usr/bin/python3 tools/reference/gpt_reference.py [--out PATH] (see README.md).
+Run: /usr/bin/python3 tools/reference/gpt_reference.py [--out-dir DIR] (see README.md).
 """
 import argparse
 import json
@@ -50,13 +55,17 @@ import torch.nn.functional as F
 
 MAGIC = b"FSDP4JRF"
 FORMAT_VERSION = 1
-DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "runtime-core", "src",
-                           "test", "resources", "reference", "gpt_tiny.bin")
+DEFAULT_OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "runtime-core", "src",
+                               "test", "resources", "reference")
 
 SEED = 1234
 CONFIG = dict(vocabSize=64, maxSeqLen=16, numLayers=2, numHeads=2, embedDim=32)
 BATCH = dict(batchSize=4, seqLen=16)
 ADAMW = dict(lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weightDecay=0.1, steps=10)
+LARGE_STD = 0.25
+INITS = {"nanogpt": "nanoGPT: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), biases 0, gains 1",
+         "large": f"every weight and bias N(0, {LARGE_STD}), LayerNorm gains 1 + N(0, {LARGE_STD})"}
+OUTPUTS = {"gpt_tiny.bin": "nanogpt", "gpt_tiny_large.bin": "large"}
 
 
 class CausalSelfAttention(nn.Module):
@@ -135,7 +144,7 @@ class Gpt(nn.Module):
 
 
 def param_names(cfg):
-    """fsdp4j's parameter names, in model order; these are also the PyTorch module names."""
+    """fsdp4j's parameter names, in PyTorch's module order (they are the module names too)."""
     names = ["wte", "wpe"]
     for i in range(cfg["numLayers"]):
         p = f"h.{i}."
@@ -179,36 +188,55 @@ def run(model, tokens, targets):
     return out
 
 
+def large_weights(model, std, gen):
+    """Redraws every parameter at a scale where GELU, softmax and LayerNorm are far from linear and
+    biases and gains matter (nanoGPT's init, with zero biases and unit gains, hides mistakes there)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            gain = name == "lnf.weight" or name.endswith((".ln1.weight", ".ln2.weight"))
+            p.copy_(torch.randn(p.shape, generator=gen) * std + (1.0 if gain else 0.0))
+
+
 def max_abs(a, b):
     return float((a.double() - b.double()).abs().max())
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=DEFAULT_OUT, help="output file (default: the test resource)")
-    args = ap.parse_args()
-
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    torch.manual_seed(SEED)
-    model32 = Gpt(**CONFIG)                                 # fp32 weights: the shared start
-    assert [n for n, _ in model32.named_parameters()] == param_names(CONFIG)
-    b, t = BATCH["batchSize"], BATCH["seqLen"]
+def make_batch():
+    """tokens, targets (B, T), drawn from their own seed so both dumps share them."""
     gen = torch.Generator().manual_seed(SEED + 1)
-    tokens = torch.randint(CONFIG["vocabSize"], (b, t), generator=gen)
-    targets = torch.randint(CONFIG["vocabSize"], (b, t), generator=gen)
-    init = {n: p.detach().clone() for n, p in model32.named_parameters()}
+    shape = (BATCH["batchSize"], BATCH["seqLen"])
+    return (torch.randint(CONFIG["vocabSize"], shape, generator=gen),
+            torch.randint(CONFIG["vocabSize"], shape, generator=gen))
 
-    model64 = Gpt(**CONFIG).double()
+
+def initial_weights(init_name):
+    """The fp32 weights by name, for init "nanogpt" or "large" (see INITS)."""
+    torch.manual_seed(SEED)
+    model = Gpt(**CONFIG)
+    assert [n for n, _ in model.named_parameters()] == param_names(CONFIG)
+    if init_name == "large":
+        large_weights(model, LARGE_STD, torch.Generator().manual_seed(SEED + 2))
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def model_with(weights, dtype):
+    model = Gpt(**CONFIG).to(dtype)
     with torch.no_grad():
-        for n, p in model64.named_parameters():
-            p.copy_(init[n].double())
-    ref = run(model64, tokens, targets)
-    fp32 = run(model32, tokens, targets)
+        for n, p in model.named_parameters():
+            p.copy_(weights[n].to(dtype))
+    return model
+
+
+def reference_case(init_name, tokens, targets):
+    """(header entries, tensors) of one dump: fp32 initial weights, float64 results stored as fp32."""
+    init = initial_weights(init_name)
+    ref = run(model_with(init, torch.float64), tokens, targets)
+    fp32 = run(model_with(init, torch.float32), tokens, targets)
 
     names = param_names(CONFIG)
     torch_fp32_error = {
         "logitsMaxAbs": max_abs(fp32["logits"], ref["logits"]),
+        "logitsMaxAbsOverMaxAbsLogit": max_abs(fp32["logits"], ref["logits"]) / float(ref["logits"].abs().max()),
         "lossAbs": max_abs(fp32["loss"], ref["loss"]),
         "gradMaxAbs": max(max_abs(fp32["grad." + n], ref["grad." + n]) for n in names),
         "gradMaxAbsOverMaxAbsGrad": max(max_abs(fp32["grad." + n], ref["grad." + n])
@@ -216,14 +244,20 @@ def main():
         "stepLossesMaxRel": float(((fp32["stepLosses"].double() - ref["stepLosses"].double()).abs()
                                    / ref["stepLosses"].double().abs()).max()),
     }
-
     tensors = [("tokens", tokens.to(torch.int32)), ("targets", targets.to(torch.int32)),
                ("logits", ref["logits"]), ("loss", ref["loss"])]
     tensors += [("param." + n, init[n]) for n in names]
     tensors += [("grad." + n, ref["grad." + n]) for n in names]
     tensors += [("step1." + n, ref["step1." + n]) for n in names]
     tensors.append(("stepLosses", ref["stepLosses"]))
+    header = {"format": "fsdp4j-reference", "version": FORMAT_VERSION,
+              "generator": "tools/reference/gpt_reference.py", "torchVersion": torch.__version__,
+              "seed": SEED, "init": INITS[init_name], "config": CONFIG, "batch": BATCH, "adamw": ADAMW,
+              "params": names, "torchFp32Error": torch_fp32_error}
+    return header, tensors
 
+
+def write_dump(path, header, tensors):
     entries, payload, offset = [], [], 0
     for name, x in tensors:
         x = x.contiguous()
@@ -233,23 +267,32 @@ def main():
                         "numBytes": len(raw)})
         payload.append(raw)
         offset += len(raw)
-    header = {"format": "fsdp4j-reference", "version": FORMAT_VERSION,
-              "generator": "tools/reference/gpt_reference.py", "torchVersion": torch.__version__,
-              "seed": SEED, "config": CONFIG, "batch": BATCH, "adamw": ADAMW, "params": names,
-              "torchFp32Error": torch_fp32_error, "tensors": entries}
-    header_bytes = json.dumps(header, indent=1).encode("utf-8")
-
-    out = os.path.abspath(args.out)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "wb") as f:
+    header_bytes = json.dumps(dict(header, tensors=entries), indent=1).encode("utf-8")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
         f.write(MAGIC)
         f.write(struct.pack("<II", FORMAT_VERSION, len(header_bytes)))
         f.write(header_bytes)
         for raw in payload:
             f.write(raw)
-    print(f"wrote {out}: {os.path.getsize(out)} bytes, {len(entries)} tensors")
-    print(f"loss {ref['loss'].item():.6f}; step losses " + " ".join(f"{x:.6f}" for x in ref["stepLosses"].tolist()))
-    print("PyTorch fp32 vs float64: " + json.dumps(torch_fp32_error))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out-dir", default=DEFAULT_OUT_DIR, help="output folder (default: the test resources)")
+    args = ap.parse_args()
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    tokens, targets = make_batch()
+    for file_name, init_name in OUTPUTS.items():
+        header, tensors = reference_case(init_name, tokens, targets)
+        path = os.path.join(os.path.abspath(args.out_dir), file_name)
+        write_dump(path, header, tensors)
+        losses = " ".join(f"{x:.6f}" for x in tensors[-1][1].tolist())
+        print(f"wrote {path}: {os.path.getsize(path)} bytes, {len(tensors)} tensors")
+        print(f"  step losses {losses}")
+        print(f"  PyTorch fp32 vs float64: {json.dumps(header['torchFp32Error'])}")
 
 
 if __name__ == "__main__":
