@@ -56,16 +56,17 @@ class FsdpFeaturesTest {
 
     @Test
     void adamWMatchesTheReference() {
-        AdamW adam = new AdamW(1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f);
+        // Adam divides by √v + eps, so a gradient that is pure rounding noise (the key bias's is
+        // exactly zero in exact arithmetic: softmax ignores a per-row constant) moves its parameter
+        // by up to lr whatever its size: noise that differs between summation orders becomes a
+        // difference of lr. eps = 1e-3 keeps such noise (≤ 1e-8) from moving anything by more
+        // than lr·1e-5, so this checks the sharded AdamW's wiring (segments, per-parameter weight
+        // decay, bias correction) at the fp32 tolerance; SGD is the sharper parity test.
+        AdamW adam = new AdamW(1e-2f, 0.9f, 0.95f, 1e-3f, 0.1f);
         FsdpTestSupport.Trajectory ref = t.reference(adam, 0f);
-        // Adam divides by √v: a gradient entry near 1e-8 whose rounding differs in its last bits
-        // moves its parameter by up to lr, so parameters get 1e-4 instead of 1e-5 (why the
-        // parameter comparisons above use SGD); gradients, computed at those parameters, inherit it.
-        Tolerance adamTol = new Tolerance(1e-5, 1e-4, 1e-4);
-        t.assertMatches("full_shard N=3 adamw", ref, t.sharded(config(3, ShardingStrategy.FULL_SHARD), adam, false),
-                adamTol);
+        t.assertMatches("full_shard N=3 adamw", ref, t.sharded(config(3, ShardingStrategy.FULL_SHARD), adam, false), FP32);
         t.assertMatches("hybrid_shard N=4 S=2 adamw", ref,
-                t.sharded(config(4, ShardingStrategy.HYBRID_SHARD), adam, false), adamTol);
+                t.sharded(config(4, ShardingStrategy.HYBRID_SHARD), adam, false), FP32);
     }
 
     @Test
