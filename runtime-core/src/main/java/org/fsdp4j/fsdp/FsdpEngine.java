@@ -21,6 +21,7 @@
 package org.fsdp4j.fsdp;
 
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -111,15 +112,12 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         } catch (RuntimeException e) {
             built.forEach(ShardedUnit::close);
             closeStreams();
+            reduceGroup.close();
             throw e;
         }
         List<ParamSegment> segs = new ArrayList<>();
         units.forEach(u -> segs.addAll(u.segments));
         this.segments = List.copyOf(segs);
-    }
-
-    public FsdpConfig config() {
-        return config;
     }
 
     /** P′: parameters plus alignment and shard padding, summed over units. */
@@ -140,13 +138,8 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
 
     /** Bytes this rank has sent and received on the engine's communicators so far. */
     public CommBytes commBytes() {
-        CommBytes b = mesh.shard().counters().snapshot().plus(reduceGroup.counters().snapshot())
-                .plus(mesh.world().counters().snapshot());
-        return mesh.replicate() == mesh.world() ? b : b.plus(mesh.replicate().counters().snapshot());
-    }
-
-    public float lossScale() {
-        return lossScaler.scale();
+        return mesh.shard().counters().snapshot().plus(reduceGroup.counters().snapshot())
+                .plus(mesh.replicate().counters().snapshot()).plus(mesh.world().counters().snapshot());
     }
 
     // ------------------------------------------------------------------ the step
@@ -248,7 +241,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         unshard(u, "backward");
         unit.bindGrads(u.layout.views(u.beginGradAccumulation()));
         List<ShardedUnit> backwardOrder = new ArrayList<>(postForwardOrder);
-        java.util.Collections.reverse(backwardOrder);
+        Collections.reverse(backwardOrder);
         prefetch(backwardOrder, u);
     }
 

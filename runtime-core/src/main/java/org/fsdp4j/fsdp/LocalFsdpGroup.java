@@ -145,10 +145,6 @@ public final class LocalFsdpGroup implements AutoCloseable {
         return Math.max(1, Runtime.getRuntime().availableProcessors() / worldSize);
     }
 
-    public FsdpConfig config() {
-        return config;
-    }
-
     /**
      * One step on a global batch (tokens and targets, (B, T) row-major): rank r trains on rows
      * [r·B/N, (r+1)·B/N), split into its micro-batches in order. Returns every rank's result.

@@ -36,10 +36,6 @@ public final class LossScaler {
         return new LossScaler(false, 1f, 1);
     }
 
-    public boolean isDynamic() {
-        return dynamic;
-    }
-
     public float scale() {
         return scale;
     }

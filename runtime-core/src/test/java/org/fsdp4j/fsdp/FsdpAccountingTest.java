@@ -107,6 +107,24 @@ class FsdpAccountingTest {
     }
 
     @Test
+    void gradientAccumulationKeepsEveryUnshardedGradientAndSaysSo() {
+        int n = 2;
+        long pPrime = 0;
+        for (long u : paddedUnitNumel(n, 4)) {
+            pPrime += u;
+        }
+        try (LocalFsdpGroup g = group(FsdpTestSupport.config(n, ShardingStrategy.FULL_SHARD).withMicroBatches(3))) {
+            g.deviceMemory().forEach(MemoryTracker::resetPeak);
+            g.step(t.tokens[0], t.targets[0], 1e-3f);
+            for (MemoryTracker m : g.deviceMemory()) {
+                // No reduce-scatter before the last micro-batch: from the first backward on, every
+                // unit's whole fp32 gradient is held next to the gradient shard.
+                assertEquals(4 * pPrime / n + 4 * pPrime, m.peakBytes(MemoryCategory.GRADS));
+            }
+        }
+    }
+
+    @Test
     void offloadMovesMasterGradsAndOptimizerStateToTheHostTracker() {
         int n = 2;
         long pPrime = 0;
