@@ -15,6 +15,9 @@
 // the param-dtype shard the next all-gather sends (and, for ZeRO-1, the all-gather of the
 // updated parameters).
 //
+// Live gathered buffers: the root's (kept from its forward through its backward) plus at most
+// 1 + prefetchDepth blocks (the one running and the ones prefetched: two at the default depth).
+//
 // Threads: the rank's own thread computes; the all-gather stream and the reduce stream are
 // HostStreams, each with its own communicator, so calls on one communicator are always issued
 // from one thread in the same order on every rank.
