@@ -42,7 +42,7 @@ import org.fsdp4j.optim.ParamSegment;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.MemoryCategory;
 import org.fsdp4j.tensor.Tensor;
-import org.fsdp4j.train.GradientClipping;
+import org.fsdp4j.optim.GradientClipping;
 
 public final class FsdpEngine implements UnitHooks, AutoCloseable {
 

@@ -11,6 +11,7 @@ import org.fsdp4j.model.GptModel;
 import org.fsdp4j.model.ParameterStore;
 import org.fsdp4j.model.UnitHooks;
 import org.fsdp4j.optim.AdamW;
+import org.fsdp4j.optim.GradientClipping;
 import org.fsdp4j.optim.OptimizerState;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Device;

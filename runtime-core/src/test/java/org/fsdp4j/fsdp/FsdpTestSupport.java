@@ -30,7 +30,7 @@ import org.fsdp4j.tensor.Device;
 import org.fsdp4j.tensor.MemoryCategory;
 import org.fsdp4j.tensor.MemoryTracker;
 import org.fsdp4j.tensor.Tensor;
-import org.fsdp4j.train.GradientClipping;
+import org.fsdp4j.optim.GradientClipping;
 
 final class FsdpTestSupport {
 
