@@ -11,6 +11,7 @@ import org.fsdp4j.model.GptModel;
 import org.fsdp4j.model.ParameterStore;
 import org.fsdp4j.model.UnitHooks;
 import org.fsdp4j.optim.AdamW;
+import org.fsdp4j.optim.GradientClipping;
 import org.fsdp4j.optim.OptimizerState;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Device;
@@ -43,7 +44,7 @@ public final class LocalStepExecutor implements StepExecutor {
             this.model = new GptModel(config.model(), backend, config.checkpointActivations());
             this.store = new ParameterStore(backend, model.units());
             store.initialize(config.seed());
-            this.optimizer = new AdamW(config.lr(), BETA1, BETA2, EPS, config.weightDecay());
+            this.optimizer = optimizerFor(config);
             this.optimizerState = new OptimizerState(backend, store.optimizerTargets(), optimizer);
             this.maxGradNorm = config.maxGradNorm();
             this.tokens = backend.allocate(DType.I32, MemoryCategory.ACTIVATIONS, config.batchSize(), config.seqLen());
@@ -52,6 +53,11 @@ public final class LocalStepExecutor implements StepExecutor {
             backend.close();
             throw e;
         }
+    }
+
+    /** The AdamW every executor trains with (the lr is replaced per step by the schedule's). */
+    static AdamW optimizerFor(TrainConfig config) {
+        return new AdamW(config.lr(), BETA1, BETA2, EPS, config.weightDecay());
     }
 
     @Override
@@ -68,7 +74,7 @@ public final class LocalStepExecutor implements StepExecutor {
         double gradNorm = Math.sqrt(sumOfSquares);
         optimizer.withLr(lr).step(backend, optimizerState.segments(), step,
                 GradientClipping.scale(gradNorm, maxGradNorm));
-        return new StepOutcome(loss, gradNorm);
+        return new StepOutcome(loss, gradNorm, false);
     }
 
     @Override

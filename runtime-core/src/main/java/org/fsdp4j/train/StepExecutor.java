@@ -22,16 +22,34 @@ public interface StepExecutor extends AutoCloseable {
     /** Number of ranks taking part. */
     int worldSize();
 
+    /** Parameters plus the sharded layout's alignment and padding (P′); the parameter count unsharded. */
+    default long paddedParameterCount() {
+        return parameterCount();
+    }
+
     /** The backend of rank 0, in words, for the run header. */
     String backendName();
 
     /** One tracker per rank, in rank order. */
     List<MemoryTracker> memoryTrackers();
 
+    /** Where offloaded state lives: one host tracker per rank, or none when nothing is offloaded. */
+    default List<MemoryTracker> hostMemoryTrackers() {
+        return List.of();
+    }
+
+    /** Bytes each rank sent during the last step (received is equal under the ring convention), by rank. */
+    default long[] commBytesPerRank() {
+        return new long[worldSize()];
+    }
+
     @Override
     void close();
 
-    /** What a step measured: the mean loss of the batch and the global gradient norm before clipping. */
-    record StepOutcome(float loss, double gradNorm) {
+    /**
+     * What a step measured: the mean loss of the batch, the global gradient norm before clipping,
+     * and whether the update was skipped (fp16 loss scaling found inf/NaN gradients).
+     */
+    record StepOutcome(float loss, double gradNorm, boolean skipped) {
     }
 }

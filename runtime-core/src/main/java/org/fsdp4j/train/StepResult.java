@@ -11,7 +11,9 @@ package org.fsdp4j.train;
  * @param tokensPerSecond B·T / step time
  * @param liveBytes       bytes live after the step, the largest over ranks
  * @param peakBytes       peak bytes during the step, the largest over ranks
+ * @param skipped         fp16 loss scaling found inf/NaN gradients: the parameters were not updated
+ * @param commBytes       bytes sent during the step, the largest over ranks (0 for one rank)
  */
 public record StepResult(int step, int totalSteps, float loss, double gradNorm, float lr, double timeMs,
-                         double tokensPerSecond, long liveBytes, long peakBytes) {
+                         double tokensPerSecond, long liveBytes, long peakBytes, boolean skipped, long commBytes) {
 }

@@ -1,12 +1,17 @@
 // Everything a training run is asked to do, validated once. The command line maps its flags
 // onto this record (through the builder, which holds the defaults), and the API takes the same
-// record, so there is one configuration path. Later options (sharding, precision) join here.
+// record, so there is one configuration path. The sharding and precision options are checked
+// by building the engine's FsdpConfig from them (fsdp()), so both say the same thing.
 package org.fsdp4j.train;
 
 import java.nio.file.Path;
 import java.util.Locale;
 import java.util.Optional;
+import org.fsdp4j.fsdp.FsdpConfig;
+import org.fsdp4j.fsdp.MixedPrecisionPolicy;
+import org.fsdp4j.fsdp.ShardingStrategy;
 import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Device;
 
 /**
@@ -26,11 +31,20 @@ import org.fsdp4j.tensor.Device;
  * @param cpuThreads            host threads the CPU backend may use; 0 = all cores
  * @param dataFile              train on this file's bytes; empty = the embedded Markov source
  * @param outDir                where summary.json goes; empty = nowhere
+ * @param worldSize             ranks N (in-process threads on the CPU backend)
+ * @param strategy              what is sharded across the ranks
+ * @param shardGroupSize        S for hybrid_shard; 0 for every other strategy
+ * @param precision             param and reduce dtypes (masters are always fp32)
+ * @param prefetch              units all-gathered ahead of the one running
+ * @param microBatches          forward/backward passes per step (gradient accumulation)
+ * @param offload               keep master shard, gradient shard and optimizer state on the host
  */
 public record TrainConfig(String preset, GptConfig model, int steps, long seed, int batchSize, int seqLen,
                           float lr, float minLr, int warmupSteps, float weightDecay, float maxGradNorm,
                           boolean checkpointActivations, String device, int cpuThreads,
-                          Optional<Path> dataFile, Optional<Path> outDir) {
+                          Optional<Path> dataFile, Optional<Path> outDir,
+                          int worldSize, ShardingStrategy strategy, int shardGroupSize, MixedPrecisionPolicy precision,
+                          int prefetch, int microBatches, boolean offload) {
 
     public TrainConfig {
         if (preset == null || model == null || device == null || dataFile == null || outDir == null) {
@@ -70,6 +84,28 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
             throw new IllegalArgumentException("--cpu-threads must be >= 0 (0 = all cores), got " + cpuThreads);
         }
         device = checkDevice(device);
+        // the engine's validation is the one these flags get; then B must split into N ranks × M micro-batches
+        fsdpConfig(worldSize, strategy, shardGroupSize, precision, prefetch, microBatches, offload, maxGradNorm)
+                .checkBatch(batchSize);
+    }
+
+    /** The engine's view of the sharding options. */
+    public FsdpConfig fsdp() {
+        return fsdpConfig(worldSize, strategy, shardGroupSize, precision, prefetch, microBatches, offload, maxGradNorm);
+    }
+
+    private static FsdpConfig fsdpConfig(int worldSize, ShardingStrategy strategy, int shardGroupSize,
+                                         MixedPrecisionPolicy precision, int prefetch, int microBatches, boolean offload,
+                                         float maxGradNorm) {
+        return FsdpConfig.fullShard(worldSize).withStrategy(strategy, shardGroupSize).withPrecision(precision)
+                .withPrefetchDepth(prefetch).withMicroBatches(microBatches).withOffload(offload)
+                .withMaxGradNorm(maxGradNorm);
+    }
+
+    /** Whether the run needs the FSDP engine: anything beyond one plain fp32 rank. */
+    public boolean sharded() {
+        return worldSize > 1 || strategy != ShardingStrategy.FULL_SHARD || !precision.equals(MixedPrecisionPolicy.FP32)
+                || microBatches > 1 || offload;
     }
 
     /** "auto" or a device Device.parse accepts, normalised to lower case. */
@@ -99,7 +135,10 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         return new Builder().preset(preset).model(model).steps(steps).seed(seed).batchSize(batchSize).seqLen(seqLen)
                 .lr(lr).minLr(minLr).warmupSteps(warmupSteps).weightDecay(weightDecay).maxGradNorm(maxGradNorm)
                 .checkpointActivations(checkpointActivations).device(device).cpuThreads(cpuThreads)
-                .dataFile(dataFile.orElse(null)).outDir(outDir.orElse(null));
+                .dataFile(dataFile.orElse(null)).outDir(outDir.orElse(null))
+                .worldSize(worldSize).strategy(strategy).shardGroupSize(shardGroupSize)
+                .paramDtype(precision.paramDtype()).reduceDtype(precision.reduceDtype()).prefetch(prefetch)
+                .microBatches(microBatches).offload(offload);
     }
 
     /**
@@ -133,6 +172,14 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         private int cpuThreads;
         private Path dataFile;
         private Path outDir;
+        private int worldSize = 1;
+        private ShardingStrategy strategy = ShardingStrategy.FULL_SHARD;
+        private int shardGroupSize;
+        private DType paramDtype = DType.F32;
+        private DType reduceDtype = DType.F32;
+        private int prefetch = 1;
+        private int microBatches = 1;
+        private boolean offload;
 
         private Builder() {
         }
@@ -224,6 +271,47 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
             return this;
         }
 
+        public Builder worldSize(int v) {
+            this.worldSize = v;
+            return this;
+        }
+
+        public Builder strategy(ShardingStrategy v) {
+            this.strategy = v;
+            return this;
+        }
+
+        /** 0 for every strategy but hybrid_shard. */
+        public Builder shardGroupSize(int v) {
+            this.shardGroupSize = v;
+            return this;
+        }
+
+        public Builder paramDtype(DType v) {
+            this.paramDtype = v;
+            return this;
+        }
+
+        public Builder reduceDtype(DType v) {
+            this.reduceDtype = v;
+            return this;
+        }
+
+        public Builder prefetch(int v) {
+            this.prefetch = v;
+            return this;
+        }
+
+        public Builder microBatches(int v) {
+            this.microBatches = v;
+            return this;
+        }
+
+        public Builder offload(boolean v) {
+            this.offload = v;
+            return this;
+        }
+
         public TrainConfig build() {
             GptConfig m = model != null ? model : GptConfig.preset(preset);
             int t = seqLen != null ? seqLen : m.maxSeqLen();
@@ -231,7 +319,8 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
             int warmup = warmupSteps != null ? warmupSteps : Math.min(steps, Math.max(1, Math.round(steps * 0.05f)));
             return new TrainConfig(preset, m, steps, seed, batchSize, t, lr, floorLr, warmup,
                     weightDecay, maxGradNorm, checkpointActivations, device, cpuThreads,
-                    Optional.ofNullable(dataFile), Optional.ofNullable(outDir));
+                    Optional.ofNullable(dataFile), Optional.ofNullable(outDir), worldSize, strategy, shardGroupSize,
+                    new MixedPrecisionPolicy(paramDtype, reduceDtype), prefetch, microBatches, offload);
         }
     }
 }

@@ -26,11 +26,23 @@ import java.util.Map;
  * @param persistentBytesPerRank  params + grads + optimizer bytes live after the last step
  * @param peakBytesPerRank        the highest live bytes over the run
  * @param peakBytesByCategory     per memory category (params, grads, ...), the highest live bytes per rank
+ * @param strategy                sharding strategy (full_shard, ...)
+ * @param paramDtype              dtype parameters were gathered and computed in
+ * @param reduceDtype             dtype gradients were reduced in
+ * @param microBatches            forward/backward passes per step
+ * @param paddedParams            parameters plus alignment and shard padding (P′)
+ * @param commBytesPerRank        bytes each rank sent in one step (the last; received is equal), ring convention
+ * @param hostPersistentBytesPerRank offloaded state (master, gradient shard, optimizer) per rank; absent without --offload
+ * @param hostPeakBytesPerRank    the highest host bytes per rank; absent without --offload
  */
 public record TrainSummary(String preset, long params, int worldSize, String device, String backend, String data,
                            int steps, int batchSize, int seqLen, long seed,
                            @JsonInclude(JsonInclude.Include.NON_NULL) Double lossFloor,
                            float[] losses, float finalLoss, double tailLossMean, double stepTimeMsMedian,
                            double tokensPerSecond, double totalTimeS, long[] persistentBytesPerRank,
-                           long[] peakBytesPerRank, Map<String, long[]> peakBytesByCategory) {
+                           long[] peakBytesPerRank, Map<String, long[]> peakBytesByCategory,
+                           String strategy, String paramDtype, String reduceDtype, int microBatches, long paddedParams,
+                           long[] commBytesPerRank,
+                           @JsonInclude(JsonInclude.Include.NON_NULL) long[] hostPersistentBytesPerRank,
+                           @JsonInclude(JsonInclude.Include.NON_NULL) long[] hostPeakBytesPerRank) {
 }

@@ -31,6 +31,8 @@ public final class Trainer implements AutoCloseable {
     private final RunInfo info;
     private final List<MemoryTracker> trackers;
     private final long[] peakBytesPerRank;
+    private final List<MemoryTracker> hostTrackers;     // offloaded state, one per rank; empty without offload
+    private final long[] hostPeakBytesPerRank;
     private final Map<MemoryCategory, long[]> peakBytesByCategory = new LinkedHashMap<>();
     private final float[] losses;
     private final double[] stepTimesMs;
@@ -53,9 +55,11 @@ public final class Trainer implements AutoCloseable {
         this.sampler = new BatchSampler(corpus, config.batchSize(), config.seqLen(), config.seed());
         this.schedule = new CosineSchedule(config.lr(), config.minLr(), config.warmupSteps(), config.steps());
         Device device = Backends.resolve(config.device(), log);
-        this.executor = new LocalStepExecutor(config, device);
+        this.executor = config.sharded() ? new ShardedStepExecutor(config, device) : new LocalStepExecutor(config, device);
         this.trackers = executor.memoryTrackers();
         this.peakBytesPerRank = new long[trackers.size()];
+        this.hostTrackers = executor.hostMemoryTrackers();
+        this.hostPeakBytesPerRank = new long[hostTrackers.size()];
         for (MemoryCategory c : MemoryCategory.values()) {
             peakBytesByCategory.put(c, new long[trackers.size()]);
         }
@@ -92,6 +96,7 @@ public final class Trainer implements AutoCloseable {
         float lr = schedule.lr(step);
         var batch = sampler.sample(step);
         trackers.forEach(MemoryTracker::resetPeak);
+        hostTrackers.forEach(MemoryTracker::resetPeak);
         long start = System.nanoTime();
         StepExecutor.StepOutcome outcome = executor.step(batch, step, lr);
         double timeMs = (System.nanoTime() - start) / 1e6;
@@ -107,11 +112,15 @@ public final class Trainer implements AutoCloseable {
                 perRank[r] = Math.max(perRank[r], e.getValue());
             }
         }
+        for (int r = 0; r < hostTrackers.size(); r++) {
+            hostPeakBytesPerRank[r] = Math.max(hostPeakBytesPerRank[r], hostTrackers.get(r).peakBytes());
+        }
         losses[completedSteps] = outcome.loss();
         stepTimesMs[completedSteps] = timeMs;
         completedSteps = step;
         return new StepResult(step, config.steps(), outcome.loss(), outcome.gradNorm(), lr, timeMs,
-                config.tokensPerStep() / (timeMs / 1e3), live, peak);
+                config.tokensPerStep() / (timeMs / 1e3), live, peak, outcome.skipped(),
+                Arrays.stream(executor.commBytesPerRank()).max().orElse(0));
     }
 
     /** Runs every remaining step, handing each result to {@code onStep}, and returns the summary. */
@@ -145,7 +154,11 @@ public final class Trainer implements AutoCloseable {
                 info.backendName(), info.data(), completedSteps, config.batchSize(), config.seqLen(), config.seed(),
                 floor, done, done[completedSteps - 1], Stats.tailMean(done, TAIL_STEPS), medianMs,
                 config.tokensPerStep() / (medianMs / 1e3), totalMs / 1e3, persistent, peakBytesPerRank.clone(),
-                byCategory);
+                byCategory, config.strategy().cliName(), config.precision().paramDtype().shortName(),
+                config.precision().reduceDtype().shortName(), config.microBatches(), executor.paddedParameterCount(),
+                executor.commBytesPerRank(),
+                hostTrackers.isEmpty() ? null : hostTrackers.stream().mapToLong(MemoryTracker::persistentBytes).toArray(),
+                hostTrackers.isEmpty() ? null : hostPeakBytesPerRank.clone());
     }
 
     /** The step executor (for tests that inspect parameters). */

@@ -13,6 +13,7 @@ import java.util.List;
 import org.fsdp4j.data.MarkovSource;
 import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.model.ParameterStore;
+import org.fsdp4j.optim.GradientClipping;
 import org.junit.jupiter.api.Test;
 
 class TrainerTest {

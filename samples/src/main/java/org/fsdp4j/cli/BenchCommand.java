@@ -7,8 +7,8 @@ import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.Spec;
 
-@Command(name = "bench", mixinStandardHelpOptions = true, description = "Benchmarks: GEMM and training step.",
-        subcommands = {GemmBenchCommand.class, StepBenchCommand.class})
+@Command(name = "bench", mixinStandardHelpOptions = true, description = "Benchmarks: GEMM, training step, cost of sharding.",
+        subcommands = {GemmBenchCommand.class, StepBenchCommand.class, ShardingBenchCommand.class})
 final class BenchCommand implements Runnable {
 
     @Spec
@@ -16,6 +16,6 @@ final class BenchCommand implements Runnable {
 
     @Override
     public void run() {
-        throw new ParameterException(spec.commandLine(), "missing benchmark: use bench gemm or bench step");
+        throw new ParameterException(spec.commandLine(), "missing benchmark: use bench gemm, bench step or bench sharding");
     }
 }

@@ -31,13 +31,20 @@ final class RunLog {
                 c.steps(), c.batchSize(), c.seqLen(), c.tokensPerStep(), Format.lr(c.lr()), Format.lr(c.minLr()),
                 c.warmupSteps(), c.weightDecay(), c.maxGradNorm() > 0 ? String.valueOf(c.maxGradNorm()) : "off",
                 c.seed(), c.checkpointActivations() ? " | activation checkpointing" : ""));
+        if (c.sharded()) {
+            out.println(Format.f("  sharding %s over %d ranks (shard groups of %d) | %s | prefetch %d | micro-batches %d%s",
+                    c.strategy().cliName(), c.worldSize(), c.fsdp().shardSize(), c.precision(), c.prefetch(),
+                    c.microBatches(), c.offload() ? " | offload to host" : ""));
+        }
         out.flush();
     }
 
     static void step(PrintWriter out, StepResult r) {
-        out.println(Format.f("step %d/%d | loss %.4f | norm %.4f | lr %s | %.1f ms | %s tok/s | mem %s",
+        out.println(Format.f("step %d/%d | loss %.4f | norm %.4f | lr %s | %.1f ms | %s tok/s | mem %s%s%s",
                 r.step(), r.totalSteps(), r.loss(), r.gradNorm(), Format.lr(r.lr()), r.timeMs(),
-                Format.count(r.tokensPerSecond()), Format.bytes(r.peakBytes())));
+                Format.count(r.tokensPerSecond()), Format.bytes(r.peakBytes()),
+                r.commBytes() > 0 ? " | comm " + Format.bytes(r.commBytes()) : "",
+                r.skipped() ? " | skipped: inf/NaN gradients, loss scale lowered" : ""));
         out.flush();
     }
 

@@ -6,7 +6,9 @@ package org.fsdp4j.cli;
 
 import java.nio.file.Path;
 import java.util.Iterator;
+import org.fsdp4j.fsdp.ShardingStrategy;
 import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.tensor.DType;
 import org.fsdp4j.train.TrainConfig;
 import picocli.CommandLine.Option;
 
@@ -68,6 +70,39 @@ final class TrainOptions {
     @Option(names = "--out", paramLabel = "DIR", description = "write DIR/summary.json")
     Path outDir;
 
+    @Option(names = "--world-size", paramLabel = "N",
+            description = "ranks, as threads of this process sharing the CPU cores (default: 1)")
+    Integer worldSize;
+
+    @Option(names = "--strategy", paramLabel = "NAME",
+            description = "full_shard (ZeRO-3), shard_grad_op (ZeRO-2), optimizer_only (ZeRO-1), no_shard (DDP), "
+                    + "hybrid_shard (default: full_shard)")
+    String strategy;
+
+    @Option(names = "--shard-group-size", paramLabel = "S",
+            description = "hybrid_shard: shard within groups of S ranks, replicate across the N/S groups")
+    Integer shardGroupSize;
+
+    @Option(names = "--param-dtype", paramLabel = "fp32|bf16|fp16",
+            description = "dtype parameters are all-gathered and computed in; masters stay fp32 (default: fp32)")
+    String paramDtype;
+
+    @Option(names = "--reduce-dtype", paramLabel = "fp32|bf16|fp16",
+            description = "dtype gradients are reduce-scattered in (default: fp32)")
+    String reduceDtype;
+
+    @Option(names = "--prefetch", paramLabel = "K",
+            description = "units all-gathered ahead of the one running; 0 gathers on demand (default: 1)")
+    Integer prefetch;
+
+    @Option(names = "--micro-batches", paramLabel = "M",
+            description = "split each rank's batch into M forward/backward passes; gradients are reduced after the last "
+                    + "(default: 1)")
+    Integer microBatches;
+
+    @Option(names = "--offload", description = "keep master shard, gradient shard and optimizer state on the host")
+    boolean offload;
+
     /** The model presets, listed in --help. */
     static final class PresetNames implements Iterable<String> {
         @Override
@@ -122,6 +157,30 @@ final class TrainOptions {
         }
         if (outDir != null) {
             b.outDir(outDir);
+        }
+        if (worldSize != null) {
+            b.worldSize(worldSize);
+        }
+        if (strategy != null) {
+            b.strategy(ShardingStrategy.parse(strategy));
+        }
+        if (shardGroupSize != null) {
+            b.shardGroupSize(shardGroupSize);
+        }
+        if (paramDtype != null) {
+            b.paramDtype(DType.parseFloating(paramDtype));
+        }
+        if (reduceDtype != null) {
+            b.reduceDtype(DType.parseFloating(reduceDtype));
+        }
+        if (prefetch != null) {
+            b.prefetch(prefetch);
+        }
+        if (microBatches != null) {
+            b.microBatches(microBatches);
+        }
+        if (offload) {
+            b.offload(true);
         }
         return b;
     }

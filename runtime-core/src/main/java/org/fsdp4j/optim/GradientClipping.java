@@ -1,6 +1,6 @@
 // Clipping by global norm, folded into the optimizer's gradient scale rather than a pass over
 // the gradients: one factor, applied by whatever updates the parameters (one rank or a shard).
-package org.fsdp4j.train;
+package org.fsdp4j.optim;
 
 public final class GradientClipping {
 

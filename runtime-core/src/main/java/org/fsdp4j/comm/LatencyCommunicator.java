@@ -1,0 +1,149 @@
+// A decorator that makes every collective take at least a fixed latency longer, as a slow
+// link would: calls still run in issue order (its own stream), so a step that waits on each
+// all-gather pays the latency every time, and a step that prefetches hides it behind compute.
+// Used to show overlap is real without a network.
+package org.fsdp4j.comm;
+
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+import org.fsdp4j.tensor.Tensor;
+
+public final class LatencyCommunicator implements Communicator {
+
+    private final Communicator inner;
+    private final Duration latency;
+    private final ExecutorService link;
+
+    public LatencyCommunicator(Communicator inner, Duration latency) {
+        if (latency.isNegative()) {
+            throw new IllegalArgumentException("latency must be >= 0, got " + latency);
+        }
+        this.inner = inner;
+        this.latency = latency;
+        String threadName = "fsdp4j-latency-" + inner.name() + "-r" + inner.rank();
+        this.link = Executors.newSingleThreadExecutor(r -> {
+            Thread t = new Thread(r, threadName);
+            t.setDaemon(true);
+            return t;
+        });
+    }
+
+    @Override
+    public int rank() {
+        return inner.rank();
+    }
+
+    @Override
+    public int size() {
+        return inner.size();
+    }
+
+    @Override
+    public String name() {
+        return inner.name();
+    }
+
+    @Override
+    public CommHandle allGather(Tensor input, Tensor output) {
+        return delayed(() -> inner.allGather(input, output));
+    }
+
+    @Override
+    public CommHandle reduceScatter(Tensor input, Tensor output, Reduction reduction) {
+        return delayed(() -> inner.reduceScatter(input, output, reduction));
+    }
+
+    @Override
+    public CommHandle allReduce(Tensor buffer, Reduction reduction) {
+        return delayed(() -> inner.allReduce(buffer, reduction));
+    }
+
+    @Override
+    public CommHandle broadcast(Tensor buffer, int root) {
+        return delayed(() -> inner.broadcast(buffer, root));
+    }
+
+    @Override
+    public CommHandle barrier() {
+        return delayed(inner::barrier);
+    }
+
+    @Override
+    public Communicator split(int color, int key, String name) {
+        try {   // through the link, so the split keeps its place among the calls already queued
+            return new LatencyCommunicator(link.submit(() -> inner.split(color, key, name)).get(), latency);
+        } catch (ExecutionException e) {
+            throw e.getCause() instanceof RuntimeException re ? re : new CommException(e.getCause().toString(), e.getCause());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new CommException("communicator '" + name() + "': interrupted while splitting");
+        }
+    }
+
+    @Override
+    public CommCounters counters() {
+        return inner.counters();
+    }
+
+    @Override
+    public void abort(Throwable cause) {
+        inner.abort(cause);
+        link.shutdown();
+    }
+
+    @Override
+    public void close() {
+        link.shutdown();
+        try {
+            link.awaitTermination(1, TimeUnit.MINUTES);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        inner.close();
+    }
+
+    /** Sleeps the latency on the link's stream, then issues the call and waits for it there. */
+    private CommHandle delayed(Supplier<CommHandle> call) {
+        CompletableFuture<Void> done = new CompletableFuture<>();
+        try {
+            link.execute(() -> {
+                try {
+                    Thread.sleep(latency.toMillis(), latency.toNanosPart() % 1_000_000);
+                    call.get().await();
+                    done.complete(null);
+                } catch (Throwable t) {
+                    done.completeExceptionally(t);
+                }
+            });
+        } catch (RejectedExecutionException e) {
+            done.completeExceptionally(new CommException("communicator '" + name() + "' at rank " + rank()
+                    + ": the latency link has stopped (closed or aborted)"));
+        }
+        return new CommHandle() {
+            @Override
+            public void await() {
+                try {
+                    done.get();
+                } catch (ExecutionException e) {
+                    Throwable c = e.getCause();
+                    throw c instanceof CommException ce ? new CommException(ce.getMessage(), ce)
+                            : new CommException("communicator '" + name() + "': " + c, c);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new CommException("communicator '" + name() + "': interrupted while waiting");
+                }
+            }
+
+            @Override
+            public boolean isDone() {
+                return done.isDone();
+            }
+        };
+    }
+}

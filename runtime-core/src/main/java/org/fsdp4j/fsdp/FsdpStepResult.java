@@ -1,0 +1,15 @@
+// What one sharded step reports on every rank (the values are the same on all of them, except
+// the communication volume, which is this rank's).
+package org.fsdp4j.fsdp;
+
+import org.fsdp4j.comm.CommBytes;
+
+/**
+ * @param loss       mean cross-entropy over the global batch (all ranks, all micro-batches)
+ * @param gradNorm   global gradient norm before clipping, unscaled (inf/NaN when the step overflowed)
+ * @param skipped    the fp16 loss scaler found inf/NaN gradients, so the parameters were not updated
+ * @param lossScale  the loss scale this step used (1 without fp16)
+ * @param commBytes  what this rank sent and received during the step, per collective
+ */
+public record FsdpStepResult(float loss, double gradNorm, boolean skipped, float lossScale, CommBytes commBytes) {
+}

@@ -1,0 +1,98 @@
+// Turns a unit's unsharded gradient into this rank's reduced fp32 gradient shard, on the
+// reduce stream: cast to the reduce dtype, then by strategy
+//   sharded       reduce-scatter over the shard group (+ all-reduce across the replicate axis: HYBRID)
+//   shard of 1    all-reduce across the replicate axis (NO_SHARD; nothing at N = 1)
+//   ZeRO-1        all-reduce over the shard group, keep this rank's chunk (OPTIMIZER_ONLY)
+// and finally widen into the gradient shard (moving it to the host under offload). The average
+// over N is taken in the collectives: AVG for fp32/bf16; for fp16, FSDP2's sum with a
+// pre-divide by a power of two near √N before the first collective and the rest after the last.
+package org.fsdp4j.fsdp;
+
+import java.util.ArrayList;
+import java.util.List;
+import org.fsdp4j.backend.Backend;
+import org.fsdp4j.comm.Communicator;
+import org.fsdp4j.comm.Reduction;
+import org.fsdp4j.tensor.DType;
+import org.fsdp4j.tensor.MemoryCategory;
+import org.fsdp4j.tensor.Tensor;
+
+final class GradReducer {
+
+    private final Backend device;
+    private final DType reduceDtype;
+    private final boolean zeroOne;              // OPTIMIZER_ONLY
+    private final boolean offload;              // the gradient shard lives on the host
+    private final Communicator shardGroup;      // the reduce stream's own communicator over the shard group
+    private final Communicator replicateGroup;
+    private final Reduction only;               // when one collective reduces over all N
+    private final Reduction first;              // the first of two (reduce-scatter, then all-reduce)
+    private final Reduction second;
+
+    GradReducer(Backend device, FsdpConfig config, Communicator shardGroup, Communicator replicateGroup) {
+        this.device = device;
+        this.reduceDtype = config.precision().reduceDtype();
+        this.zeroOne = config.strategy() == ShardingStrategy.OPTIMIZER_ONLY;
+        this.offload = config.offload();
+        this.shardGroup = shardGroup;
+        this.replicateGroup = replicateGroup;
+        if (reduceDtype == DType.F16) {
+            Reduction f = Reduction.fp16Average(config.worldSize());
+            this.only = f;
+            this.first = Reduction.sumDivided(f.preDivide(), 1);
+            this.second = Reduction.sumDivided(1, f.postDivide());
+        } else {
+            this.only = Reduction.AVG;
+            this.first = Reduction.AVG;
+            this.second = Reduction.AVG;
+        }
+    }
+
+    /** Reduces {@code grad} (numel, param dtype) into u.gradShard; frees grad unless it is the shard itself. */
+    void reduce(ShardedUnit u, Tensor grad) {
+        List<Tensor> temps = new ArrayList<>();
+        try {
+            Tensor in = grad;                                                   // (numel) reduce dtype
+            if (grad.dtype() != reduceDtype) {
+                in = temp(temps, u.layout.numel());
+                device.copy(grad, in);
+            }
+            long shardNumel = u.layout.shardNumel();
+            if (u.layout.shardCount() == 1) {
+                if (replicateGroup.size() > 1) {
+                    replicateGroup.allReduce(in, only).await();
+                }
+                copyUnlessSame(in, u.gradShard);
+            } else if (zeroOne) {
+                shardGroup.allReduce(in, only).await();
+                device.copy(in.view(u.shardIndex * shardNumel, shardNumel), u.gradShard);
+            } else {
+                boolean hybrid = replicateGroup.size() > 1;
+                // (shardNumel) reduce dtype: straight into the shard when it is fp32 on the device
+                Tensor out = reduceDtype == DType.F32 && !offload ? u.gradShard : temp(temps, shardNumel);
+                shardGroup.reduceScatter(in, out, hybrid ? first : only).await();
+                if (hybrid) {
+                    replicateGroup.allReduce(out, second).await();
+                }
+                copyUnlessSame(out, u.gradShard);
+            }
+        } finally {
+            temps.forEach(Tensor::close);
+            if (grad != u.gradShard) {
+                grad.close();
+            }
+        }
+    }
+
+    private Tensor temp(List<Tensor> temps, long numel) {
+        Tensor t = device.allocate(reduceDtype, MemoryCategory.WORKSPACE, numel);
+        temps.add(t);
+        return t;
+    }
+
+    private void copyUnlessSame(Tensor src, Tensor dst) {
+        if (src != dst) {
+            device.copy(src, dst);
+        }
+    }
+}

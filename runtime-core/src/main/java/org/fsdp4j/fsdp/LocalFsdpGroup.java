@@ -1,0 +1,216 @@
+// N in-process FSDP ranks that live across steps: each rank owns a backend (a CPU backend with
+// cores/N threads, so the ranks share the cores without oversubscribing them), its own memory
+// tracker, a model built by the caller's factory, its mesh and its engine. A step runs every
+// rank on its own thread (LocalLauncher: the first failure aborts the group, so every rank
+// stops with an error naming the failed one). The trainer and the tests both drive this.
+package org.fsdp4j.fsdp;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.UnaryOperator;
+import org.fsdp4j.backend.Backend;
+import org.fsdp4j.backend.Backends;
+import org.fsdp4j.comm.Communicator;
+import org.fsdp4j.comm.DeviceMesh;
+import org.fsdp4j.comm.LocalGroup;
+import org.fsdp4j.comm.LocalLauncher;
+import org.fsdp4j.model.TrainableModel;
+import org.fsdp4j.optim.Optimizer;
+import org.fsdp4j.tensor.DType;
+import org.fsdp4j.tensor.Device;
+import org.fsdp4j.tensor.MemoryCategory;
+import org.fsdp4j.tensor.MemoryTracker;
+import org.fsdp4j.tensor.Tensor;
+
+public final class LocalFsdpGroup implements AutoCloseable {
+
+    /** Builds rank {@code rank}'s model on its backend (every rank builds the same model). */
+    @FunctionalInterface
+    public interface ModelFactory {
+        TrainableModel create(int rank, Backend backend);
+    }
+
+    /** Something to run on every rank's thread with its engine (tests read shards this way). */
+    @FunctionalInterface
+    public interface RankTask<T> {
+        T run(int rank, FsdpEngine engine);
+    }
+
+    /** Everything one rank owns, closed in reverse order of creation. */
+    private static final class Rank implements AutoCloseable {
+        final MemoryTracker deviceMemory;
+        final MemoryTracker hostMemory;      // = deviceMemory unless offloading
+        final Backend device;
+        final Backend host;                  // = device unless offloading
+        final Communicator world;
+        final DeviceMesh mesh;
+        final FsdpEngine engine;
+        final List<MicroBatch> microBatches;  // (b, T) I32 token and target tensors, refilled each step
+        private final List<AutoCloseable> made;
+
+        Rank(int rank, LocalGroup group, FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
+             int microBatchSize, int seqLen, int cpuThreads, UnaryOperator<Communicator> link) {
+            List<AutoCloseable> made = new ArrayList<>();
+            try {
+                deviceMemory = new MemoryTracker("rank " + rank);
+                device = add(made, Backends.create(Device.CPU, deviceMemory, cpuThreads));
+                if (config.offload()) {
+                    hostMemory = new MemoryTracker("rank " + rank + " host");
+                    host = add(made, Backends.create(Device.CPU, hostMemory, cpuThreads));
+                } else {
+                    hostMemory = deviceMemory;
+                    host = device;
+                }
+                world = add(made, link.apply(group.communicator(rank, device)));
+                mesh = add(made, DeviceMesh.create(world, config.shardSize()));
+                TrainableModel model = models.create(rank, device);
+                engine = new FsdpEngine(model, mesh, config, optimizer, host, seed);
+                made.add(engine);
+                List<MicroBatch> mbs = new ArrayList<>();
+                for (int i = 0; i < config.microBatches(); i++) {
+                    mbs.add(new MicroBatch(add(made, device.allocate(DType.I32, MemoryCategory.ACTIVATIONS, microBatchSize, seqLen)),
+                            add(made, device.allocate(DType.I32, MemoryCategory.ACTIVATIONS, microBatchSize, seqLen))));
+                }
+                microBatches = List.copyOf(mbs);
+                this.made = made;
+            } catch (RuntimeException e) {
+                closeAll(made);
+                throw e;
+            }
+        }
+
+        private static <T extends AutoCloseable> T add(List<AutoCloseable> made, T t) {
+            made.add(t);
+            return t;
+        }
+
+        private static void closeAll(List<AutoCloseable> made) {
+            RuntimeException first = null;
+            for (int i = made.size() - 1; i >= 0; i--) {
+                try {
+                    made.get(i).close();
+                } catch (Exception e) {
+                    if (first == null) {
+                        first = e instanceof RuntimeException re ? re : new IllegalStateException(e);
+                    }
+                }
+            }
+            if (first != null) {
+                throw first;
+            }
+        }
+
+        @Override
+        public void close() {
+            closeAll(made);
+        }
+    }
+
+    private final FsdpConfig config;
+    private final LocalGroup group;
+    private final int globalBatch;
+    private final int seqLen;
+    private final List<Rank> ranks;
+    private boolean closed;
+
+    /**
+     * Starts {@code config.worldSize()} ranks for global batches of {@code globalBatch} × {@code seqLen}
+     * tokens. {@code link} wraps each rank's world communicator (identity, or a LatencyCommunicator).
+     */
+    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed, int globalBatch,
+                          int seqLen, int cpuThreadsPerRank, UnaryOperator<Communicator> link) {
+        config.checkBatch(globalBatch);
+        this.config = config;
+        this.group = new LocalGroup(config.worldSize(), config.collectiveTimeout());
+        this.globalBatch = globalBatch;
+        this.seqLen = seqLen;
+        int microBatchSize = globalBatch / config.worldSize() / config.microBatches();
+        Rank[] made = new Rank[config.worldSize()];
+        try {
+            LocalLauncher.run(group, r -> made[r] = new Rank(r, group, config, models, optimizer, seed, microBatchSize,
+                    seqLen, cpuThreadsPerRank, link));
+        } catch (RuntimeException e) {
+            for (Rank r : made) {
+                if (r != null) {
+                    r.close();
+                }
+            }
+            throw e;
+        }
+        this.ranks = List.of(made);
+    }
+
+    /** Host threads per rank so that N ranks fill the machine's cores without oversubscribing them. */
+    public static int defaultCpuThreads(int worldSize) {
+        return Math.max(1, Runtime.getRuntime().availableProcessors() / worldSize);
+    }
+
+    /**
+     * One step on a global batch (tokens and targets, (B, T) row-major): rank r trains on rows
+     * [r·B/N, (r+1)·B/N), split into its micro-batches in order. Returns every rank's result.
+     */
+    public List<FsdpStepResult> step(int[] tokens, int[] targets, float lr) {
+        if (closed) {
+            throw new IllegalStateException("the FSDP group is closed");
+        }
+        if (tokens.length != globalBatch * seqLen || targets.length != tokens.length) {
+            throw new IllegalArgumentException("expected " + globalBatch + "×" + seqLen + " tokens and targets, got "
+                    + tokens.length + " and " + targets.length);
+        }
+        int perRank = globalBatch / config.worldSize() * seqLen;
+        return LocalLauncher.run(group, r -> {
+            Rank rank = ranks.get(r);
+            int offset = r * perRank;
+            for (MicroBatch mb : rank.microBatches) {
+                rank.device.copyFromHost(tokens, offset, mb.tokens());
+                rank.device.copyFromHost(targets, offset, mb.targets());
+                offset += (int) mb.tokens().numel();
+            }
+            return rank.engine.step(rank.microBatches, lr);
+        });
+    }
+
+    /** Runs {@code task} on every rank's thread (as a step does) and returns the results in rank order. */
+    public <T> List<T> onEachRank(RankTask<T> task) {
+        return LocalLauncher.run(group, r -> task.run(r, ranks.get(r).engine));
+    }
+
+    /** Each rank's device tracker, in rank order. */
+    public List<MemoryTracker> deviceMemory() {
+        return ranks.stream().map(r -> r.deviceMemory).toList();
+    }
+
+    /** Each rank's host tracker (where offloaded state lives; the device tracker when not offloading). */
+    public List<MemoryTracker> hostMemory() {
+        return ranks.stream().map(r -> r.hostMemory).toList();
+    }
+
+    /** P′: parameters plus alignment and shard padding (the same on every rank). */
+    public long paddedParams() {
+        return ranks.get(0).engine.paddedParams();
+    }
+
+    public String backendName() {
+        return ranks.get(0).device.name();
+    }
+
+    /** Closes every rank's engine, communicators and backends. Idempotent. */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        RuntimeException first = null;
+        for (Rank r : ranks) {
+            try {
+                r.close();
+            } catch (RuntimeException e) {
+                first = first == null ? e : first;
+            }
+        }
+        if (first != null) {
+            throw first;
+        }
+    }
+}

@@ -1,0 +1,67 @@
+// Dynamic loss scaling for fp16 (as torch.amp's GradScaler and DeepSpeed do): the loss is
+// multiplied by a scale before backward so small gradients survive fp16; a step whose gradients
+// hold inf/NaN is skipped and the scale halved; after growthInterval good steps in a row the
+// scale doubles. With bf16/fp32 the scale is fixed at 1 and no step is ever skipped.
+package org.fsdp4j.fsdp;
+
+public final class LossScaler {
+
+    /** Below this the gradients are non-finite for reasons no scale can fix (divergence, bad data). */
+    private static final float MIN_SCALE = 0x1p-24f;
+
+    private final boolean dynamic;
+    private final int growthInterval;
+    private float scale;
+    private int goodSteps;
+
+    private LossScaler(boolean dynamic, float initialScale, int growthInterval) {
+        if (!(initialScale > 0) || !Float.isFinite(initialScale)) {
+            throw new IllegalArgumentException("initial loss scale must be finite and > 0, got " + initialScale);
+        }
+        if (growthInterval < 1) {
+            throw new IllegalArgumentException("loss-scale growth interval must be >= 1 step, got " + growthInterval);
+        }
+        this.dynamic = dynamic;
+        this.scale = initialScale;
+        this.growthInterval = growthInterval;
+    }
+
+    /** Scale starts at {@code initialScale} (2^16 is usual), doubles after {@code growthInterval} good steps. */
+    public static LossScaler dynamic(float initialScale, int growthInterval) {
+        return new LossScaler(true, initialScale, growthInterval);
+    }
+
+    /** A constant scale of 1. */
+    public static LossScaler none() {
+        return new LossScaler(false, 1f, 1);
+    }
+
+    public float scale() {
+        return scale;
+    }
+
+    /** Whether a step whose gradients are {@code finite} or not must be skipped. */
+    public boolean skips(boolean finite) {
+        return dynamic && !finite;
+    }
+
+    /** Records the outcome of a step: halve on overflow, double after growthInterval finite steps in a row. */
+    public void update(boolean finite) {
+        if (!dynamic) {
+            return;
+        }
+        if (!finite) {
+            scale *= 0.5f;
+            goodSteps = 0;
+            if (scale < MIN_SCALE) {
+                throw new IllegalStateException("loss scale fell below 2^-24: the gradients are non-finite at every "
+                        + "scale, so training has diverged (lower the learning rate or use bf16)");
+            }
+            return;
+        }
+        if (++goodSteps == growthInterval) {
+            scale *= 2f;
+            goodSteps = 0;
+        }
+    }
+}

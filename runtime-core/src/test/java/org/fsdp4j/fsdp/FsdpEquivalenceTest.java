@@ -1,0 +1,29 @@
+// Sharded training equals unsharded training: for every strategy and N ∈ {1, 2, 3, 4, 8},
+// K = 5 SGD-momentum steps on the same global batches give the reference's losses and, shard
+// by shard, its parameters and gradients (DESIGN.md "Numerics"). fp32 is held to 1e-5.
+package org.fsdp4j.fsdp;
+
+import static org.fsdp4j.fsdp.FsdpTestSupport.SGD;
+
+import java.util.List;
+import org.fsdp4j.fsdp.FsdpTestSupport.Tolerance;
+import org.junit.jupiter.api.Test;
+
+class FsdpEquivalenceTest {
+
+    /** fp32: only the order of summation differs (batch split over ranks, reductions in rank order). */
+    static final Tolerance FP32 = new Tolerance(1e-5, 1e-5, 1e-5);
+
+    @Test
+    void everyStrategyAndWorldSizeMatchesOneUnshardedRank() {
+        FsdpTestSupport t = new FsdpTestSupport();
+        FsdpTestSupport.Trajectory ref = t.reference(SGD, 0f);
+        for (ShardingStrategy strategy : ShardingStrategy.values()) {
+            for (int n : new int[] {1, 2, 3, 4, 8}) {
+                FsdpConfig config = FsdpTestSupport.config(n, strategy);
+                List<FsdpTestSupport.RankTrajectory> ranks = t.sharded(config, SGD, false);
+                t.assertMatches(strategy.cliName() + " N=" + n + " S=" + config.shardSize(), ref, ranks, FP32);
+            }
+        }
+    }
+}

@@ -1,0 +1,234 @@
+// Shared by the engine tests: a tiny GPT whose unit sizes most N do not divide (so padding is
+// exercised), fresh random batches per run, the unsharded reference trajectory (ParameterStore
+// + GptModel on one rank: the losses, and every parameter and gradient after each step), and
+// the comparison of every rank's local shard and gradient shard with the same slice of the
+// reference, as FSDP2's parity tests do.
+package org.fsdp4j.fsdp;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.function.UnaryOperator;
+import org.fsdp4j.backend.Backend;
+import org.fsdp4j.backend.Backends;
+import org.fsdp4j.comm.Communicator;
+import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.model.GptModel;
+import org.fsdp4j.model.ParameterStore;
+import org.fsdp4j.model.UnitHooks;
+import org.fsdp4j.optim.Optimizer;
+import org.fsdp4j.optim.OptimizerState;
+import org.fsdp4j.optim.SgdMomentum;
+import org.fsdp4j.tensor.DType;
+import org.fsdp4j.tensor.Device;
+import org.fsdp4j.tensor.MemoryCategory;
+import org.fsdp4j.tensor.MemoryTracker;
+import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.optim.GradientClipping;
+
+final class FsdpTestSupport {
+
+    /** vocab 37, context 8, 2 layers, 2 heads, width 10: units of 474 (root) and 1330 (block) parameters. */
+    static final GptConfig TINY = new GptConfig(37, 8, 2, 2, 10);
+    static final int BATCH = 24;          // divisible by every N tested (1, 2, 3, 4, 8) and by N·M for M ≤ 3
+    static final int SEQ = 8;
+    static final int STEPS = 5;
+    static final float LR = 0.5f;         // large enough that 5 steps move the parameters visibly
+    /** SGD with momentum: the sharper parameter comparison (no Adam normalisation of tiny gradients). */
+    static final Optimizer SGD = new SgdMomentum(LR, 0.9f, 0.01f);
+
+    final long seed = System.nanoTime();
+    final Random random = new Random(seed);
+    final int[][] tokens = new int[STEPS][];
+    final int[][] targets = new int[STEPS][];
+
+    FsdpTestSupport() {
+        for (int s = 0; s < STEPS; s++) {
+            tokens[s] = randomTokens();
+            targets[s] = randomTokens();
+        }
+    }
+
+    private int[] randomTokens() {
+        int[] t = new int[BATCH * SEQ];
+        for (int i = 0; i < t.length; i++) {
+            t[i] = random.nextInt(TINY.vocabSize());
+        }
+        return t;
+    }
+
+    /** What one run produced after each step: the loss, and each parameter and gradient by name. */
+    record Trajectory(float[] losses, List<Map<String, float[]>> params, List<Map<String, float[]>> grads) {
+    }
+
+    /** One rank's view after each step: the step results and the shards of every unit. */
+    record RankTrajectory(List<FsdpStepResult> results, List<List<FsdpEngine.ShardView>> shards) {
+    }
+
+    static Backend cpu(String name) {
+        return Backends.create(Device.CPU, new MemoryTracker(name), 1);
+    }
+
+    /** The unsharded single-rank run: full batch, lossScale 1, the same optimizer and clipping. */
+    Trajectory reference(Optimizer optimizer, float maxGradNorm) {
+        float[] losses = new float[STEPS];
+        List<Map<String, float[]>> params = new ArrayList<>();
+        List<Map<String, float[]>> grads = new ArrayList<>();
+        try (Backend backend = cpu("reference");
+             GptModel model = new GptModel(TINY, backend, false);
+             ParameterStore store = new ParameterStore(backend, model.units());
+             Tensor tok = backend.allocate(DType.I32, MemoryCategory.ACTIVATIONS, BATCH, SEQ);
+             Tensor tgt = backend.allocate(DType.I32, MemoryCategory.ACTIVATIONS, BATCH, SEQ)) {
+            store.initialize(seed);
+            try (OptimizerState state = new OptimizerState(backend, store.optimizerTargets(), optimizer)) {
+                for (int s = 0; s < STEPS; s++) {
+                    store.zeroGrads();
+                    backend.copyFromHost(tokens[s], 0, tok);
+                    backend.copyFromHost(targets[s], 0, tgt);
+                    losses[s] = model.forward(tok, tgt, UnitHooks.NONE);
+                    model.backward(UnitHooks.NONE, 1f);
+                    double sumSq = 0;
+                    for (int u = 0; u < store.units().size(); u++) {
+                        sumSq += backend.sumOfSquares(store.flatGrads(u));
+                    }
+                    optimizer.step(backend, state.segments(), s + 1,
+                            GradientClipping.scale(Math.sqrt(sumSq), maxGradNorm));
+                    Map<String, float[]> p = new HashMap<>();
+                    Map<String, float[]> g = new HashMap<>();
+                    for (ParameterStore.Entry e : store.entries()) {
+                        p.put(e.spec().name(), store.get(e.spec().name()));
+                        g.put(e.spec().name(), store.grad(e.spec().name()));
+                    }
+                    params.add(p);
+                    grads.add(g);
+                }
+            }
+        }
+        return new Trajectory(losses, params, grads);
+    }
+
+    /** The sharded run: STEPS steps on the same batches, a snapshot of every rank's shards after each. */
+    List<RankTrajectory> sharded(FsdpConfig config, Optimizer optimizer, boolean checkpoint) {
+        return sharded(config, optimizer, checkpoint, UnaryOperator.identity());
+    }
+
+    List<RankTrajectory> sharded(FsdpConfig config, Optimizer optimizer, boolean checkpoint,
+                                 UnaryOperator<Communicator> link) {
+        List<RankTrajectory> out = new ArrayList<>();
+        for (int r = 0; r < config.worldSize(); r++) {
+            out.add(new RankTrajectory(new ArrayList<>(), new ArrayList<>()));
+        }
+        try (LocalFsdpGroup group = new LocalFsdpGroup(config, (r, b) -> new GptModel(TINY, b, checkpoint), optimizer,
+                seed, BATCH, SEQ, 1, link)) {
+            for (int s = 0; s < STEPS; s++) {
+                List<FsdpStepResult> results = group.step(tokens[s], targets[s], optimizer.lr());
+                List<List<FsdpEngine.ShardView>> shards = group.onEachRank((r, engine) -> {
+                    List<FsdpEngine.ShardView> views = new ArrayList<>();
+                    for (int u = 0; u < engine.layouts().size(); u++) {
+                        views.add(engine.shard(u));
+                    }
+                    return views;
+                });
+                for (int r = 0; r < config.worldSize(); r++) {
+                    out.get(r).results().add(results.get(r));
+                    out.get(r).shards().add(shards.get(r));
+                }
+            }
+        }
+        return out;
+    }
+
+    /** Tolerances of one comparison: relative to each value, plus relative to the tensor's largest magnitude. */
+    record Tolerance(double lossRtol, double paramRtol, double gradRtol) {
+    }
+
+    /** The worst error found, each kind normalised as its tolerance is (see assertMatches). */
+    record Worst(double lossRel, double param, double grad, String where) {
+    }
+
+    /**
+     * Every rank's loss, and every element of every local master shard and gradient shard after
+     * every step, against the reference; padding must stay exactly zero. An element's error is
+     * |got − ref| / (|ref| + max|ref over the parameter|): reordering a sum over the batch
+     * perturbs each element by rounding relative to the terms summed, whose scale is the
+     * parameter's, not the element's (a near-zero gradient entry is a cancellation).
+     * Prints the worst errors, so the tolerances in the tests can be checked against them.
+     */
+    Worst assertMatches(String what, Trajectory ref, List<RankTrajectory> ranks, Tolerance tol) {
+        String ctx = what + " (seed " + seed + ")";
+        double lossRel = 0, param = 0, grad = 0;
+        String where = "";
+        for (int r = 0; r < ranks.size(); r++) {
+            RankTrajectory rt = ranks.get(r);
+            for (int s = 0; s < STEPS; s++) {
+                FsdpStepResult res = rt.results().get(s);
+                float unscale = 1f / res.lossScale();      // fp16 gradient shards hold loss-scaled gradients
+                lossRel = Math.max(lossRel, Math.abs(res.loss() - ref.losses()[s]) / Math.abs(ref.losses()[s]));
+                for (FsdpEngine.ShardView v : rt.shards().get(s)) {
+                    boolean[] real = new boolean[v.master().length];
+                    for (ShardSlice sl : v.layout().slices(v.shardIndex())) {
+                        float[] p = ref.params().get(s).get(sl.spec().name());
+                        float[] g = ref.grads().get(s).get(sl.spec().name());
+                        double pScale = maxAbs(p);
+                        double gScale = maxAbs(g);
+                        for (int i = 0; i < sl.numel(); i++) {
+                            int at = (int) (sl.shardOffset() + i);
+                            int pi = (int) (sl.paramOffset() + i);
+                            real[at] = true;
+                            double pe = Math.abs(v.master()[at] - p[pi]) / (Math.abs(p[pi]) + pScale);
+                            double ge = Math.abs(v.grad()[at] * unscale - g[pi]) / (Math.abs(g[pi]) + gScale);
+                            if (!(pe <= param)) {
+                                param = Double.isNaN(pe) ? Double.POSITIVE_INFINITY : pe;
+                                where = "parameter " + sl.spec().name() + "[" + pi + "] rank " + r + " step " + (s + 1)
+                                        + ": " + v.master()[at] + " vs " + p[pi];
+                            }
+                            grad = Math.max(grad, Double.isNaN(ge) ? Double.POSITIVE_INFINITY : ge);
+                        }
+                    }
+                    for (int i = 0; i < real.length; i++) {
+                        if (!real[i] && (v.master()[i] != 0f || v.grad()[i] != 0f)) {
+                            fail(ctx + ": padding element " + i + " of " + v.unitName() + " on rank " + r
+                                    + " is not zero after step " + (s + 1));
+                        }
+                    }
+                }
+            }
+        }
+        Worst w = new Worst(lossRel, param, grad, where);
+        System.out.printf("%-44s worst error: loss %.2e, params %.2e, grads %.2e%n", what, lossRel, param, grad);
+        if (!(lossRel <= tol.lossRtol()) || !(param <= tol.paramRtol()) || !(grad <= tol.gradRtol())) {
+            fail(ctx + ": worst errors loss " + lossRel + " (tolerance " + tol.lossRtol() + "), parameters " + param
+                    + " (" + tol.paramRtol() + "; " + where + "), gradients " + grad + " (" + tol.gradRtol() + ")");
+        }
+        return w;
+    }
+
+    private static double maxAbs(float[] x) {
+        double m = 0;
+        for (float f : x) {
+            m = Math.max(m, Math.abs(f));
+        }
+        return m;
+    }
+
+    static FsdpConfig config(int n, ShardingStrategy strategy) {
+        FsdpConfig c = FsdpConfig.fullShard(n).withCollectiveTimeout(Duration.ofSeconds(30));
+        return c.withStrategy(strategy, strategy == ShardingStrategy.HYBRID_SHARD ? hybridShardSize(n) : 0);
+    }
+
+    /** Shard groups for HYBRID_SHARD: both axes > 1 where N allows it. */
+    static int hybridShardSize(int n) {
+        switch (n) {
+            case 4: return 2;
+            case 8: return 4;
+            case 2: return 1;
+            default: return n;
+        }
+    }
+}

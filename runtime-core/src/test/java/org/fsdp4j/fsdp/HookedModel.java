@@ -1,0 +1,88 @@
+// A GPT whose unit hooks pass through a test's interceptor first: the fault tests throw or
+// stall from it, the overlap test adds a fixed compute time per unit with it.
+package org.fsdp4j.fsdp;
+
+import java.util.List;
+import org.fsdp4j.backend.Backend;
+import org.fsdp4j.model.GptModel;
+import org.fsdp4j.model.TrainableModel;
+import org.fsdp4j.model.Unit;
+import org.fsdp4j.model.UnitHooks;
+import org.fsdp4j.tensor.Tensor;
+
+final class HookedModel implements TrainableModel {
+
+    /**
+     * Called around the engine's hook: {@code hook} is "preForward", "postForward", "preBackward"
+     * or "postBackward", {@code after} false before the engine's hook runs and true after it.
+     */
+    @FunctionalInterface
+    interface Interceptor {
+        void on(String hook, Unit unit, boolean after);
+    }
+
+    private final GptModel inner;
+    private final Interceptor interceptor;
+
+    HookedModel(GptModel inner, Interceptor interceptor) {
+        this.inner = inner;
+        this.interceptor = interceptor;
+    }
+
+    @Override
+    public List<Unit> units() {
+        return inner.units();
+    }
+
+    @Override
+    public Backend backend() {
+        return inner.backend();
+    }
+
+    @Override
+    public float forward(Tensor tokens, Tensor targets, UnitHooks hooks) {
+        return inner.forward(tokens, targets, wrap(hooks));
+    }
+
+    @Override
+    public void backward(UnitHooks hooks, float lossScale) {
+        inner.backward(wrap(hooks), lossScale);
+    }
+
+    @Override
+    public void close() {
+        inner.close();
+    }
+
+    private UnitHooks wrap(UnitHooks hooks) {
+        return new UnitHooks() {
+            @Override
+            public void preForward(Unit unit) {
+                interceptor.on("preForward", unit, false);
+                hooks.preForward(unit);
+                interceptor.on("preForward", unit, true);
+            }
+
+            @Override
+            public void postForward(Unit unit) {
+                interceptor.on("postForward", unit, false);
+                hooks.postForward(unit);
+                interceptor.on("postForward", unit, true);
+            }
+
+            @Override
+            public void preBackward(Unit unit) {
+                interceptor.on("preBackward", unit, false);
+                hooks.preBackward(unit);
+                interceptor.on("preBackward", unit, true);
+            }
+
+            @Override
+            public void postBackward(Unit unit) {
+                interceptor.on("postBackward", unit, false);
+                hooks.postBackward(unit);
+                interceptor.on("postBackward", unit, true);
+            }
+        };
+    }
+}
