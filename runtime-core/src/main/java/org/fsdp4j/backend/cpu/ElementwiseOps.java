@@ -3,6 +3,7 @@
 package org.fsdp4j.backend.cpu;
 
 import java.util.Arrays;
+import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Tensor;
 
@@ -96,14 +97,10 @@ final class ElementwiseOps {
 
     /** out (N, OC) += bias (OC). */
     static void addBias(CpuThreads threads, Tensor out, Tensor bias) {
-        Shapes.floating("addBias", out, bias);
-        int oc = Math.toIntExact(bias.numel());
-        if (out.rank() == 0 || out.dim(-1) != oc) {
-            throw Shapes.error("addBias", "out must be (N, OC) with OC = bias numel", out, bias);
-        }
+        int oc = Shapes.bias("addBias", out, bias);
         float[] b = Elements.of(bias).loadAll();
         Elements eo = Elements.of(out);
-        threads.forChunks(Shapes.rows(out), Shapes.rowsPerChunk(oc, GRAIN), (c, from, to) -> {
+        threads.forChunks(Shapes.rows(out), CpuThreads.rowsPerChunk(oc, GRAIN), (c, from, to) -> {
             float[] row = Scratch.floats(0, oc);
             for (long r = from; r < to; r++) {
                 eo.load(r * oc, row, 0, oc);
@@ -117,11 +114,7 @@ final class ElementwiseOps {
 
     /** dbias (OC) += column sums of dout (N, OC), in fp64 over fixed row chunks. */
     static void biasBackward(CpuThreads threads, Tensor dout, Tensor dbias) {
-        Shapes.floating("biasBackward", dout, dbias);
-        int oc = Math.toIntExact(dbias.numel());
-        if (dout.rank() == 0 || dout.dim(-1) != oc) {
-            throw Shapes.error("biasBackward", "dout must be (N, OC) with OC = dbias numel", dout, dbias);
-        }
+        int oc = Shapes.bias("biasBackward", dout, dbias);
         ColumnSums sums = new ColumnSums(Shapes.rows(dout), oc);
         Elements ed = Elements.of(dout);
         threads.forChunks(sums.rows, sums.rowsPerChunk, (c, from, to) -> {

@@ -4,7 +4,7 @@
 package org.fsdp4j.backend.cpu;
 
 import org.fsdp4j.backend.AdamWStep;
-import org.fsdp4j.tensor.DType;
+import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.tensor.Tensor;
 
 final class OptimizerOps {
@@ -14,9 +14,7 @@ final class OptimizerOps {
 
     static void adamW(CpuThreads threads, Tensor param, Tensor grad, Tensor m, Tensor v, AdamWStep s) {
         String op = "adamW";
-        Shapes.dtype(op, DType.F32, param, m, v);
-        Shapes.floating(op, grad);
-        Shapes.sameNumel(op, param, grad, m, v);
+        Shapes.optimizer(op, param, grad, m, v);
         double bc1 = 1 - Math.pow(s.beta1(), s.step());
         double bc2 = 1 - Math.pow(s.beta2(), s.step());
         float stepSize = (float) (s.lr() / bc1);
@@ -58,9 +56,7 @@ final class OptimizerOps {
     static void sgdMomentum(CpuThreads threads, Tensor param, Tensor grad, Tensor buf, float lr, float momentum,
                             float weightDecay, float gradScale) {
         String op = "sgdMomentum";
-        Shapes.dtype(op, DType.F32, param, buf);
-        Shapes.floating(op, grad);
-        Shapes.sameNumel(op, param, grad, buf);
+        Shapes.optimizer(op, param, grad, buf);
         Elements ep = Elements.of(param);
         Elements eg = Elements.of(grad);
         Elements eb = Elements.of(buf);

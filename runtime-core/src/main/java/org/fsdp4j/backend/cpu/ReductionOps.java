@@ -2,6 +2,7 @@
 // order: the gradient-norm clip and the loss-scale check read these, so they are deterministic.
 package org.fsdp4j.backend.cpu;
 
+import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.tensor.Tensor;
 
 final class ReductionOps {
