@@ -24,6 +24,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.OptionalDouble;
 import org.bytedeco.cuda.cudart.CUctx_st;
 import org.bytedeco.cuda.cudart.cudaDeviceProp;
 import org.bytedeco.javacpp.BytePointer;
@@ -52,6 +53,8 @@ public final class CudaBackend implements Backend {
     private final MemoryTracker tracker;
     private final CudaOptions options;
     private final String name;
+    /** What CUDA calls the GPU ("NVIDIA H200"). */
+    private final String deviceName;
     private final int computeCapability;
     private final int multiprocessors;
     /** The device's primary context (the one the runtime API uses), retained for our driver-API launches. */
@@ -103,7 +106,8 @@ public final class CudaBackend implements Backend {
         CudaCheck.check(cudaGetDeviceProperties(props, index), "cudaGetDeviceProperties", index);
         this.computeCapability = props.major() * 10 + props.minor();
         this.multiprocessors = props.multiProcessorCount();
-        this.name = device + " (" + props.name().getString() + ", sm_" + computeCapability + ", " + multiprocessors
+        this.deviceName = props.name().getString();
+        this.name = device + " (" + deviceName + ", sm_" + computeCapability + ", " + multiprocessors
                 + " SMs, " + (props.totalGlobalMem() >> 30) + " GiB" + (options.allowTf32() ? ", TF32" : "") + ")";
         this.module = new CudaModule(index);
         this.allocator = new CachingAllocator(index);
@@ -134,6 +138,12 @@ public final class CudaBackend implements Backend {
     @Override
     public MemoryTracker memory() {
         return tracker;
+    }
+
+    /** From DevicePeaks by device name: fp16/bf16 tensor-core peaks of the listed GPUs. */
+    @Override
+    public OptionalDouble peakTflops(DType operands) {
+        return DevicePeaks.halfTflops(deviceName, operands);
     }
 
     /** Compute capability as major·10 + minor (90 for Hopper). */
@@ -570,13 +580,7 @@ public final class CudaBackend implements Backend {
     @Override
     public Event record() {
         enter();
-        return CudaEvent.record(currentStream(), false);
-    }
-
-    /** A timing event on the current stream, for benchmarks (CudaEvent.elapsedMsSince). */
-    public CudaEvent recordTiming() {
-        enter();
-        return CudaEvent.record(currentStream(), true);
+        return CudaEvent.record(currentStream());
     }
 
     @Override
