@@ -355,8 +355,7 @@ public final class CudaBackend implements Backend {
     @Override
     public void add(Tensor a, Tensor b, Tensor out) {
         on("add", a, b, out);
-        Shapes.floating("add", a, b, out);
-        Shapes.sameNumel("add", a, b, out);
+        Shapes.pointwise("add", a, b, out);
         elementwise.add(currentStream(), a, b, out);
     }
 
@@ -384,16 +383,14 @@ public final class CudaBackend implements Backend {
     @Override
     public void geluForward(Tensor inp, Tensor out) {
         on("geluForward", inp, out);
-        Shapes.floating("geluForward", inp, out);
-        Shapes.sameNumel("geluForward", inp, out);
+        Shapes.pointwise("geluForward", inp, out);
         gelu.forward(currentStream(), inp, out);
     }
 
     @Override
     public void geluBackward(Tensor inp, Tensor dout, Tensor dinp) {
         on("geluBackward", inp, dout, dinp);
-        Shapes.floating("geluBackward", inp, dout, dinp);
-        Shapes.sameNumel("geluBackward", inp, dout, dinp);
+        Shapes.pointwise("geluBackward", inp, dout, dinp);
         gelu.backward(currentStream(), inp, dout, dinp);
     }
 

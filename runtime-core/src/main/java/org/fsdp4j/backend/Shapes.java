@@ -47,6 +47,12 @@ public final class Shapes {
         }
     }
 
+    /** A pointwise op's operands: floating tensors of one element count. */
+    public static void pointwise(String op, Tensor... tensors) {
+        floating(op, tensors);
+        sameNumel(op, tensors);
+    }
+
     /** Rows of a tensor viewed as (rows, cols) with cols = its last dim. */
     public static long rows(Tensor t) {
         long cols = t.rank() == 0 ? 1 : t.dim(-1);
@@ -229,8 +235,7 @@ public final class Shapes {
 
     /** The causal softmax and its backward: floating (..., T, T) score matrices of equal numel; returns T. */
     public static int causalSoftmax(String op, Tensor... ts) {
-        floating(op, ts);
-        sameNumel(op, ts);
+        pointwise(op, ts);
         Tensor first = ts[0];
         if (first.rank() < 2 || first.dim(-1) != first.dim(-2)) {
             throw error(op, "expected (BH, T, T) score matrices", ts);

@@ -57,8 +57,7 @@ final class ElementwiseOps {
     }
 
     static void add(CpuThreads threads, Tensor a, Tensor b, Tensor out) {
-        Shapes.floating("add", a, b, out);
-        Shapes.sameNumel("add", a, b, out);
+        Shapes.pointwise("add", a, b, out);
         Pointwise.map(threads, new Tensor[] {a, b}, new Tensor[] {out}, (x, n) -> {
             for (int i = 0; i < n; i++) {
                 x[0][i] += x[1][i];
@@ -111,8 +110,7 @@ final class ElementwiseOps {
     }
 
     static void geluForward(CpuThreads threads, Tensor inp, Tensor out) {
-        Shapes.floating("geluForward", inp, out);
-        Shapes.sameNumel("geluForward", inp, out);
+        Shapes.pointwise("geluForward", inp, out);
         Pointwise.map(threads, new Tensor[] {inp}, new Tensor[] {out}, (xs, n) -> {
             float[] x = xs[0];
             for (int i = 0; i < n; i++) {
@@ -125,8 +123,7 @@ final class ElementwiseOps {
 
     /** dinp += GELU'(inp) · dout. */
     static void geluBackward(CpuThreads threads, Tensor inp, Tensor dout, Tensor dinp) {
-        Shapes.floating("geluBackward", inp, dout, dinp);
-        Shapes.sameNumel("geluBackward", inp, dout, dinp);
+        Shapes.pointwise("geluBackward", inp, dout, dinp);
         Pointwise.map(threads, new Tensor[] {dinp, inp, dout}, new Tensor[] {dinp}, (xs, n) -> {
             float[] d = xs[0];
             float[] x = xs[1];
