@@ -19,9 +19,11 @@ echo "[bundle] building cuda-kernels and samples (and the modules they need) wit
 mvn -B -q -pl cuda-kernels,samples -am package -DskipTests \
   dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$bundle/lib"
 mvn -B -q -pl cuda-kernels -am test-compile
+# runtime-core-*-tests.jar comes too: the GPU parity test extends its GptParityChecks and reads its dumps.
 cp runtime-core/target/runtime-core-*.jar cuda-kernels/target/cuda-kernels-*.jar "$bundle/lib/"
+[[ -f $(ls runtime-core/target/runtime-core-*-tests.jar) ]]
 jar --create --file "$bundle/lib/cuda-kernels-tests.jar" -C cuda-kernels/target/test-classes .
-cp samples/target/samples-*.jar "$bundle/lib/"   # the fsdp4j CLI (bench gemm|step), once it exists
+cp samples/target/samples-*.jar "$bundle/lib/"   # the fsdp4j CLI: gpu-check runs bench gemm and bench step with it
 
 echo "[bundle] fetching the JUnit console launcher ($junit_console)"
 mvn -B -q dependency:copy -Dartifact="$junit_console" -DoutputDirectory="$bundle" -Dmdep.stripVersion=true

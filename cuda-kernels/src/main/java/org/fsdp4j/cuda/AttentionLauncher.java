@@ -26,23 +26,23 @@ final class AttentionLauncher {
 
     /** qkv (B, T, 3·H·D) → q, k, v (B, H, T, D), all three of one dtype. */
     void splitHeads(CudaStream s, Tensor qkv, Tensor q, Tensor k, Tensor v, int b, int t, int h, int d) {
-        split.launch(s, Grid.strided(q.numel()), Grid.THREADS, address(qkv), code(qkv), address(q), address(k),
+        split.launchStrided(s, q.numel(), address(qkv), code(qkv), address(q), address(k),
                 address(v), code(q), b, t, h, d);
     }
 
     void splitHeadsBackward(CudaStream s, Tensor dq, Tensor dk, Tensor dv, Tensor dqkv, int b, int t, int h, int d) {
-        splitBackward.launch(s, Grid.strided(dqkv.numel()), Grid.THREADS, address(dq), address(dk), address(dv),
+        splitBackward.launchStrided(s, dqkv.numel(), address(dq), address(dk), address(dv),
                 code(dq), address(dqkv), code(dqkv), b, t, h, d);
     }
 
     /** y (B, H, T, D) → out (B, T, H·D). */
     void mergeHeads(CudaStream s, Tensor y, Tensor out, int b, int t, int h, int d) {
-        merge.launch(s, Grid.strided(out.numel()), Grid.THREADS, address(y), code(y), address(out), code(out),
+        merge.launchStrided(s, out.numel(), address(y), code(y), address(out), code(out),
                 b, t, h, d);
     }
 
     void mergeHeadsBackward(CudaStream s, Tensor dout, Tensor dy, int b, int t, int h, int d) {
-        mergeBackward.launch(s, Grid.strided(dy.numel()), Grid.THREADS, address(dout), code(dout), address(dy),
+        mergeBackward.launchStrided(s, dy.numel(), address(dout), code(dout), address(dy),
                 code(dy), b, t, h, d);
     }
 

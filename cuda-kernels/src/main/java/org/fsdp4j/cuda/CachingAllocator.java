@@ -75,7 +75,7 @@ final class CachingAllocator implements AutoCloseable {
             return;
         }
         if (callerStream != b.stream()) {
-            CudaEvent.record(callerStream, false).waitOn(b.stream());
+            CudaEvent.record(callerStream).waitOn(b.stream());
         }
         cached.computeIfAbsent(b.stream(), s -> new HashMap<>())
                 .computeIfAbsent(b.sizeBytes(), s -> new ArrayDeque<>()).addLast(b);

@@ -17,6 +17,6 @@ final class CastLauncher {
     /** dst = src converted (equal numel, float dtypes, no overlap). */
     void cast(CudaStream s, Tensor src, Tensor dst) {
         long n = src.numel();
-        cast.launch(s, Grid.strided(n), Grid.THREADS, address(src), code(src), address(dst), code(dst), n);
+        cast.launchStrided(s, n, address(src), code(src), address(dst), code(dst), n);
     }
 }

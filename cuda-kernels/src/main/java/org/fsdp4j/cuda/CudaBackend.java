@@ -21,10 +21,10 @@ import static org.bytedeco.cuda.global.cudart.cudaMemsetAsync;
 import static org.bytedeco.cuda.global.cudart.cudaSetDevice;
 
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.OptionalDouble;
 import org.bytedeco.cuda.cudart.CUctx_st;
 import org.bytedeco.cuda.cudart.cudaDeviceProp;
 import org.bytedeco.javacpp.BytePointer;
@@ -35,6 +35,8 @@ import org.bytedeco.javacpp.Pointer;
 import org.bytedeco.javacpp.ShortPointer;
 import org.fsdp4j.backend.AdamWStep;
 import org.fsdp4j.backend.Backend;
+import org.fsdp4j.backend.Shapes;
+import org.fsdp4j.backend.Shapes.HeadLayout;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Device;
 import org.fsdp4j.tensor.MemoryCategory;
@@ -51,6 +53,8 @@ public final class CudaBackend implements Backend {
     private final MemoryTracker tracker;
     private final CudaOptions options;
     private final String name;
+    /** What CUDA calls the GPU ("NVIDIA H200"). */
+    private final String deviceName;
     private final int computeCapability;
     private final int multiprocessors;
     /** The device's primary context (the one the runtime API uses), retained for our driver-API launches. */
@@ -102,7 +106,8 @@ public final class CudaBackend implements Backend {
         CudaCheck.check(cudaGetDeviceProperties(props, index), "cudaGetDeviceProperties", index);
         this.computeCapability = props.major() * 10 + props.minor();
         this.multiprocessors = props.multiProcessorCount();
-        this.name = device + " (" + props.name().getString() + ", sm_" + computeCapability + ", " + multiprocessors
+        this.deviceName = props.name().getString();
+        this.name = device + " (" + deviceName + ", sm_" + computeCapability + ", " + multiprocessors
                 + " SMs, " + (props.totalGlobalMem() >> 30) + " GiB" + (options.allowTf32() ? ", TF32" : "") + ")";
         this.module = new CudaModule(index);
         this.allocator = new CachingAllocator(index);
@@ -133,6 +138,12 @@ public final class CudaBackend implements Backend {
     @Override
     public MemoryTracker memory() {
         return tracker;
+    }
+
+    /** From DevicePeaks by device name: fp16/bf16 tensor-core peaks of the listed GPUs. */
+    @Override
+    public OptionalDouble peakTflops(DType operands) {
+        return DevicePeaks.halfTflops(deviceName, operands);
     }
 
     /** Compute capability as major·10 + minor (90 for Hopper). */
@@ -180,15 +191,14 @@ public final class CudaBackend implements Backend {
     @Override
     public void copy(Tensor src, Tensor dst) {
         on("copy", src, dst);
-        sameNumel("copy", src, dst);
+        Shapes.sameNumel("copy", src, dst);
         if (src.dtype() == dst.dtype()) {
             CudaCheck.check(cudaMemcpyAsync(ptr(dst), ptr(src), src.numBytes(), cudaMemcpyDeviceToDevice,
                     currentStream().handle()), "cudaMemcpyAsync(device→device, " + src.numBytes() + " bytes)", index);
             return;
         }
         if (!src.dtype().isFloating() || !dst.dtype().isFloating()) {
-            throw new IllegalArgumentException("copy: cannot convert " + src + " to " + dst
-                    + "; int32 copies only to int32");
+            throw Shapes.error("copy", "int32 tensors copy only to int32", src, dst);
         }
         casts.cast(currentStream(), src, dst);
     }
@@ -196,8 +206,8 @@ public final class CudaBackend implements Backend {
     @Override
     public void copyFromHost(float[] src, int srcOffset, Tensor dst) {
         on("copyFromHost", dst);
-        floating("copyFromHost", dst);
-        int n = hostRange("copyFromHost", src.length, srcOffset, dst);
+        Shapes.floating("copyFromHost", dst);
+        int n = Shapes.hostRange("copyFromHost", src.length, srcOffset, dst);
         CudaStream s = currentStream();
         synchronized (pinned) {
             BytePointer h = pinned.atLeast(dst.numBytes());
@@ -222,10 +232,8 @@ public final class CudaBackend implements Backend {
     @Override
     public void copyFromHost(int[] src, int srcOffset, Tensor dst) {
         on("copyFromHost", dst);
-        if (dst.dtype() != DType.I32) {
-            throw new IllegalArgumentException("copyFromHost(int[]): " + dst + " is not int32");
-        }
-        int n = hostRange("copyFromHost", src.length, srcOffset, dst);
+        Shapes.dtype("copyFromHost", DType.I32, dst);
+        int n = Shapes.hostRange("copyFromHost", src.length, srcOffset, dst);
         CudaStream s = currentStream();
         synchronized (pinned) {
             BytePointer h = pinned.atLeast(dst.numBytes());
@@ -237,7 +245,7 @@ public final class CudaBackend implements Backend {
     @Override
     public void copyToHost(Tensor src, float[] dst, int dstOffset) {
         on("copyToHost", src);
-        int n = hostRange("copyToHost", dst.length, dstOffset, src);
+        int n = Shapes.hostRange("copyToHost", dst.length, dstOffset, src);
         CudaStream s = currentStream();
         synchronized (pinned) {
             BytePointer h = download(src, s);
@@ -273,10 +281,8 @@ public final class CudaBackend implements Backend {
     @Override
     public void copyToHost(Tensor src, int[] dst, int dstOffset) {
         on("copyToHost", src);
-        if (src.dtype() != DType.I32) {
-            throw new IllegalArgumentException("copyToHost(int[]): " + src + " is not int32");
-        }
-        int n = hostRange("copyToHost", dst.length, dstOffset, src);
+        Shapes.dtype("copyToHost", DType.I32, src);
+        int n = Shapes.hostRange("copyToHost", dst.length, dstOffset, src);
         CudaStream s = currentStream();
         synchronized (pinned) {
             new IntPointer(download(src, s)).get(dst, dstOffset, n);
@@ -304,14 +310,13 @@ public final class CudaBackend implements Backend {
                      Tensor a, int lda, long strideA, Tensor b, int ldb, long strideB,
                      float beta, Tensor c, int ldc, long strideC, int batch) {
         on("gemm", a, b, c);
-        if (m < 1 || n < 1 || k < 1 || batch < 1) {
-            throw new IllegalArgumentException("gemm: m, n, k and batch must be >= 1, got m=" + m + " n=" + n + " k=" + k
-                    + " batch=" + batch);
+        Shapes.gemm(transA, transB, m, n, k, a, lda, strideA, b, ldb, strideB, c, ldc, strideC, batch);
+        if (m == 0 || n == 0 || batch == 0) {
+            return;
         }
-        gemmExtent("A", a, transA, m, k, lda, strideA, batch);
-        gemmExtent("B", b, transB, k, n, ldb, strideB, batch);
-        gemmExtent("C", c, false, m, n, ldc, strideC, batch);
-        floating("gemm", a, b, c);
+        if (k == 0) {
+            throw Shapes.error("gemm", "k = 0 (C = beta·C) is not supported on CUDA; scale C instead", a, b, c);
+        }
         if (CublasGemm.supported(a.dtype(), b.dtype(), c.dtype())) {
             CublasGemm.gemm(cublas(), index, options.allowTf32(), transA, transB, m, n, k, alpha, a, lda, strideA,
                     b, ldb, strideB, beta, c, ldc, strideC, batch);
@@ -329,22 +334,6 @@ public final class CudaBackend implements Backend {
         Tensor f = allocate(DType.F32, MemoryCategory.WORKSPACE, t.shape());
         copy(t, f);
         return f;
-    }
-
-    private static void gemmExtent(String which, Tensor t, boolean trans, int rows, int cols, int ld, long stride,
-                                   int batch) {
-        int storedRows = trans ? cols : rows;
-        int storedCols = trans ? rows : cols;
-        if (ld < storedCols) {
-            throw new IllegalArgumentException("gemm: ld" + which.toLowerCase() + "=" + ld + " is less than the "
-                    + storedCols + " columns " + which + " has as stored (trans=" + trans + ")");
-        }
-        long need = stride * (batch - 1) + (long) (storedRows - 1) * ld + storedCols;
-        if (stride < 0 || need > t.numel()) {
-            throw new IllegalArgumentException("gemm: " + which + " needs " + need + " elements (" + batch + " × "
-                    + storedRows + "×" + storedCols + ", ld " + ld + ", stride " + stride + ") but " + t + " has "
-                    + t.numel());
-        }
     }
 
     private CublasHandle cublas() {
@@ -366,47 +355,42 @@ public final class CudaBackend implements Backend {
     @Override
     public void add(Tensor a, Tensor b, Tensor out) {
         on("add", a, b, out);
-        floating("add", a, b, out);
-        sameNumel("add", a, b, out);
+        Shapes.pointwise("add", a, b, out);
         elementwise.add(currentStream(), a, b, out);
     }
 
     @Override
     public void scale(Tensor t, float alpha) {
         on("scale", t);
-        floating("scale", t);
+        Shapes.floating("scale", t);
         reductions.scale(currentStream(), t, alpha);
     }
 
     @Override
     public void addBias(Tensor out, Tensor bias) {
         on("addBias", out, bias);
-        floating("addBias", out, bias);
-        int cols = lastDimMatches("addBias", out, bias);
+        int cols = Shapes.bias("addBias", out, bias);
         elementwise.addBias(currentStream(), out, bias, out.numel() / cols, cols);
     }
 
     @Override
     public void biasBackward(Tensor dout, Tensor dbias) {
         on("biasBackward", dout, dbias);
-        floating("biasBackward", dout, dbias);
-        int cols = lastDimMatches("biasBackward", dout, dbias);
+        int cols = Shapes.bias("biasBackward", dout, dbias);
         elementwise.biasBackward(currentStream(), dout, dbias, dout.numel() / cols, cols);
     }
 
     @Override
     public void geluForward(Tensor inp, Tensor out) {
         on("geluForward", inp, out);
-        floating("geluForward", inp, out);
-        sameNumel("geluForward", inp, out);
+        Shapes.pointwise("geluForward", inp, out);
         gelu.forward(currentStream(), inp, out);
     }
 
     @Override
     public void geluBackward(Tensor inp, Tensor dout, Tensor dinp) {
         on("geluBackward", inp, dout, dinp);
-        floating("geluBackward", inp, dout, dinp);
-        sameNumel("geluBackward", inp, dout, dinp);
+        Shapes.pointwise("geluBackward", inp, dout, dinp);
         gelu.backward(currentStream(), inp, dout, dinp);
     }
 
@@ -415,13 +399,8 @@ public final class CudaBackend implements Backend {
     @Override
     public void layerNormForward(Tensor inp, Tensor weight, Tensor bias, Tensor out, Tensor mean, Tensor rstd) {
         on("layerNormForward", inp, weight, bias, out, mean, rstd);
-        floating("layerNormForward", inp, weight, bias, out);
-        int c = (int) inp.dim(-1);
-        long rows = inp.numel() / c;
-        requireNumel("layerNormForward", c, weight, bias);
-        requireNumel("layerNormForward", inp.numel(), out);
-        requireNumel("layerNormForward", rows, mean, rstd);
-        f32("layerNormForward", mean, rstd);
+        int c = Shapes.layerNorm("layerNormForward", inp, weight, bias, out, mean, rstd);
+        long rows = Shapes.rows(inp);
         layerNorm.forward(currentStream(), inp, weight, bias, out, mean, rstd, rows, c);
     }
 
@@ -429,156 +408,81 @@ public final class CudaBackend implements Backend {
     public void layerNormBackward(Tensor dout, Tensor inp, Tensor weight, Tensor mean, Tensor rstd,
                                   Tensor dinp, Tensor dweight, Tensor dbias) {
         on("layerNormBackward", dout, inp, weight, mean, rstd, dinp, dweight, dbias);
-        floating("layerNormBackward", dout, inp, weight, dinp, dweight, dbias);
-        int c = (int) inp.dim(-1);
-        long rows = inp.numel() / c;
-        requireNumel("layerNormBackward", inp.numel(), dout, dinp);
-        requireNumel("layerNormBackward", c, weight, dweight, dbias);
-        requireNumel("layerNormBackward", rows, mean, rstd);
-        f32("layerNormBackward", mean, rstd);
+        int c = Shapes.layerNormBackward(dout, inp, weight, mean, rstd, dinp, dweight, dbias);
+        long rows = Shapes.rows(inp);
         layerNorm.backward(currentStream(), dout, inp, weight, mean, rstd, dinp, dweight, dbias, rows, c);
     }
 
     @Override
     public void embeddingForward(Tensor tokens, Tensor wte, Tensor wpe, Tensor out) {
         on("embeddingForward", tokens, wte, wpe, out);
-        int[] btcv = embeddingShape("embeddingForward", tokens, wte, wpe, out);
-        embedding.forward(currentStream(), tokens, wte, wpe, out, btcv[0], btcv[1], btcv[2], btcv[3]);
+        Shapes.EmbeddingSizes e = Shapes.embedding("embeddingForward", tokens, wte, wpe, out);
+        embedding.forward(currentStream(), tokens, wte, wpe, out, e.b(), e.t(), e.c(), e.vocab());
     }
 
     @Override
     public void embeddingBackward(Tensor tokens, Tensor dout, Tensor dwte, Tensor dwpe) {
         on("embeddingBackward", tokens, dout, dwte, dwpe);
-        int[] btcv = embeddingShape("embeddingBackward", tokens, dwte, dwpe, dout);
-        try (Tensor present = allocate(DType.I32, MemoryCategory.WORKSPACE, btcv[3])) {
-            embedding.backward(currentStream(), tokens, dout, dwte, dwpe, present, btcv[0], btcv[1], btcv[2], btcv[3]);
+        Shapes.EmbeddingSizes e = Shapes.embedding("embeddingBackward", tokens, dwte, dwpe, dout);
+        try (Tensor present = allocate(DType.I32, MemoryCategory.WORKSPACE, e.vocab())) {
+            embedding.backward(currentStream(), tokens, dout, dwte, dwpe, present, e.b(), e.t(), e.c(), e.vocab());
         }
-    }
-
-    /** Checks tokens (B, T) I32, wte (V, C), wpe (≥T, C), x (B, T, C); returns {B, T, C, V}. */
-    private static int[] embeddingShape(String op, Tensor tokens, Tensor wte, Tensor wpe, Tensor x) {
-        if (tokens.dtype() != DType.I32 || tokens.rank() != 2 || wte.rank() != 2 || wpe.rank() != 2) {
-            throw new IllegalArgumentException(op + ": needs tokens (B, T) int32, wte (V, C), wpe (maxT, C); got "
-                    + tokens + ", " + wte + ", " + wpe);
-        }
-        floating(op, wte, wpe, x);
-        int b = (int) tokens.dim(0);
-        int t = (int) tokens.dim(1);
-        int c = (int) wte.dim(1);
-        if (wpe.dim(1) != c || wpe.dim(0) < t || x.numel() != (long) b * t * c) {
-            throw new IllegalArgumentException(op + ": shapes do not agree: tokens " + Arrays.toString(tokens.shape())
-                    + ", wte " + Arrays.toString(wte.shape()) + ", wpe " + Arrays.toString(wpe.shape()) + ", "
-                    + Arrays.toString(x.shape()) + " (want (B, T, C) with wpe rows >= T)");
-        }
-        return new int[] {b, t, c, (int) wte.dim(0)};
     }
 
     @Override
     public void splitHeads(Tensor qkv, Tensor q, Tensor k, Tensor v, int numHeads) {
         on("splitHeads", qkv, q, k, v);
-        int[] bthd = headsShape("splitHeads", q, numHeads, qkv, 3, k, v);
-        attention.splitHeads(currentStream(), qkv, q, k, v, bthd[0], bthd[1], bthd[2], bthd[3]);
+        HeadLayout l = Shapes.splitHeads("splitHeads", qkv, q, k, v, numHeads);
+        attention.splitHeads(currentStream(), qkv, q, k, v, (int) l.b(), l.t(), l.heads(), l.hs());
     }
 
     @Override
     public void splitHeadsBackward(Tensor dq, Tensor dk, Tensor dv, Tensor dqkv, int numHeads) {
         on("splitHeadsBackward", dq, dk, dv, dqkv);
-        int[] bthd = headsShape("splitHeadsBackward", dq, numHeads, dqkv, 3, dk, dv);
-        attention.splitHeadsBackward(currentStream(), dq, dk, dv, dqkv, bthd[0], bthd[1], bthd[2], bthd[3]);
+        HeadLayout l = Shapes.splitHeads("splitHeadsBackward", dqkv, dq, dk, dv, numHeads);
+        attention.splitHeadsBackward(currentStream(), dq, dk, dv, dqkv, (int) l.b(), l.t(), l.heads(), l.hs());
     }
 
     @Override
     public void mergeHeads(Tensor y, Tensor out) {
         on("mergeHeads", y, out);
-        int[] bthd = headsShape("mergeHeads", y, y.rank() == 4 ? (int) y.dim(1) : -1, out, 1);
-        attention.mergeHeads(currentStream(), y, out, bthd[0], bthd[1], bthd[2], bthd[3]);
+        HeadLayout l = Shapes.mergeHeads("mergeHeads", y, out);
+        attention.mergeHeads(currentStream(), y, out, (int) l.b(), l.t(), l.heads(), l.hs());
     }
 
     @Override
     public void mergeHeadsBackward(Tensor dout, Tensor dy) {
         on("mergeHeadsBackward", dout, dy);
-        int[] bthd = headsShape("mergeHeadsBackward", dy, dy.rank() == 4 ? (int) dy.dim(1) : -1, dout, 1);
-        attention.mergeHeadsBackward(currentStream(), dout, dy, bthd[0], bthd[1], bthd[2], bthd[3]);
-    }
-
-    /**
-     * Checks heads (B, H, T, D) with H = numHeads, tokens = B·T·(parts·H·D) elements, and that the
-     * other head tensors match heads in shape and dtype; returns {B, T, H, D}.
-     */
-    private static int[] headsShape(String op, Tensor heads, int numHeads, Tensor tokens, int parts,
-                                    Tensor... sameAsHeads) {
-        floating(op, heads, tokens);
-        if (heads.rank() != 4 || heads.dim(1) != numHeads) {
-            throw new IllegalArgumentException(op + ": " + heads + " is not (B, H=" + numHeads + ", T, C/H)");
-        }
-        int b = (int) heads.dim(0);
-        int h = (int) heads.dim(1);
-        int t = (int) heads.dim(2);
-        int d = (int) heads.dim(3);
-        if (tokens.numel() != (long) b * t * parts * h * d) {
-            throw new IllegalArgumentException(op + ": " + tokens + " is not (B=" + b + ", T=" + t + ", "
-                    + parts + "·C=" + (parts * h * d) + ")");
-        }
-        for (Tensor o : sameAsHeads) {
-            if (!Arrays.equals(o.shape(), heads.shape()) || o.dtype() != heads.dtype()) {
-                throw new IllegalArgumentException(op + ": " + o + " must match " + heads + " in shape and dtype");
-            }
-        }
-        return new int[] {b, t, h, d};
+        HeadLayout l = Shapes.mergeHeads("mergeHeadsBackward", dy, dout);
+        attention.mergeHeadsBackward(currentStream(), dout, dy, (int) l.b(), l.t(), l.heads(), l.hs());
     }
 
     @Override
     public void causalSoftmaxForward(Tensor preatt, Tensor att, float scale) {
         on("causalSoftmaxForward", preatt, att);
-        int t = squareRows("causalSoftmaxForward", preatt, att);
+        int t = Shapes.causalSoftmax("causalSoftmaxForward", preatt, att);
         attention.causalSoftmaxForward(currentStream(), preatt, att, preatt.numel() / t, t, scale);
     }
 
     @Override
     public void causalSoftmaxBackward(Tensor att, Tensor datt, Tensor dpreatt, float scale) {
         on("causalSoftmaxBackward", att, datt, dpreatt);
-        int t = squareRows("causalSoftmaxBackward", att, datt, dpreatt);
+        int t = Shapes.causalSoftmax("causalSoftmaxBackward", att, datt, dpreatt);
         attention.causalSoftmaxBackward(currentStream(), att, datt, dpreatt, att.numel() / t, t, scale);
-    }
-
-    private static int squareRows(String op, Tensor first, Tensor... others) {
-        floating(op, first);
-        floating(op, others);
-        if (first.rank() < 2 || first.dim(-1) != first.dim(-2)) {
-            throw new IllegalArgumentException(op + ": " + first + " is not (BH, T, T)");
-        }
-        requireNumel(op, first.numel(), others);
-        return (int) first.dim(-1);
     }
 
     @Override
     public void crossEntropyForward(Tensor logits, Tensor targets, Tensor losses) {
         on("crossEntropyForward", logits, targets, losses);
-        int v = crossEntropyShape("crossEntropyForward", logits, targets);
-        f32("crossEntropyForward", losses);
-        requireNumel("crossEntropyForward", targets.numel(), losses);
+        int v = Shapes.crossEntropyForward(logits, targets, losses);
         crossEntropy.forward(currentStream(), logits, targets, losses, targets.numel(), v);
     }
 
     @Override
     public void crossEntropyBackward(Tensor logits, Tensor targets, float dloss, Tensor dlogits) {
         on("crossEntropyBackward", logits, targets, dlogits);
-        int v = crossEntropyShape("crossEntropyBackward", logits, targets);
-        floating("crossEntropyBackward", dlogits);
-        requireNumel("crossEntropyBackward", logits.numel(), dlogits);
+        int v = Shapes.crossEntropyBackward(logits, targets, dlogits);
         crossEntropy.backward(currentStream(), logits, targets, dloss, dlogits, targets.numel(), v);
-    }
-
-    private static int crossEntropyShape(String op, Tensor logits, Tensor targets) {
-        floating(op, logits);
-        if (targets.dtype() != DType.I32) {
-            throw new IllegalArgumentException(op + ": targets " + targets + " must be int32");
-        }
-        int v = (int) logits.dim(-1);
-        if (logits.numel() != targets.numel() * v) {
-            throw new IllegalArgumentException(op + ": logits " + logits + " is not (N=" + targets.numel() + ", V)");
-        }
-        return v;
     }
 
     // ------------------------------------------------------------------ optimizer and reductions
@@ -586,9 +490,7 @@ public final class CudaBackend implements Backend {
     @Override
     public void adamW(Tensor param, Tensor grad, Tensor m, Tensor v, AdamWStep step) {
         on("adamW", param, grad, m, v);
-        f32("adamW", param, m, v);
-        floating("adamW", grad);
-        sameNumel("adamW", param, grad, m, v);
+        Shapes.optimizer("adamW", param, grad, m, v);
         optimizer.adamW(currentStream(), param, grad, m, v, step);
     }
 
@@ -596,9 +498,7 @@ public final class CudaBackend implements Backend {
     public void sgdMomentum(Tensor param, Tensor grad, Tensor momentumBuf, float lr, float momentum,
                             float weightDecay, float gradScale) {
         on("sgdMomentum", param, grad, momentumBuf);
-        f32("sgdMomentum", param, momentumBuf);
-        floating("sgdMomentum", grad);
-        sameNumel("sgdMomentum", param, grad, momentumBuf);
+        Shapes.optimizer("sgdMomentum", param, grad, momentumBuf);
         optimizer.sgdMomentum(currentStream(), param, grad, momentumBuf, lr, momentum, weightDecay, gradScale);
     }
 
@@ -614,7 +514,7 @@ public final class CudaBackend implements Backend {
 
     private double reduce(String op, Tensor t, boolean squared) {
         on(op, t);
-        floating(op, t);
+        Shapes.floating(op, t);
         CudaStream s = currentStream();
         long partialFloats = 2L * ReductionLauncher.SUM_BLOCKS;          // doubles, as pairs of floats
         try (Tensor scratch = allocate(DType.F32, MemoryCategory.WORKSPACE, partialFloats + 2)) {
@@ -629,7 +529,7 @@ public final class CudaBackend implements Backend {
     @Override
     public boolean hasNonFinite(Tensor t) {
         on("hasNonFinite", t);
-        floating("hasNonFinite", t);
+        Shapes.floating("hasNonFinite", t);
         CudaStream s = currentStream();
         try (Tensor flag = allocate(DType.I32, MemoryCategory.WORKSPACE, 1)) {
             CudaCheck.check(cudaMemsetAsync(ptr(flag), 0, 4, s.handle()), "cudaMemsetAsync(flag)", index);
@@ -677,13 +577,7 @@ public final class CudaBackend implements Backend {
     @Override
     public Event record() {
         enter();
-        return CudaEvent.record(currentStream(), false);
-    }
-
-    /** A timing event on the current stream, for benchmarks (CudaEvent.elapsedMsSince). */
-    public CudaEvent recordTiming() {
-        enter();
-        return CudaEvent.record(currentStream(), true);
+        return CudaEvent.record(currentStream());
     }
 
     @Override
@@ -761,52 +655,5 @@ public final class CudaBackend implements Backend {
 
     private static Pointer ptr(Tensor t) {
         return new DevicePointer(DeviceTensors.address(t));
-    }
-
-    private static void floating(String op, Tensor... ts) {
-        for (Tensor t : ts) {
-            if (!t.dtype().isFloating()) {
-                throw new IllegalArgumentException(op + ": " + t + " must be fp32, fp16 or bf16");
-            }
-        }
-    }
-
-    private static void f32(String op, Tensor... ts) {
-        for (Tensor t : ts) {
-            if (t.dtype() != DType.F32) {
-                throw new IllegalArgumentException(op + ": " + t + " must be fp32");
-            }
-        }
-    }
-
-    private static void sameNumel(String op, Tensor first, Tensor... others) {
-        requireNumel(op, first.numel(), others);
-    }
-
-    private static void requireNumel(String op, long numel, Tensor... ts) {
-        for (Tensor t : ts) {
-            if (t.numel() != numel) {
-                throw new IllegalArgumentException(op + ": " + t + " has " + t.numel() + " elements, expected " + numel);
-            }
-        }
-    }
-
-    /** out (N, C) and vector (C): returns C. */
-    private static int lastDimMatches(String op, Tensor matrix, Tensor vector) {
-        long cols = vector.numel();
-        if (cols == 0 || matrix.dim(-1) != cols) {
-            throw new IllegalArgumentException(op + ": " + matrix + " does not end in the " + cols + " elements of "
-                    + vector);
-        }
-        return (int) cols;
-    }
-
-    private static int hostRange(String op, int arrayLength, int offset, Tensor t) {
-        long n = t.numel();
-        if (offset < 0 || offset + n > arrayLength) {
-            throw new IllegalArgumentException(op + ": [" + offset + ", " + (offset + n) + ") is outside an array of "
-                    + arrayLength + " for " + t);
-        }
-        return (int) n;
     }
 }

@@ -1,14 +1,12 @@
 // A CUDA event recorded on a stream: the only way work crosses streams (DESIGN.md). Events are
 // handed to the engine with no close() in the Backend contract, so the CUDA handle is
 // destroyed by a Cleaner once the Java object is unreachable (destroying a pending event is
-// legal: CUDA releases it when the work completes). Timing events are for benchmarks only.
+// legal: CUDA releases it when the work completes).
 package org.fsdp4j.cuda;
 
 import static org.bytedeco.cuda.global.cudart.cudaEventCreateWithFlags;
-import static org.bytedeco.cuda.global.cudart.cudaEventDefault;
 import static org.bytedeco.cuda.global.cudart.cudaEventDestroy;
 import static org.bytedeco.cuda.global.cudart.cudaEventDisableTiming;
-import static org.bytedeco.cuda.global.cudart.cudaEventElapsedTime;
 import static org.bytedeco.cuda.global.cudart.cudaEventRecord;
 import static org.bytedeco.cuda.global.cudart.cudaEventSynchronize;
 import static org.bytedeco.cuda.global.cudart.cudaSetDevice;
@@ -25,17 +23,17 @@ public final class CudaEvent implements Backend.Event {
     private final CUevent_st handle = new CUevent_st();
     private final int device;
 
-    private CudaEvent(int device, boolean timing) {
+    private CudaEvent(int device) {
         this.device = device;
-        CudaCheck.check(cudaEventCreateWithFlags(handle, timing ? cudaEventDefault : cudaEventDisableTiming),
+        CudaCheck.check(cudaEventCreateWithFlags(handle, cudaEventDisableTiming),
                 "cudaEventCreateWithFlags", device);
         long address = handle.address();
         CLEANER.register(this, () -> destroy(address, device));
     }
 
     /** Records a new event at the current end of {@code stream}. */
-    static CudaEvent record(CudaStream stream, boolean timing) {
-        CudaEvent e = new CudaEvent(stream.device(), timing);
+    static CudaEvent record(CudaStream stream) {
+        CudaEvent e = new CudaEvent(stream.device());
         CudaCheck.check(cudaEventRecord(e.handle, stream.handle()), "cudaEventRecord(" + stream.name() + ")",
                 e.device);
         return e;
@@ -50,13 +48,6 @@ public final class CudaEvent implements Backend.Event {
     @Override
     public void synchronize() {
         CudaCheck.check(cudaEventSynchronize(handle), "cudaEventSynchronize", device);
-    }
-
-    /** Milliseconds between {@code start} and this event; both must be timing events, both complete. */
-    float elapsedMsSince(CudaEvent start) {
-        float[] ms = {0f};
-        CudaCheck.check(cudaEventElapsedTime(ms, start.handle, handle), "cudaEventElapsedTime", device);
-        return ms[0];
     }
 
     private static void destroy(long address, int device) {

@@ -26,18 +26,18 @@ final class ElementwiseLauncher {
 
     void fill(CudaStream s, Tensor t, float value) {
         long n = t.numel();
-        fill.launch(s, Grid.strided(n), Grid.THREADS, address(t), code(t), n, value);
+        fill.launchStrided(s, n, address(t), code(t), n, value);
     }
 
     void add(CudaStream s, Tensor a, Tensor b, Tensor out) {
         long n = out.numel();
-        add.launch(s, Grid.strided(n), Grid.THREADS, address(a), code(a), address(b), code(b), address(out),
+        add.launchStrided(s, n, address(a), code(a), address(b), code(b), address(out),
                 code(out), n);
     }
 
     /** out (rows, cols) += bias (cols). */
     void addBias(CudaStream s, Tensor out, Tensor bias, long rows, int cols) {
-        addBias.launch(s, Grid.strided(rows * cols), Grid.THREADS, address(out), code(out), address(bias), code(bias),
+        addBias.launchStrided(s, rows * cols, address(out), code(out), address(bias), code(bias),
                 rows, cols);
     }
 

@@ -29,7 +29,7 @@ final class EmbeddingLauncher {
     /** tokens (B, T) I32, wte (V, C), wpe (≥T, C), out (B, T, C). */
     void forward(CudaStream s, Tensor tokens, Tensor wte, Tensor wpe, Tensor out, int b, int t, int c, int vocab) {
         long bt = (long) b * t;
-        forward.launch(s, Grid.strided(bt * c), Grid.THREADS, address(tokens), address(wte), code(wte), address(wpe),
+        forward.launchStrided(s, bt * c, address(tokens), address(wte), code(wte), address(wpe),
                 code(wpe), address(out), code(out), bt, t, c, vocab);
     }
 
@@ -37,10 +37,10 @@ final class EmbeddingLauncher {
     void backward(CudaStream s, Tensor tokens, Tensor dout, Tensor dwte, Tensor dwpe, Tensor present,
                   int b, int t, int c, int vocab) {
         long bt = (long) b * t;
-        backwardWpe.launch(s, Grid.strided((long) t * c), Grid.THREADS, address(dout), code(dout), address(dwpe),
+        backwardWpe.launchStrided(s, (long) t * c, address(dout), code(dout), address(dwpe),
                 code(dwpe), b, t, c);
-        fill.launch(s, Grid.strided(vocab), Grid.THREADS, address(present), code(present), (long) vocab, 0f);
-        mark.launch(s, Grid.strided(bt), Grid.THREADS, address(tokens), bt, vocab, address(present));
+        fill.launchStrided(s, vocab, address(present), code(present), (long) vocab, 0f);
+        mark.launchStrided(s, bt, address(tokens), bt, vocab, address(present));
         backwardWte.launch(s, vocab, WTE_THREADS, address(tokens), address(present), address(dout), code(dout),
                 address(dwte), code(dwte), bt, c);
     }

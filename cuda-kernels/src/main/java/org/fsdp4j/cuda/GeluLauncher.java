@@ -18,12 +18,12 @@ final class GeluLauncher {
 
     void forward(CudaStream s, Tensor inp, Tensor out) {
         long n = inp.numel();
-        forward.launch(s, Grid.strided(n), Grid.THREADS, address(inp), code(inp), address(out), code(out), n);
+        forward.launchStrided(s, n, address(inp), code(inp), address(out), code(out), n);
     }
 
     void backward(CudaStream s, Tensor inp, Tensor dout, Tensor dinp) {
         long n = inp.numel();
-        backward.launch(s, Grid.strided(n), Grid.THREADS, address(inp), code(inp), address(dout), code(dout),
+        backward.launchStrided(s, n, address(inp), code(inp), address(dout), code(dout),
                 address(dinp), code(dinp), n);
     }
 }

@@ -16,4 +16,9 @@ interface Kernel {
     default void launch(CudaStream stream, long gridX, int blockX, Object... args) {
         launch2d(stream, gridX, 1, blockX, 1, 0, args);
     }
+
+    /** A grid-stride kernel over {@code numel} elements: Grid.strided(numel) blocks of Grid.THREADS. */
+    default void launchStrided(CudaStream stream, long numel, Object... args) {
+        launch(stream, Grid.strided(numel), Grid.THREADS, args);
+    }
 }

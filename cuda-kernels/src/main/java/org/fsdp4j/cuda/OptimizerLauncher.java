@@ -24,14 +24,14 @@ final class OptimizerLauncher {
         float stepSize = (float) (st.lr() / bc1);
         float bc2Sqrt = (float) Math.sqrt(bc2);
         float decay = (float) (1 - (double) st.lr() * st.weightDecay());
-        adamw.launch(s, Grid.strided(n), Grid.THREADS, address(param), address(grad), code(grad), address(m),
+        adamw.launchStrided(s, n, address(param), address(grad), code(grad), address(m),
                 address(v), n, st.beta1(), st.beta2(), st.eps(), st.gradScale(), stepSize, bc2Sqrt, decay);
     }
 
     void sgdMomentum(CudaStream s, Tensor param, Tensor grad, Tensor buf, float lr, float momentum,
                      float weightDecay, float gradScale) {
         long n = param.numel();
-        sgd.launch(s, Grid.strided(n), Grid.THREADS, address(param), address(grad), code(grad), address(buf), n, lr,
+        sgd.launchStrided(s, n, address(param), address(grad), code(grad), address(buf), n, lr,
                 momentum, weightDecay, gradScale);
     }
 }

@@ -27,7 +27,7 @@ final class ReductionLauncher {
 
     void scale(CudaStream s, Tensor t, float alpha) {
         long n = t.numel();
-        scale.launch(s, Grid.strided(n), Grid.THREADS, address(t), code(t), n, alpha);
+        scale.launchStrided(s, n, address(t), code(t), n, alpha);
     }
 
     /**
@@ -44,6 +44,6 @@ final class ReductionLauncher {
     /** flag[0] (I32) = 1 if any element is inf or NaN; flag must be zeroed first. */
     void nonFinite(CudaStream s, Tensor x, Tensor flag) {
         long n = x.numel();
-        nonFinite.launch(s, Grid.strided(n), Grid.THREADS, address(x), code(x), n, address(flag));
+        nonFinite.launchStrided(s, n, address(x), code(x), n, address(flag));
     }
 }

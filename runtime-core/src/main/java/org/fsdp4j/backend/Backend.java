@@ -14,6 +14,7 @@
 //   every call completes before it returns.
 package org.fsdp4j.backend;
 
+import java.util.OptionalDouble;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Device;
 import org.fsdp4j.tensor.MemoryCategory;
@@ -29,6 +30,15 @@ public interface Backend extends AutoCloseable {
 
     /** The tracker every allocation of this backend reports to. */
     MemoryTracker memory();
+
+    /**
+     * The device's dense peak for GEMMs with {@code operands}-typed inputs and fp32 accumulation,
+     * in TFLOP/s, for reporting achieved throughput as a share of it (bench gemm, MFU); empty
+     * where the backend does not know it (the default).
+     */
+    default OptionalDouble peakTflops(DType operands) {
+        return OptionalDouble.empty();
+    }
 
     // ------------------------------------------------------------------ memory
 

@@ -5,11 +5,8 @@ package org.fsdp4j.model;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-import java.util.ArrayList;
-import java.util.List;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryCategory;
 import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -43,35 +40,14 @@ class HalfPrecisionParamsTest {
             float lossFp32 = model.forward(tok, tgt, UnitHooks.NONE);
             model.backward(UnitHooks.NONE, 1f);
 
-            List<Tensor> owned = new ArrayList<>();
-            try {
-                for (Unit u : model.units()) {
-                    List<Tensor> params = new ArrayList<>();
-                    List<Tensor> grads = new ArrayList<>();
-                    for (ParameterStore.Entry e : store.entries()) {
-                        if (e.unit() == u) {
-                            Tensor p = be.allocate(dtype, MemoryCategory.GATHERED, e.spec().shape());
-                            be.copy(e.param(), p);
-                            Tensor g = be.zeros(dtype, MemoryCategory.GRADS, e.spec().shape());
-                            owned.add(p);
-                            owned.add(g);
-                            params.add(p);
-                            grads.add(g);
-                        }
-                    }
-                    u.bindParams(params);
-                    u.bindGrads(grads);
-                }
+            try (HalfParams half = new HalfParams(be, store, dtype)) {
                 float lossHalf = model.forward(tok, tgt, UnitHooks.NONE);
                 model.backward(UnitHooks.NONE, 1f);
                 assertEquals(lossFp32, lossHalf, tolerance(dtype) * lossFp32, dtype + " loss (seed " + gc.seed + ")");
                 for (ParameterStore.Entry e : store.entries()) {
-                    float[] half = be.toHost(e.unit().grad(e.indexInUnit()));
-                    gc.assertClose(dtype + " d" + e.spec().name(), half, GradCheck.widen(store.grad(e.spec().name())),
-                            tolerance(dtype), 0);
+                    gc.assertClose(dtype + " d" + e.spec().name(), half.grad(e),
+                            GradCheck.widen(store.grad(e.spec().name())), tolerance(dtype), 0);
                 }
-            } finally {
-                owned.forEach(Tensor::close);
             }
         }
     }

@@ -1,4 +1,6 @@
-// `fsdp4j bench gemm`: the backend's GEMM at several sizes, one table row each.
+// `fsdp4j bench gemm`: the backend's GEMM at several sizes, one table row each: TFLOP/s, the
+// share of the device's peak where the backend knows it, and the sampled fp64 check (#wrong).
+// Exits 1 when an entry is off by more than the dtype's worst-case error, so scripts can rely on it.
 package org.fsdp4j.cli;
 
 import java.io.PrintWriter;
@@ -6,6 +8,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.OptionalDouble;
 import java.util.concurrent.Callable;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Backends;
@@ -20,7 +23,7 @@ import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
 
 @Command(name = "gemm", mixinStandardHelpOptions = true,
-        description = "Time C = A·B for square sizes; check sampled entries against fp64.")
+        description = "Time C = A·B for square sizes (TFLOP/s, % of the device's peak); check sampled entries against fp64.")
 final class GemmBenchCommand implements Callable<Integer> {
 
     @Spec
@@ -67,14 +70,18 @@ final class GemmBenchCommand implements Callable<Integer> {
         Device d = Backends.resolve(device, out::println);
         List<GemmBenchmark.Result> results = new ArrayList<>();
         try (Backend backend = Backends.create(d, new MemoryTracker("bench " + d), cpuThreads)) {
-            out.println("# fsdp4j bench gemm | " + d + ": " + backend.name() + " | C = A·B, row-major, median of "
-                    + iters + " after " + warmup + " warm-up");
-            out.println(Format.f("# %7s %7s %7s %6s %10s %10s %12s", "m", "n", "k", "dtype", "time(ms)", "GFLOP/s",
-                    "max_rel_err"));
+            OptionalDouble peak = backend.peakTflops(type);
+            out.println("# fsdp4j bench gemm | " + d + ": " + backend.name() + " | C = A·B, row-major, " + type.shortName()
+                    + ", mean of " + iters + " back-to-back calls after " + warmup + " warm-up");
+            out.println(peak.isPresent() ? Format.f("# peak %.1f TFLOP/s (dense %s)", peak.getAsDouble(), type.shortName())
+                    : "# peak unknown for this device and dtype: %peak not reported");
+            out.println(Format.f("# %7s %7s %7s %6s %12s %10s %7s %12s %7s", "m", "n", "k", "dtype", "time(us)",
+                    "TFLOP/s", "%peak", "max_rel_err", "#wrong"));
             for (int s : sizes) {
                 GemmBenchmark.Result r = GemmBenchmark.run(backend, s, s, s, type, warmup, iters, seed + s);
-                out.println(Format.f("  %7d %7d %7d %6s %10.3f %10.2f %12.1e", r.m(), r.n(), r.k(), r.dtype(),
-                        r.timeMsMedian(), r.gflops(), r.maxRelError()));
+                out.println(Format.f("  %7d %7d %7d %6s %12.1f %10.3f %7s %12.1e %7d", r.m(), r.n(), r.k(), r.dtype(),
+                        r.timeUs(), r.tflops(), r.percentOfPeak() == null ? "n/a" : Format.f("%.1f", r.percentOfPeak()),
+                        r.maxRelError(), r.wrong()));
                 out.flush();
                 results.add(r);
             }
@@ -84,6 +91,12 @@ final class GemmBenchCommand implements Callable<Integer> {
                         "results", results));
                 out.println("results: " + file);
             }
+        }
+        int wrong = results.stream().mapToInt(GemmBenchmark.Result::wrong).sum();
+        if (wrong > 0) {
+            spec.commandLine().getErr().println("bench gemm: " + wrong + " checked entries are off by more than the"
+                    + " worst case for a correct " + type.shortName() + " GEMM (see #wrong): the backend's GEMM is wrong");
+            return 1;
         }
         return 0;
     }

@@ -1,5 +1,5 @@
 // The benchmark programs run end to end on small sizes and write their JSON; the GEMM's
-// built-in fp64 check must come out at fp32 rounding level.
+// built-in fp64 check must come out at fp32 rounding level, and the CPU (no known peak) says so.
 package org.fsdp4j.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -24,14 +24,17 @@ class BenchCommandTest {
         CliRunner.Result r = CliRunner.run("bench", "gemm", "--device", "cpu", "--sizes", "32,96", "--warmup", "1",
                 "--iters", "2", "--cpu-threads", "1", "--out", dir.toString());
         assertEquals(0, r.exitCode(), r.err());
-        assertTrue(r.out().contains("time(ms)") && r.out().contains("GFLOP/s"), r.out());
+        assertTrue(r.out().contains("time(us)") && r.out().contains("TFLOP/s") && r.out().contains("%peak"), r.out());
+        assertTrue(r.out().contains("peak unknown"), r.out());
         JsonNode results = new ObjectMapper().readTree(dir.resolve("gemm.json").toFile()).get("results");
         assertEquals(2, results.size());
         assertEquals(96, results.get(1).get("k").asInt());
         for (JsonNode row : results) {
-            assertTrue(row.get("gflops").asDouble() > 0, row.toString());
+            assertTrue(row.get("tflops").asDouble() > 0, row.toString());
             // |c - ref| / Σ|a·b|: fp32 accumulation over k ≤ 96 terms stays far below 1e-5.
             assertTrue(row.get("max_rel_error").asDouble() < 1e-5, row.toString());
+            assertEquals(0, row.get("wrong").asInt(), row.toString());
+            assertTrue(row.get("peak_tflops").isNull() && row.get("percent_of_peak").isNull(), row.toString());
         }
     }
 

@@ -4,6 +4,8 @@
 package org.fsdp4j.backend.cpu;
 
 import java.util.Arrays;
+import org.fsdp4j.backend.Shapes;
+import org.fsdp4j.backend.Shapes.HeadLayout;
 import org.fsdp4j.tensor.Tensor;
 
 final class AttentionOps {
@@ -13,16 +15,16 @@ final class AttentionOps {
 
     /** qkv (B, T, 3C) → q, k, v (B, H, T, C/H). */
     static void splitHeads(CpuThreads threads, Tensor qkv, Tensor q, Tensor k, Tensor v, int numHeads) {
-        Layout l = Layout.ofSplit("splitHeads", qkv, q, k, v, numHeads);
+        HeadLayout l = Shapes.splitHeads("splitHeads", qkv, q, k, v, numHeads);
         Elements src = Elements.of(qkv);
         Elements[] dst = {Elements.of(q), Elements.of(k), Elements.of(v)};
-        threads.forChunks(l.tokens(), Shapes.rowsPerChunk(3L * l.c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
-            float[] row = Scratch.floats(0, 3 * l.c);
+        threads.forChunks(l.tokens(), CpuThreads.rowsPerChunk(3L * l.c(), ElementwiseOps.GRAIN), (chunk, from, to) -> {
+            float[] row = Scratch.floats(0, 3 * l.c());
             for (long bt = from; bt < to; bt++) {
-                src.load(bt * 3 * l.c, row, 0, 3 * l.c);
+                src.load(bt * 3 * l.c(), row, 0, 3 * l.c());
                 for (int part = 0; part < 3; part++) {
-                    for (int h = 0; h < l.heads; h++) {
-                        dst[part].store(row, part * l.c + h * l.hs, l.headRow(bt, h), l.hs);
+                    for (int h = 0; h < l.heads(); h++) {
+                        dst[part].store(row, part * l.c() + h * l.hs(), l.headRow(bt, h), l.hs());
                     }
                 }
             }
@@ -31,61 +33,61 @@ final class AttentionOps {
 
     /** dqkv (B, T, 3C) += the token-major layout of dq, dk, dv (B, H, T, C/H). */
     static void splitHeadsBackward(CpuThreads threads, Tensor dq, Tensor dk, Tensor dv, Tensor dqkv, int numHeads) {
-        Layout l = Layout.ofSplit("splitHeadsBackward", dqkv, dq, dk, dv, numHeads);
+        HeadLayout l = Shapes.splitHeads("splitHeadsBackward", dqkv, dq, dk, dv, numHeads);
         Elements dst = Elements.of(dqkv);
         Elements[] src = {Elements.of(dq), Elements.of(dk), Elements.of(dv)};
-        threads.forChunks(l.tokens(), Shapes.rowsPerChunk(3L * l.c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
-            float[] row = Scratch.floats(0, 3 * l.c);
-            float[] head = Scratch.floats(1, l.hs);
+        threads.forChunks(l.tokens(), CpuThreads.rowsPerChunk(3L * l.c(), ElementwiseOps.GRAIN), (chunk, from, to) -> {
+            float[] row = Scratch.floats(0, 3 * l.c());
+            float[] head = Scratch.floats(1, l.hs());
             for (long bt = from; bt < to; bt++) {
-                dst.load(bt * 3 * l.c, row, 0, 3 * l.c);
+                dst.load(bt * 3 * l.c(), row, 0, 3 * l.c());
                 for (int part = 0; part < 3; part++) {
-                    for (int h = 0; h < l.heads; h++) {
-                        src[part].load(l.headRow(bt, h), head, 0, l.hs);
-                        int off = part * l.c + h * l.hs;
-                        for (int i = 0; i < l.hs; i++) {
+                    for (int h = 0; h < l.heads(); h++) {
+                        src[part].load(l.headRow(bt, h), head, 0, l.hs());
+                        int off = part * l.c() + h * l.hs();
+                        for (int i = 0; i < l.hs(); i++) {
                             row[off + i] += head[i];
                         }
                     }
                 }
-                dst.store(row, 0, bt * 3 * l.c, 3 * l.c);
+                dst.store(row, 0, bt * 3 * l.c(), 3 * l.c());
             }
         });
     }
 
     /** out (B, T, C) = y (B, H, T, C/H) with the heads side by side. */
     static void mergeHeads(CpuThreads threads, Tensor y, Tensor out) {
-        Layout l = Layout.ofMerge("mergeHeads", y, out);
+        HeadLayout l = Shapes.mergeHeads("mergeHeads", y, out);
         Elements src = Elements.of(y);
         Elements dst = Elements.of(out);
-        threads.forChunks(l.tokens(), Shapes.rowsPerChunk(l.c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
-            float[] row = Scratch.floats(0, l.c);
+        threads.forChunks(l.tokens(), CpuThreads.rowsPerChunk(l.c(), ElementwiseOps.GRAIN), (chunk, from, to) -> {
+            float[] row = Scratch.floats(0, l.c());
             for (long bt = from; bt < to; bt++) {
-                for (int h = 0; h < l.heads; h++) {
-                    src.load(l.headRow(bt, h), row, h * l.hs, l.hs);
+                for (int h = 0; h < l.heads(); h++) {
+                    src.load(l.headRow(bt, h), row, h * l.hs(), l.hs());
                 }
-                dst.store(row, 0, bt * l.c, l.c);
+                dst.store(row, 0, bt * l.c(), l.c());
             }
         });
     }
 
     /** dy (B, H, T, C/H) += the head-major layout of dout (B, T, C). */
     static void mergeHeadsBackward(CpuThreads threads, Tensor dout, Tensor dy) {
-        Layout l = Layout.ofMerge("mergeHeadsBackward", dy, dout);
+        HeadLayout l = Shapes.mergeHeads("mergeHeadsBackward", dy, dout);
         Elements src = Elements.of(dout);
         Elements dst = Elements.of(dy);
-        threads.forChunks(l.tokens(), Shapes.rowsPerChunk(l.c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
-            float[] row = Scratch.floats(0, l.c);
-            float[] head = Scratch.floats(1, l.hs);
+        threads.forChunks(l.tokens(), CpuThreads.rowsPerChunk(l.c(), ElementwiseOps.GRAIN), (chunk, from, to) -> {
+            float[] row = Scratch.floats(0, l.c());
+            float[] head = Scratch.floats(1, l.hs());
             for (long bt = from; bt < to; bt++) {
-                src.load(bt * l.c, row, 0, l.c);
-                for (int h = 0; h < l.heads; h++) {
+                src.load(bt * l.c(), row, 0, l.c());
+                for (int h = 0; h < l.heads(); h++) {
                     long at = l.headRow(bt, h);
-                    dst.load(at, head, 0, l.hs);
-                    for (int i = 0; i < l.hs; i++) {
-                        head[i] += row[h * l.hs + i];
+                    dst.load(at, head, 0, l.hs());
+                    for (int i = 0; i < l.hs(); i++) {
+                        head[i] += row[h * l.hs() + i];
                     }
-                    dst.store(head, 0, at, l.hs);
+                    dst.store(head, 0, at, l.hs());
                 }
             }
         });
@@ -93,10 +95,10 @@ final class AttentionOps {
 
     /** att[i, j] = softmax_{j ≤ i}(scale · preatt[i, j]), 0 above the diagonal; rows of (BH, T, T). */
     static void causalSoftmaxForward(CpuThreads threads, Tensor preatt, Tensor att, float scale) {
-        int t = checkSquare("causalSoftmaxForward", preatt, att);
+        int t = Shapes.causalSoftmax("causalSoftmaxForward", preatt, att);
         Elements ep = Elements.of(preatt);
         Elements ea = Elements.of(att);
-        threads.forChunks(Shapes.rows(preatt), Shapes.rowsPerChunk(t, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+        threads.forChunks(Shapes.rows(preatt), CpuThreads.rowsPerChunk(t, ElementwiseOps.GRAIN), (chunk, from, to) -> {
             float[] x = Scratch.floats(0, t);
             for (long r = from; r < to; r++) {
                 int len = (int) (r % t) + 1;   // row i sees keys 0..i
@@ -124,11 +126,11 @@ final class AttentionOps {
 
     /** dpreatt[i, j] += scale · att[i, j] · (datt[i, j] − Σ_k att[i, k] datt[i, k]) for j ≤ i. */
     static void causalSoftmaxBackward(CpuThreads threads, Tensor att, Tensor datt, Tensor dpreatt, float scale) {
-        int t = checkSquare("causalSoftmaxBackward", att, datt, dpreatt);
+        int t = Shapes.causalSoftmax("causalSoftmaxBackward", att, datt, dpreatt);
         Elements ea = Elements.of(att);
         Elements eg = Elements.of(datt);
         Elements ed = Elements.of(dpreatt);
-        threads.forChunks(Shapes.rows(att), Shapes.rowsPerChunk(t, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+        threads.forChunks(Shapes.rows(att), CpuThreads.rowsPerChunk(t, ElementwiseOps.GRAIN), (chunk, from, to) -> {
             float[] a = Scratch.floats(0, t);
             float[] g = Scratch.floats(1, t);
             float[] d = Scratch.floats(2, t);
@@ -148,58 +150,5 @@ final class AttentionOps {
                 ed.store(d, 0, r * t, len);
             }
         });
-    }
-
-    /** Checks tensors of shape (..., T, T) with equal numel; returns T. */
-    private static int checkSquare(String op, Tensor... ts) {
-        Shapes.floating(op, ts);
-        Shapes.sameNumel(op, ts);
-        Tensor first = ts[0];
-        if (first.rank() < 2 || first.dim(-1) != first.dim(-2)) {
-            throw Shapes.error(op, "expected (BH, T, T) score matrices", ts);
-        }
-        return Math.toIntExact(first.dim(-1));
-    }
-
-    /** Sizes of a token-major (B, T, C) ↔ head-major (B, H, T, hs) move. */
-    private record Layout(long b, int t, int c, int heads, int hs) {
-
-        static Layout ofSplit(String op, Tensor qkv, Tensor q, Tensor k, Tensor v, int numHeads) {
-            Shapes.floating(op, qkv, q, k, v);
-            if (qkv.rank() != 3 || qkv.dim(2) % 3 != 0 || numHeads < 1 || (qkv.dim(2) / 3) % numHeads != 0) {
-                throw Shapes.error(op, "expected qkv (B, T, 3C) with C divisible by numHeads=" + numHeads, qkv);
-            }
-            long c = qkv.dim(2) / 3;
-            long[] head = {qkv.dim(0), numHeads, qkv.dim(1), c / numHeads};
-            for (Tensor x : new Tensor[] {q, k, v}) {
-                if (!Arrays.equals(x.shape(), head)) {
-                    throw Shapes.error(op, "q, k, v must be (B, H, T, C/H) = " + Arrays.toString(head),
-                            qkv, q, k, v);
-                }
-            }
-            return new Layout(qkv.dim(0), Math.toIntExact(qkv.dim(1)), Math.toIntExact(c), numHeads,
-                    Math.toIntExact(c / numHeads));
-        }
-
-        static Layout ofMerge(String op, Tensor heads, Tensor tokens) {
-            Shapes.floating(op, heads, tokens);
-            if (heads.rank() != 4 || tokens.rank() != 3 || heads.dim(0) != tokens.dim(0) || heads.dim(2) != tokens.dim(1)
-                    || heads.dim(1) * heads.dim(3) != tokens.dim(2)) {
-                throw Shapes.error(op, "expected heads (B, H, T, C/H) and tokens (B, T, C)", heads, tokens);
-            }
-            return new Layout(heads.dim(0), Math.toIntExact(heads.dim(2)), Math.toIntExact(tokens.dim(2)),
-                    Math.toIntExact(heads.dim(1)), Math.toIntExact(heads.dim(3)));
-        }
-
-        long tokens() {
-            return b * t;
-        }
-
-        /** Element index of head h's row for token bt = b·T + t in the (B, H, T, hs) layout. */
-        long headRow(long bt, int h) {
-            long bi = bt / t;
-            long ti = bt % t;
-            return ((bi * heads + h) * t + ti) * hs;
-        }
     }
 }

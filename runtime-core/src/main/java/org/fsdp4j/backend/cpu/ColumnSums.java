@@ -15,7 +15,7 @@ final class ColumnSums {
     ColumnSums(long rows, int cols) {
         this.rows = rows;
         this.cols = cols;
-        this.rowsPerChunk = Shapes.rowsPerChunk(cols, ElementwiseOps.GRAIN);
+        this.rowsPerChunk = CpuThreads.rowsPerChunk(cols, ElementwiseOps.GRAIN);
         this.partials = new double[CpuThreads.chunkCount(rows, rowsPerChunk)][];
     }
 

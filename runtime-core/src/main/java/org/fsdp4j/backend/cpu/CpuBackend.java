@@ -13,6 +13,7 @@ package org.fsdp4j.backend.cpu;
 import java.util.Objects;
 import org.fsdp4j.backend.AdamWStep;
 import org.fsdp4j.backend.Backend;
+import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Device;
 import org.fsdp4j.tensor.MemoryCategory;
@@ -67,7 +68,7 @@ public final class CpuBackend implements Backend {
 
     @Override
     public void copyFromHost(float[] src, int srcOffset, Tensor dst) {
-        checkHostRange("copyFromHost", src.length, srcOffset, dst);
+        Shapes.hostRange("copyFromHost", src.length, srcOffset, dst);
         Shapes.floating("copyFromHost", dst);
         Elements e = Elements.of(dst);
         threads.forChunks(dst.numel(), ElementwiseOps.GRAIN,
@@ -76,14 +77,14 @@ public final class CpuBackend implements Backend {
 
     @Override
     public void copyFromHost(int[] src, int srcOffset, Tensor dst) {
-        checkHostRange("copyFromHost", src.length, srcOffset, dst);
+        Shapes.hostRange("copyFromHost", src.length, srcOffset, dst);
         threads.checkOpen();
         Elements.of(dst).storeInts(src, srcOffset, 0, (int) dst.numel());
     }
 
     @Override
     public void copyToHost(Tensor src, float[] dst, int dstOffset) {
-        checkHostRange("copyToHost", dst.length, dstOffset, src);
+        Shapes.hostRange("copyToHost", dst.length, dstOffset, src);
         Shapes.floating("copyToHost", src);
         Elements e = Elements.of(src);
         threads.forChunks(src.numel(), ElementwiseOps.GRAIN,
@@ -92,16 +93,9 @@ public final class CpuBackend implements Backend {
 
     @Override
     public void copyToHost(Tensor src, int[] dst, int dstOffset) {
-        checkHostRange("copyToHost", dst.length, dstOffset, src);
+        Shapes.hostRange("copyToHost", dst.length, dstOffset, src);
         threads.checkOpen();
         Elements.of(src).loadInts(0, dst, dstOffset, (int) src.numel());
-    }
-
-    private static void checkHostRange(String op, int arrayLength, int offset, Tensor t) {
-        if (offset < 0 || offset + t.numel() > arrayLength) {
-            throw Shapes.error(op, "host array range [" + offset + ", " + (offset + t.numel())
-                    + ") is outside an array of " + arrayLength, t);
-        }
     }
 
     @Override

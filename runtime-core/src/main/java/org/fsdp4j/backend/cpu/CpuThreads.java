@@ -50,6 +50,11 @@ final class CpuThreads implements AutoCloseable {
         return threads;
     }
 
+    /** Items per chunk so that a chunk handles about {@code targetElements} elements of rows of {@code rowLength}. */
+    static long rowsPerChunk(long rowLength, long targetElements) {
+        return Math.max(1, targetElements / Math.max(1, rowLength));
+    }
+
     static int chunkCount(long n, long grain) {
         return n <= 0 ? 0 : Math.toIntExact((n + grain - 1) / grain);
     }

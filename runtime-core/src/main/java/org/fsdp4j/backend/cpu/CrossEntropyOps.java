@@ -3,7 +3,7 @@
 // first so dlogits may be the logits tensor itself.
 package org.fsdp4j.backend.cpu;
 
-import org.fsdp4j.tensor.DType;
+import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.tensor.Tensor;
 
 final class CrossEntropyOps {
@@ -14,12 +14,11 @@ final class CrossEntropyOps {
     /** losses (N) = logsumexp(logits[n]) − logits[n, targets[n]]. */
     static void forward(CpuThreads threads, Tensor logits, Tensor targets, Tensor losses) {
         String op = "crossEntropyForward";
-        Shapes.dtype(op, DType.F32, losses);
-        int v = check(op, logits, targets, losses);
+        int v = Shapes.crossEntropyForward(logits, targets, losses);
         int[] tgt = Elements.loadIndices(op, targets, v, "target", "row");
         Elements el = Elements.of(logits);
         Elements eo = Elements.of(losses);
-        threads.forChunks(tgt.length, Shapes.rowsPerChunk(v, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+        threads.forChunks(tgt.length, CpuThreads.rowsPerChunk(v, ElementwiseOps.GRAIN), (chunk, from, to) -> {
             float[] x = Scratch.floats(0, v);
             float[] out = Scratch.floats(1, (int) (to - from));
             for (long r = from; r < to; r++) {
@@ -34,13 +33,11 @@ final class CrossEntropyOps {
 
     static void backward(CpuThreads threads, Tensor logits, Tensor targets, float dloss, Tensor dlogits) {
         String op = "crossEntropyBackward";
-        Shapes.floating(op, dlogits);
-        Shapes.sameNumel(op, logits, dlogits);
-        int v = check(op, logits, targets, null);
+        int v = Shapes.crossEntropyBackward(logits, targets, dlogits);
         int[] tgt = Elements.loadIndices(op, targets, v, "target", "row");
         Elements el = Elements.of(logits);
         Elements ed = Elements.of(dlogits);
-        threads.forChunks(tgt.length, Shapes.rowsPerChunk(v, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+        threads.forChunks(tgt.length, CpuThreads.rowsPerChunk(v, ElementwiseOps.GRAIN), (chunk, from, to) -> {
             float[] x = Scratch.floats(0, v);
             for (long r = from; r < to; r++) {
                 el.load(r * v, x, 0, v);
@@ -70,18 +67,5 @@ final class CrossEntropyOps {
             s += Math.exp(x[j] - max);
         }
         return s;
-    }
-
-    /** Checks logits (N, V), targets (N) I32 and (when given) losses (N); returns V. */
-    private static int check(String op, Tensor logits, Tensor targets, Tensor losses) {
-        Shapes.floating(op, logits);
-        Shapes.dtype(op, DType.I32, targets);
-        long rows = Shapes.rows(logits);
-        if (logits.rank() < 2 || targets.numel() != rows || (losses != null && losses.numel() != rows)) {
-            throw losses == null
-                    ? Shapes.error(op, "expected logits (N, V), targets (N)", logits, targets)
-                    : Shapes.error(op, "expected logits (N, V), targets (N), losses (N)", logits, targets, losses);
-        }
-        return Shapes.lastDim(logits);
     }
 }

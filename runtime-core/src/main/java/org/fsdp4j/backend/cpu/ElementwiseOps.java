@@ -3,6 +3,7 @@
 package org.fsdp4j.backend.cpu;
 
 import java.util.Arrays;
+import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Tensor;
 
@@ -51,59 +52,34 @@ final class ElementwiseOps {
         if (!src.dtype().isFloating() || !dst.dtype().isFloating()) {
             throw Shapes.error("copy", "int32 tensors copy only to int32", src, dst);
         }
-        Elements in = Elements.of(src);
-        Elements out = Elements.of(dst);
-        threads.forChunks(src.numel(), GRAIN, (c, from, to) -> {
-            int n = (int) (to - from);
-            float[] buf = Scratch.floats(0, n);
-            in.load(from, buf, 0, n);
-            out.store(buf, 0, from, n);
+        Pointwise.map(threads, new Tensor[] {src}, new Tensor[] {dst}, (x, n) -> {   // the store rounds
         });
     }
 
     static void add(CpuThreads threads, Tensor a, Tensor b, Tensor out) {
-        Shapes.floating("add", a, b, out);
-        Shapes.sameNumel("add", a, b, out);
-        Elements ea = Elements.of(a);
-        Elements eb = Elements.of(b);
-        Elements eo = Elements.of(out);
-        threads.forChunks(out.numel(), GRAIN, (c, from, to) -> {
-            int n = (int) (to - from);
-            float[] x = Scratch.floats(0, n);
-            float[] y = Scratch.floats(1, n);
-            ea.load(from, x, 0, n);
-            eb.load(from, y, 0, n);
+        Shapes.pointwise("add", a, b, out);
+        Pointwise.map(threads, new Tensor[] {a, b}, new Tensor[] {out}, (x, n) -> {
             for (int i = 0; i < n; i++) {
-                x[i] += y[i];
+                x[0][i] += x[1][i];
             }
-            eo.store(x, 0, from, n);
         });
     }
 
     static void scale(CpuThreads threads, Tensor t, float alpha) {
         Shapes.floating("scale", t);
-        Elements e = Elements.of(t);
-        threads.forChunks(t.numel(), GRAIN, (c, from, to) -> {
-            int n = (int) (to - from);
-            float[] x = Scratch.floats(0, n);
-            e.load(from, x, 0, n);
+        Pointwise.map(threads, new Tensor[] {t}, new Tensor[] {t}, (x, n) -> {
             for (int i = 0; i < n; i++) {
-                x[i] *= alpha;
+                x[0][i] *= alpha;
             }
-            e.store(x, 0, from, n);
         });
     }
 
     /** out (N, OC) += bias (OC). */
     static void addBias(CpuThreads threads, Tensor out, Tensor bias) {
-        Shapes.floating("addBias", out, bias);
-        int oc = Math.toIntExact(bias.numel());
-        if (out.rank() == 0 || out.dim(-1) != oc) {
-            throw Shapes.error("addBias", "out must be (N, OC) with OC = bias numel", out, bias);
-        }
+        int oc = Shapes.bias("addBias", out, bias);
         float[] b = Elements.of(bias).loadAll();
         Elements eo = Elements.of(out);
-        threads.forChunks(Shapes.rows(out), Shapes.rowsPerChunk(oc, GRAIN), (c, from, to) -> {
+        threads.forChunks(Shapes.rows(out), CpuThreads.rowsPerChunk(oc, GRAIN), (c, from, to) -> {
             float[] row = Scratch.floats(0, oc);
             for (long r = from; r < to; r++) {
                 eo.load(r * oc, row, 0, oc);
@@ -117,11 +93,7 @@ final class ElementwiseOps {
 
     /** dbias (OC) += column sums of dout (N, OC), in fp64 over fixed row chunks. */
     static void biasBackward(CpuThreads threads, Tensor dout, Tensor dbias) {
-        Shapes.floating("biasBackward", dout, dbias);
-        int oc = Math.toIntExact(dbias.numel());
-        if (dout.rank() == 0 || dout.dim(-1) != oc) {
-            throw Shapes.error("biasBackward", "dout must be (N, OC) with OC = dbias numel", dout, dbias);
-        }
+        int oc = Shapes.bias("biasBackward", dout, dbias);
         ColumnSums sums = new ColumnSums(Shapes.rows(dout), oc);
         Elements ed = Elements.of(dout);
         threads.forChunks(sums.rows, sums.rowsPerChunk, (c, from, to) -> {
@@ -138,38 +110,24 @@ final class ElementwiseOps {
     }
 
     static void geluForward(CpuThreads threads, Tensor inp, Tensor out) {
-        Shapes.floating("geluForward", inp, out);
-        Shapes.sameNumel("geluForward", inp, out);
-        Elements ei = Elements.of(inp);
-        Elements eo = Elements.of(out);
-        threads.forChunks(inp.numel(), GRAIN, (c, from, to) -> {
-            int n = (int) (to - from);
-            float[] x = Scratch.floats(0, n);
-            ei.load(from, x, 0, n);
+        Shapes.pointwise("geluForward", inp, out);
+        Pointwise.map(threads, new Tensor[] {inp}, new Tensor[] {out}, (xs, n) -> {
+            float[] x = xs[0];
             for (int i = 0; i < n; i++) {
                 float v = x[i];
                 float u = GELU_SCALE * (v + GELU_CUBIC * v * v * v);
                 x[i] = 0.5f * v * (1f + tanh(u));
             }
-            eo.store(x, 0, from, n);
         });
     }
 
     /** dinp += GELU'(inp) · dout. */
     static void geluBackward(CpuThreads threads, Tensor inp, Tensor dout, Tensor dinp) {
-        Shapes.floating("geluBackward", inp, dout, dinp);
-        Shapes.sameNumel("geluBackward", inp, dout, dinp);
-        Elements ei = Elements.of(inp);
-        Elements eg = Elements.of(dout);
-        Elements ed = Elements.of(dinp);
-        threads.forChunks(inp.numel(), GRAIN, (c, from, to) -> {
-            int n = (int) (to - from);
-            float[] x = Scratch.floats(0, n);
-            float[] g = Scratch.floats(1, n);
-            float[] d = Scratch.floats(2, n);
-            ei.load(from, x, 0, n);
-            eg.load(from, g, 0, n);
-            ed.load(from, d, 0, n);
+        Shapes.pointwise("geluBackward", inp, dout, dinp);
+        Pointwise.map(threads, new Tensor[] {dinp, inp, dout}, new Tensor[] {dinp}, (xs, n) -> {
+            float[] d = xs[0];
+            float[] x = xs[1];
+            float[] g = xs[2];
             for (int i = 0; i < n; i++) {
                 float v = x[i];
                 float u = GELU_SCALE * (v + GELU_CUBIC * v * v * v);
@@ -182,7 +140,6 @@ final class ElementwiseOps {
                 float local = 0.5f * (1f + th) + 0.5f * v * sech2 * GELU_SCALE * (1f + 3f * GELU_CUBIC * v * v);
                 d[i] += local * g[i];
             }
-            ed.store(d, 0, from, n);
         });
     }
 

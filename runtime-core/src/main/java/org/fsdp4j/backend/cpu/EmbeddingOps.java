@@ -3,7 +3,7 @@
 // order: parallel, race-free and deterministic.
 package org.fsdp4j.backend.cpu;
 
-import org.fsdp4j.tensor.DType;
+import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.tensor.Tensor;
 
 final class EmbeddingOps {
@@ -14,15 +14,14 @@ final class EmbeddingOps {
     /** out (B, T, C) = wte[tokens[b,t]] + wpe[t]. */
     static void forward(CpuThreads threads, Tensor tokens, Tensor wte, Tensor wpe, Tensor out) {
         String op = "embeddingForward";
-        Shapes.floating(op, wte, wpe, out);
-        int[] shape = check(op, tokens, wte, wpe, out);
-        int t = shape[1];
-        int c = shape[2];
+        Shapes.EmbeddingSizes sizes = Shapes.embedding(op, tokens, wte, wpe, out);
+        int t = sizes.t();
+        int c = sizes.c();
         int[] tok = Elements.loadIndices(op, tokens, wte.dim(0), "token", "position");
         Elements ete = Elements.of(wte);
         Elements epe = Elements.of(wpe);
         Elements eo = Elements.of(out);
-        threads.forChunks(tok.length, Shapes.rowsPerChunk(c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+        threads.forChunks(tok.length, CpuThreads.rowsPerChunk(c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
             float[] x = Scratch.floats(0, c);
             float[] p = Scratch.floats(1, c);
             for (long bt = from; bt < to; bt++) {
@@ -39,12 +38,11 @@ final class EmbeddingOps {
     /** dwte[tokens[b,t]] += dout[b,t]; dwpe[t] += Σ_b dout[b,t]; every sum in increasing (b, t) order. */
     static void backward(CpuThreads threads, Tensor tokens, Tensor dout, Tensor dwte, Tensor dwpe) {
         String op = "embeddingBackward";
-        Shapes.floating(op, dout, dwte, dwpe);
-        int[] shape = check(op, tokens, dwte, dwpe, dout);
-        int b = shape[0];
-        int t = shape[1];
-        int c = shape[2];
-        int vocab = Math.toIntExact(dwte.dim(0));
+        Shapes.EmbeddingSizes sizes = Shapes.embedding(op, tokens, dwte, dwpe, dout);
+        int b = sizes.b();
+        int t = sizes.t();
+        int c = sizes.c();
+        int vocab = sizes.vocab();
         int[] tok = Elements.loadIndices(op, tokens, vocab, "token", "position");
         Elements eg = Elements.of(dout);
         Elements ete = Elements.of(dwte);
@@ -70,7 +68,7 @@ final class EmbeddingOps {
                 used[numUsed++] = v;
             }
         }
-        threads.forChunks(numUsed, Shapes.rowsPerChunk(c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+        threads.forChunks(numUsed, CpuThreads.rowsPerChunk(c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
             float[] acc = Scratch.floats(0, c);
             float[] g = Scratch.floats(1, c);
             for (long u = from; u < to; u++) {
@@ -85,7 +83,7 @@ final class EmbeddingOps {
                 ete.store(acc, 0, (long) v * c, c);
             }
         });
-        threads.forChunks(t, Shapes.rowsPerChunk((long) b * c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+        threads.forChunks(t, CpuThreads.rowsPerChunk((long) b * c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
             float[] acc = Scratch.floats(0, c);
             float[] g = Scratch.floats(1, c);
             for (long pos = from; pos < to; pos++) {
@@ -99,17 +97,5 @@ final class EmbeddingOps {
                 epe.store(acc, 0, pos * c, c);
             }
         });
-    }
-
-    /** Checks tokens (B, T) I32, table (V, C), positions (maxT >= T, C), activations (B, T, C); returns {B, T, C}. */
-    private static int[] check(String op, Tensor tokens, Tensor table, Tensor positions, Tensor act) {
-        Shapes.dtype(op, DType.I32, tokens);
-        if (tokens.rank() != 2 || table.rank() != 2 || positions.rank() != 2 || act.rank() != 3
-                || act.dim(0) != tokens.dim(0) || act.dim(1) != tokens.dim(1)
-                || table.dim(1) != act.dim(2) || positions.dim(1) != act.dim(2) || positions.dim(0) < tokens.dim(1)) {
-            throw Shapes.error(op, "expected tokens (B, T), wte (V, C), wpe (maxT >= T, C), activations (B, T, C)",
-                    tokens, table, positions, act);
-        }
-        return new int[] {Math.toIntExact(act.dim(0)), Math.toIntExact(act.dim(1)), Math.toIntExact(act.dim(2))};
     }
 }

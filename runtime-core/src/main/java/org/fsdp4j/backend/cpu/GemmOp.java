@@ -8,8 +8,8 @@
 // larger ldc leaves are never touched).
 package org.fsdp4j.backend.cpu;
 
-import java.util.Locale;
 import org.bytedeco.javacpp.FloatPointer;
+import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.MemoryCategory;
 import org.fsdp4j.tensor.MemoryTracker;
@@ -37,19 +37,11 @@ final class GemmOp {
                      Tensor a, int lda, long strideA, Tensor b, int ldb, long strideB,
                      float beta, Tensor c, int ldc, long strideC, int batch) {
         threads.checkOpen();
-        Shapes.floating("gemm", a, b, c);
-        if (m < 0 || n < 0 || k < 0 || batch < 0) {
-            throw Shapes.error("gemm", "negative size m=" + m + " n=" + n + " k=" + k + " batch=" + batch, a, b, c);
-        }
-        long spanA = span("A", a, transA ? k : m, transA ? m : k, lda, strideA, batch, a, b, c);
-        long spanB = span("B", b, transB ? n : k, transB ? k : n, ldb, strideB, batch, a, b, c);
-        long spanC = span("C", c, m, n, ldc, strideC, batch, a, b, c);
-        if (batch > 1 && strideC < extent(m, n, ldc)) {
-            throw Shapes.error("gemm", "strideC=" + strideC + " makes the " + batch + " outputs overlap (each spans "
-                    + extent(m, n, ldc) + " elements)", a, b, c);
-        }
-        checkDisjoint("A", a, spanA, c, spanC, b);
-        checkDisjoint("B", b, spanB, c, spanC, a);
+        Shapes.GemmSpans spans = Shapes.gemm(transA, transB, m, n, k, a, lda, strideA, b, ldb, strideB,
+                c, ldc, strideC, batch);
+        long spanA = spans.a();
+        long spanB = spans.b();
+        long spanC = spans.c();
         if (m == 0 || n == 0 || batch == 0) {
             return;
         }
@@ -112,45 +104,6 @@ final class GemmOp {
         return new int[] {tilesM, tilesN};
     }
 
-    /** Elements a stored rows×cols matrix with row stride ld spans. */
-    static long extent(long rows, long cols, long ld) {
-        return rows == 0 || cols == 0 ? 0 : (rows - 1) * ld + cols;
-    }
-
-    /**
-     * Checks one operand's ld, stride and total extent; returns how many elements of it the batch
-     * reads. ld may be 0 for an empty operand (k = 0 with tight dims); OpenBLAS then gets 1.
-     */
-    private static long span(String name, Tensor x, long rows, long cols, int ld, long stride, int batch, Tensor... all) {
-        if (ld < cols || ld < 0) {
-            throw Shapes.error("gemm", "ld" + name.toLowerCase(Locale.ROOT) + "=" + ld
-                    + " is smaller than the " + cols + " columns " + name + " is stored with", all);
-        }
-        if (stride < 0) {
-            throw Shapes.error("gemm", "stride" + name + "=" + stride + " is negative", all);
-        }
-        long total = batch == 0 ? 0 : (batch - 1) * stride + extent(rows, cols, ld);
-        if (total > x.numel()) {
-            throw Shapes.error("gemm", name + " (" + rows + "×" + cols + ", ld " + ld + ", stride " + stride + ", batch "
-                    + batch + ") needs " + total + " elements but has " + x.numel(), all);
-        }
-        return total;
-    }
-
-    private static void checkDisjoint(String name, Tensor x, long spanX, Tensor c, long spanC, Tensor other) {
-        if (x.storage() != c.storage() || spanX == 0 || spanC == 0) {
-            return;
-        }
-        long x0 = x.byteOffset();
-        long x1 = x0 + spanX * x.dtype().byteSize();
-        long c0 = c.byteOffset();
-        long c1 = c0 + spanC * c.dtype().byteSize();
-        if (x0 < c1 && c0 < x1) {
-            throw Shapes.error("gemm", "C overlaps " + name + " in the same storage; write C to another buffer",
-                    x, other, c);
-        }
-    }
-
     /** One GEMM operand as fp32 memory: the tensor itself, or a widened WORKSPACE copy of a half tensor. */
     private static final class Operand implements AutoCloseable {
         private final CpuThreads threads;
@@ -189,7 +142,7 @@ final class GemmOp {
             }
             Elements src = Elements.of(widened);
             Elements dst = Elements.of(tensor);
-            threads.forChunks((long) batch * m, Shapes.rowsPerChunk(n, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+            threads.forChunks((long) batch * m, CpuThreads.rowsPerChunk(n, ElementwiseOps.GRAIN), (chunk, from, to) -> {
                 float[] row = Scratch.floats(0, n);
                 for (long r = from; r < to; r++) {
                     long at = (r / m) * stride + (r % m) * ld;

@@ -2,7 +2,7 @@
 // row statistics are computed in fp64, mean and rstd are saved in fp32 for the backward.
 package org.fsdp4j.backend.cpu;
 
-import org.fsdp4j.tensor.DType;
+import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.tensor.Tensor;
 
 final class LayerNormOps {
@@ -14,8 +14,7 @@ final class LayerNormOps {
 
     static void forward(CpuThreads threads, Tensor inp, Tensor weight, Tensor bias, Tensor out,
                         Tensor mean, Tensor rstd) {
-        String op = "layerNormForward";
-        int c = check(op, inp, weight, bias, out, mean, rstd);
+        int c = Shapes.layerNorm("layerNormForward", inp, weight, bias, out, mean, rstd);
         long rows = Shapes.rows(inp);
         float[] w = Elements.of(weight).loadAll();
         float[] b = Elements.of(bias).loadAll();
@@ -23,7 +22,7 @@ final class LayerNormOps {
         Elements eo = Elements.of(out);
         Elements em = Elements.of(mean);
         Elements er = Elements.of(rstd);
-        threads.forChunks(rows, Shapes.rowsPerChunk(c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+        threads.forChunks(rows, CpuThreads.rowsPerChunk(c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
             int n = (int) (to - from);
             float[] x = Scratch.floats(0, c);
             float[] means = Scratch.floats(1, n);
@@ -55,11 +54,7 @@ final class LayerNormOps {
 
     static void backward(CpuThreads threads, Tensor dout, Tensor inp, Tensor weight, Tensor mean, Tensor rstd,
                          Tensor dinp, Tensor dweight, Tensor dbias) {
-        String op = "layerNormBackward";
-        int c = check(op, inp, weight, dbias, dout, mean, rstd);
-        Shapes.floating(op, dinp, dweight);
-        Shapes.sameNumel(op, inp, dinp);
-        Shapes.sameNumel(op, weight, dweight);
+        int c = Shapes.layerNormBackward(dout, inp, weight, mean, rstd, dinp, dweight, dbias);
         long rows = Shapes.rows(inp);
         float[] w = Elements.of(weight).loadAll();
         Elements eg = Elements.of(dout);
@@ -108,18 +103,5 @@ final class LayerNormOps {
         });
         dw.addTo(dweight);
         db.addTo(dbias);
-    }
-
-    /** Checks the shared shapes and returns C. */
-    private static int check(String op, Tensor inp, Tensor weight, Tensor bias, Tensor out, Tensor mean, Tensor rstd) {
-        Shapes.floating(op, inp, weight, bias, out);
-        Shapes.dtype(op, DType.F32, mean, rstd);
-        int c = Shapes.lastDim(inp);
-        if (weight.numel() != c || bias.numel() != c || out.numel() != inp.numel()
-                || mean.numel() != Shapes.rows(inp) || rstd.numel() != Shapes.rows(inp)) {
-            throw Shapes.error(op, "expected inp, out (N, C); weight, bias (C); mean, rstd (N)",
-                    inp, weight, bias, out, mean, rstd);
-        }
-        return c;
     }
 }

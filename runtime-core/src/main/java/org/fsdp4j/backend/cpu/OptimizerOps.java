@@ -4,7 +4,7 @@
 package org.fsdp4j.backend.cpu;
 
 import org.fsdp4j.backend.AdamWStep;
-import org.fsdp4j.tensor.DType;
+import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.tensor.Tensor;
 
 final class OptimizerOps {
@@ -13,10 +13,7 @@ final class OptimizerOps {
     }
 
     static void adamW(CpuThreads threads, Tensor param, Tensor grad, Tensor m, Tensor v, AdamWStep s) {
-        String op = "adamW";
-        Shapes.dtype(op, DType.F32, param, m, v);
-        Shapes.floating(op, grad);
-        Shapes.sameNumel(op, param, grad, m, v);
+        Shapes.optimizer("adamW", param, grad, m, v);
         double bc1 = 1 - Math.pow(s.beta1(), s.step());
         double bc2 = 1 - Math.pow(s.beta2(), s.step());
         float stepSize = (float) (s.lr() / bc1);
@@ -26,20 +23,11 @@ final class OptimizerOps {
         float b2 = s.beta2();
         float eps = s.eps();
         float gs = s.gradScale();
-        Elements ep = Elements.of(param);
-        Elements eg = Elements.of(grad);
-        Elements em = Elements.of(m);
-        Elements ev = Elements.of(v);
-        threads.forChunks(param.numel(), ElementwiseOps.GRAIN, (chunk, from, to) -> {
-            int n = (int) (to - from);
-            float[] p = Scratch.floats(0, n);
-            float[] g = Scratch.floats(1, n);
-            float[] mm = Scratch.floats(2, n);
-            float[] vv = Scratch.floats(3, n);
-            ep.load(from, p, 0, n);
-            eg.load(from, g, 0, n);
-            em.load(from, mm, 0, n);
-            ev.load(from, vv, 0, n);
+        Pointwise.map(threads, new Tensor[] {param, m, v, grad}, new Tensor[] {param, m, v}, (x, n) -> {
+            float[] p = x[0];
+            float[] mm = x[1];
+            float[] vv = x[2];
+            float[] g = x[3];
             for (int i = 0; i < n; i++) {
                 float gi = gs * g[i];
                 float mi = b1 * mm[i] + (1 - b1) * gi;
@@ -49,36 +37,21 @@ final class OptimizerOps {
                 float denom = (float) Math.sqrt(vi) / bc2Sqrt + eps;
                 p[i] = p[i] * decay - stepSize * (mi / denom);
             }
-            ep.store(p, 0, from, n);
-            em.store(mm, 0, from, n);
-            ev.store(vv, 0, from, n);
         });
     }
 
     static void sgdMomentum(CpuThreads threads, Tensor param, Tensor grad, Tensor buf, float lr, float momentum,
                             float weightDecay, float gradScale) {
-        String op = "sgdMomentum";
-        Shapes.dtype(op, DType.F32, param, buf);
-        Shapes.floating(op, grad);
-        Shapes.sameNumel(op, param, grad, buf);
-        Elements ep = Elements.of(param);
-        Elements eg = Elements.of(grad);
-        Elements eb = Elements.of(buf);
-        threads.forChunks(param.numel(), ElementwiseOps.GRAIN, (chunk, from, to) -> {
-            int n = (int) (to - from);
-            float[] p = Scratch.floats(0, n);
-            float[] g = Scratch.floats(1, n);
-            float[] b = Scratch.floats(2, n);
-            ep.load(from, p, 0, n);
-            eg.load(from, g, 0, n);
-            eb.load(from, b, 0, n);
+        Shapes.optimizer("sgdMomentum", param, grad, buf);
+        Pointwise.map(threads, new Tensor[] {param, buf, grad}, new Tensor[] {param, buf}, (x, n) -> {
+            float[] p = x[0];
+            float[] b = x[1];
+            float[] g = x[2];
             for (int i = 0; i < n; i++) {
                 float gi = gradScale * g[i] + weightDecay * p[i];
                 b[i] = momentum * b[i] + gi;
                 p[i] -= lr * b[i];
             }
-            ep.store(p, 0, from, n);
-            eb.store(b, 0, from, n);
         });
     }
 }

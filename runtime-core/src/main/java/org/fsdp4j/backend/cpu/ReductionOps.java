@@ -2,6 +2,7 @@
 // order: the gradient-norm clip and the loss-scale check read these, so they are deterministic.
 package org.fsdp4j.backend.cpu;
 
+import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.tensor.Tensor;
 
 final class ReductionOps {
@@ -11,11 +12,7 @@ final class ReductionOps {
 
     static double sumOfSquares(CpuThreads threads, Tensor t) {
         Shapes.floating("sumOfSquares", t);
-        Elements e = Elements.of(t);
-        return threads.sum(t.numel(), ElementwiseOps.GRAIN, (from, to) -> {
-            int n = (int) (to - from);
-            float[] x = Scratch.floats(0, n);
-            e.load(from, x, 0, n);
+        return Pointwise.sum(threads, t, (x, n) -> {
             double s = 0;
             for (int i = 0; i < n; i++) {
                 s += (double) x[i] * x[i];
@@ -26,11 +23,7 @@ final class ReductionOps {
 
     static double sum(CpuThreads threads, Tensor t) {
         Shapes.floating("sum", t);
-        Elements e = Elements.of(t);
-        return threads.sum(t.numel(), ElementwiseOps.GRAIN, (from, to) -> {
-            int n = (int) (to - from);
-            float[] x = Scratch.floats(0, n);
-            e.load(from, x, 0, n);
+        return Pointwise.sum(threads, t, (x, n) -> {
             double s = 0;
             for (int i = 0; i < n; i++) {
                 s += x[i];
@@ -41,11 +34,7 @@ final class ReductionOps {
 
     static boolean hasNonFinite(CpuThreads threads, Tensor t) {
         Shapes.floating("hasNonFinite", t);
-        Elements e = Elements.of(t);
-        double bad = threads.sum(t.numel(), ElementwiseOps.GRAIN, (from, to) -> {   // count of chunks with one
-            int n = (int) (to - from);
-            float[] x = Scratch.floats(0, n);
-            e.load(from, x, 0, n);
+        double bad = Pointwise.sum(threads, t, (x, n) -> {   // count of chunks with one
             for (int i = 0; i < n; i++) {
                 if (!Float.isFinite(x[i])) {
                     return 1;

@@ -1,0 +1,23 @@
+// The PyTorch parity checks of runtime-core (GptParityChecks, from its test-jar) on cuda:0: fp32
+// within the CPU backend's tolerances (TF32 off), and bf16 parameters within
+// bf16's. Skipped with the probe's reason where no GPU is usable.
+package org.fsdp4j.cuda;
+
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import org.fsdp4j.backend.Backend;
+import org.fsdp4j.model.GptParityChecks;
+import org.fsdp4j.tensor.MemoryTracker;
+import org.junit.jupiter.api.Tag;
+
+@Tag("gpu")
+class CudaGptParityTest extends GptParityChecks {
+
+    @Override
+    protected Backend createBackend() {
+        CudaProbe.Result probe = CudaProbe.probe();
+        assumeTrue(probe.usable(), () -> "no usable GPU: " + probe.unavailableReason().orElse(""));
+        // defaults(): TF32 off, so fp32 GEMMs are held to the CPU's fp32 tolerances
+        return new CudaBackend(0, new MemoryTracker("parity"), CudaOptions.defaults());
+    }
+}
