@@ -113,6 +113,43 @@ final class FsdpTestSupport {
         return new Trajectory(losses, params, grads);
     }
 
+    /**
+     * A one-rank engine run seen as a reference trajectory (its single shard holds every
+     * parameter whole): the reference for a precision policy, so that a comparison with N ranks
+     * under the same policy measures what sharding changes, not what half precision does.
+     */
+    static Trajectory asReference(RankTrajectory single) {
+        float[] losses = new float[STEPS];
+        List<Map<String, float[]>> params = new ArrayList<>();
+        List<Map<String, float[]>> grads = new ArrayList<>();
+        for (int s = 0; s < STEPS; s++) {
+            FsdpStepResult res = single.results().get(s);
+            losses[s] = res.loss();
+            float unscale = 1f / res.lossScale();
+            Map<String, float[]> p = new HashMap<>();
+            Map<String, float[]> g = new HashMap<>();
+            for (FsdpEngine.ShardView v : single.shards().get(s)) {
+                for (ShardSlice sl : v.layout().slices(v.shardIndex())) {
+                    if (sl.paramOffset() != 0 || sl.numel() != sl.spec().numel()) {
+                        throw new IllegalArgumentException("asReference needs a one-rank run; " + sl.spec().name()
+                                + " is split");
+                    }
+                    float[] pv = new float[(int) sl.numel()];
+                    float[] gv = new float[(int) sl.numel()];
+                    for (int i = 0; i < pv.length; i++) {
+                        pv[i] = v.master()[(int) sl.shardOffset() + i];
+                        gv[i] = v.grad()[(int) sl.shardOffset() + i] * unscale;
+                    }
+                    p.put(sl.spec().name(), pv);
+                    g.put(sl.spec().name(), gv);
+                }
+            }
+            params.add(p);
+            grads.add(g);
+        }
+        return new Trajectory(losses, params, grads);
+    }
+
     /** The sharded run: STEPS steps on the same batches, a snapshot of every rank's shards after each. */
     List<RankTrajectory> sharded(FsdpConfig config, Optimizer optimizer, boolean checkpoint) {
         return sharded(config, optimizer, checkpoint, UnaryOperator.identity());
@@ -144,8 +181,16 @@ final class FsdpTestSupport {
         return out;
     }
 
-    /** Tolerances of one comparison: relative to each value, plus relative to the tensor's largest magnitude. */
-    record Tolerance(double lossRtol, double paramRtol, double gradRtol) {
+    /**
+     * Tolerances of one comparison. Elementwise (the default): each element's error relative to
+     * its value plus the tensor's largest magnitude. Normwise: each parameter's (and gradient's)
+     * ‖got − ref‖₂ / ‖ref‖₂ over the whole tensor, gathered from every shard — the measure for
+     * half precision, whose per-element rounding is noise that only the norm averages fairly.
+     */
+    record Tolerance(double lossRtol, double paramRtol, double gradRtol, boolean normwise) {
+        Tolerance(double lossRtol, double paramRtol, double gradRtol) {
+            this(lossRtol, paramRtol, gradRtol, false);
+        }
     }
 
     /** The worst error found, each kind normalised as its tolerance is (see assertMatches). */
@@ -164,6 +209,10 @@ final class FsdpTestSupport {
         String ctx = what + " (seed " + seed + ")";
         double lossRel = 0, param = 0, grad = 0;
         String where = "";
+        // normwise sums per "step/parameter": Σ(got−ref)², Σref² for params and grads; each shard
+        // index counted once (replicas hold the same shard)
+        java.util.Map<String, double[]> norms = new java.util.TreeMap<>();
+        java.util.Set<String> seenShards = new java.util.HashSet<>();
         for (int r = 0; r < ranks.size(); r++) {
             RankTrajectory rt = ranks.get(r);
             for (int s = 0; s < STEPS; s++) {
@@ -171,6 +220,7 @@ final class FsdpTestSupport {
                 float unscale = 1f / res.lossScale();      // fp16 gradient shards hold loss-scaled gradients
                 lossRel = Math.max(lossRel, Math.abs(res.loss() - ref.losses()[s]) / Math.abs(ref.losses()[s]));
                 for (FsdpEngine.ShardView v : rt.shards().get(s)) {
+                    boolean firstCopy = seenShards.add(s + "/" + v.unitName() + "/" + v.shardIndex());
                     boolean[] real = new boolean[v.master().length];
                     for (ShardSlice sl : v.layout().slices(v.shardIndex())) {
                         float[] p = ref.params().get(s).get(sl.spec().name());
@@ -181,6 +231,15 @@ final class FsdpTestSupport {
                             int at = (int) (sl.shardOffset() + i);
                             int pi = (int) (sl.paramOffset() + i);
                             real[at] = true;
+                            if (firstCopy) {
+                                double[] acc = norms.computeIfAbsent((s + 1) + "/" + sl.spec().name(), k -> new double[4]);
+                                double dp = v.master()[at] - p[pi];
+                                double dg = v.grad()[at] * unscale - g[pi];
+                                acc[0] += dp * dp;
+                                acc[1] += (double) p[pi] * p[pi];
+                                acc[2] += dg * dg;
+                                acc[3] += (double) g[pi] * g[pi];
+                            }
                             double pe = Math.abs(v.master()[at] - p[pi]) / (Math.abs(p[pi]) + pScale);
                             double ge = Math.abs(v.grad()[at] * unscale - g[pi]) / (Math.abs(g[pi]) + gScale);
                             if (!(pe <= param)) {
@@ -198,6 +257,20 @@ final class FsdpTestSupport {
                         }
                     }
                 }
+            }
+        }
+        if (tol.normwise()) {
+            param = 0;
+            grad = 0;
+            for (java.util.Map.Entry<String, double[]> e : norms.entrySet()) {
+                double[] acc = e.getValue();
+                double pe = Math.sqrt(acc[0] / acc[1]);
+                double ge = acc[3] == 0 ? Math.sqrt(acc[2]) : Math.sqrt(acc[2] / acc[3]);
+                if (!(ge <= grad)) {
+                    where = "worst gradient at step/parameter " + e.getKey();
+                }
+                param = Math.max(param, Double.isNaN(pe) ? Double.POSITIVE_INFINITY : pe);
+                grad = Math.max(grad, Double.isNaN(ge) ? Double.POSITIVE_INFINITY : ge);
             }
         }
         Worst w = new Worst(lossRel, param, grad, where);

@@ -36,7 +36,8 @@ public final class CpuBackend implements Backend {
     @Override
     public String name() {
         String core = System.getenv("OPENBLAS_CORETYPE");
-        return "cpu (OpenBLAS" + (core == null ? "" : " " + core) + ", " + threads.threads() + " threads)";
+        return "cpu (OpenBLAS" + (core == null ? "" : " " + core) + ", " + threads.threads()
+                + (threads.threads() == 1 ? " thread)" : " threads)");
     }
 
     @Override
