@@ -1,0 +1,35 @@
+// exp in fp32 without leaving fp32 (Cephes' expf): the GELU loops spend most of their time in
+// exp, and Math.exp works in double through a stub call per element. Range reduction
+// x = n·ln2 + r with ln2 split in two parts keeps r exact, a degree-6 polynomial gives e^r,
+// and 2^n goes straight into the exponent bits: about 1 ulp of fp32, the same bits on every
+// thread (pure fp32 arithmetic, no intrinsic whose result could vary).
+package org.fsdp4j.backend.cpu;
+
+final class FloatExp {
+
+    /** The argument is clamped here: 2^n stays a normal float (n in [-126, 127]). */
+    static final float MIN_ARG = -87f;
+    static final float MAX_ARG = 88f;
+
+    private static final float LOG2E = 1.44269504088896341f;
+    private static final float LN2_HI = 0.693359375f;          // exact in 9 bits, so n·LN2_HI is exact
+    private static final float LN2_LO = -2.12194440e-4f;
+
+    private FloatExp() {
+    }
+
+    /** e^x for x clamped to [MIN_ARG, MAX_ARG]. */
+    static float exp(float x) {
+        x = Math.min(MAX_ARG, Math.max(MIN_ARG, x));
+        float n = (float) Math.floor(x * LOG2E + 0.5f);
+        float r = x - n * LN2_HI - n * LN2_LO;
+        float p = 1.9875691500e-4f;
+        p = p * r + 1.3981999507e-3f;
+        p = p * r + 8.3334519073e-3f;
+        p = p * r + 4.1665795894e-2f;
+        p = p * r + 1.6666665459e-1f;
+        p = p * r + 5.0000001201e-1f;
+        float er = p * (r * r) + r + 1f;
+        return er * Float.intBitsToFloat(((int) n + 127) << 23);
+    }
+}
