@@ -14,6 +14,7 @@ final class FloatExp {
     private static final float LOG2E = 1.44269504088896341f;
     private static final float LN2_HI = 0.693359375f;          // exact in 9 bits, so n·LN2_HI is exact
     private static final float LN2_LO = -2.12194440e-4f;
+    private static final float ROUNDER = 0x1.8p23f;                   // 1.5·2^23
 
     private FloatExp() {
     }
@@ -21,7 +22,12 @@ final class FloatExp {
     /** e^x for x clamped to [MIN_ARG, MAX_ARG]. */
     static float exp(float x) {
         x = Math.min(MAX_ARG, Math.max(MIN_ARG, x));
-        float n = (float) Math.floor(x * LOG2E + 0.5f);
+        // adding 1.5·2^23 rounds x·log2(e) to the nearest integer n and leaves n in the low
+        // mantissa bits; shifted left by 23 they become 2^n's exponent (the constant's own bits
+        // shift out), so no conversion through double or int is needed
+        float shifted = x * LOG2E + ROUNDER;
+        float n = shifted - ROUNDER;
+        float twoToN = Float.intBitsToFloat((Float.floatToRawIntBits(shifted) << 23) + (127 << 23));
         float r = x - n * LN2_HI - n * LN2_LO;
         float p = 1.9875691500e-4f;
         p = p * r + 1.3981999507e-3f;
@@ -29,7 +35,6 @@ final class FloatExp {
         p = p * r + 4.1665795894e-2f;
         p = p * r + 1.6666665459e-1f;
         p = p * r + 5.0000001201e-1f;
-        float er = p * (r * r) + r + 1f;
-        return er * Float.intBitsToFloat(((int) n + 127) << 23);
+        return (p * (r * r) + r + 1f) * twoToN;
     }
 }
