@@ -24,14 +24,19 @@ final class HostBlockCache {
     private HostBlockCache() {
     }
 
-    /** A block of {@code numBytes} (at least 1) of uninitialised memory; null when malloc fails. */
+    /** A block of {@code numBytes} (at least 1) of uninitialised memory; null when malloc fails even with the cache emptied. */
     static synchronized Pointer take(long numBytes) {
         ArrayDeque<Pointer> blocks = FREE.get(numBytes);
         if (blocks != null && !blocks.isEmpty()) {
             cachedBytes -= numBytes;
             return blocks.pop();
         }
-        return Pointer.malloc(Math.max(1, numBytes));   // malloc(0) may return null
+        Pointer block = Pointer.malloc(Math.max(1, numBytes));   // malloc(0) may return null
+        if ((block == null || block.isNull()) && cachedBytes > 0) {
+            clear();                                           // the cache's blocks may be what is missing
+            block = Pointer.malloc(Math.max(1, numBytes));
+        }
+        return block;
     }
 
     /** Returns a block that {@link #take} gave out for {@code numBytes}. */
