@@ -29,7 +29,7 @@ final class ShardingBenchCommand implements Callable<Integer> {
             description = "world sizes to time; the first is the baseline (default: ${DEFAULT-VALUE})")
     int[] worldSizes;
 
-    @Option(names = "--warmup", defaultValue = "3", description = "untimed steps per world size (default: ${DEFAULT-VALUE})")
+    @Option(names = "--warmup", defaultValue = StepBenchCommand.DEFAULT_WARMUP_STEPS, description = "untimed steps per world size (default: ${DEFAULT-VALUE})")
     int warmup;
 
     @Override

@@ -1,6 +1,7 @@
 // Host memory for the CPU backend: one malloc'd block outside the Java heap, so OpenBLAS can
-// address it, the memory tracker sees every byte, and it is freed exactly when its tensor is
-// closed (never by the garbage collector: Pointer.malloc bypasses JavaCPP's GC accounting).
+// address it, the memory tracker sees every byte, and it is released exactly when its tensor is
+// closed (never by the garbage collector: Pointer.malloc bypasses JavaCPP's GC accounting), to
+// HostBlockCache, which keeps large blocks for the next allocation of the same size.
 // Java code reads and writes it through native-order NIO views with absolute get/put; those
 // views index with ints, hence the 2^31-1 byte limit per storage.
 package org.fsdp4j.backend.cpu;
@@ -49,7 +50,7 @@ public final class CpuStorage extends Storage {
                     + " int-indexed), but " + numBytes + " bytes of " + category.label() + " were requested; split it"
                     + " (e.g. shard over more ranks, or smaller units) or use the CUDA backend");
         }
-        Pointer raw = Pointer.malloc(Math.max(1, numBytes));   // malloc(0) may return null
+        Pointer raw = HostBlockCache.take(numBytes);
         if (raw == null || raw.isNull()) {
             throw new OutOfMemoryError("malloc of " + numBytes + " bytes of host memory for "
                     + category.label() + " failed (" + tracker + ")");
@@ -58,7 +59,7 @@ public final class CpuStorage extends Storage {
         try {
             return new CpuStorage(pointer, numBytes, category, tracker);
         } catch (RuntimeException | Error e) {
-            Pointer.free(pointer);
+            HostBlockCache.give(raw, numBytes);
             throw e;
         }
     }
@@ -115,6 +116,6 @@ public final class CpuStorage extends Storage {
 
     @Override
     protected void release() {
-        Pointer.free(pointer);
+        HostBlockCache.give(pointer, numBytes());
     }
 }

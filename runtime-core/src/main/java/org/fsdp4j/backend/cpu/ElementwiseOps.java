@@ -109,19 +109,22 @@ final class ElementwiseOps {
         sums.addTo(dbias);
     }
 
+    // GELU(v) = ½v(1 + tanh u) with u = √(2/π)(v + 0.044715v³), written as v·σ(2u) = v / (1 + E) with
+    // E = exp(−2u): the same function, but 1 + tanh u never cancels for negative u, and one fp32
+    // exp serves both tanh and its derivative (σ'(2u) = E·σ², no 1 − tanh² cancellation either).
+
     static void geluForward(CpuThreads threads, Tensor inp, Tensor out) {
         Shapes.pointwise("geluForward", inp, out);
         Pointwise.map(threads, new Tensor[] {inp}, new Tensor[] {out}, (xs, n) -> {
             float[] x = xs[0];
             for (int i = 0; i < n; i++) {
                 float v = x[i];
-                float u = GELU_SCALE * (v + GELU_CUBIC * v * v * v);
-                x[i] = 0.5f * v * (1f + tanh(u));
+                x[i] = v / (1f + FloatExp.exp(-2f * geluArg(v)));
             }
         });
     }
 
-    /** dinp += GELU'(inp) · dout. */
+    /** dinp += GELU'(inp) · dout, with GELU'(v) = σ + 2v·E·σ²·u'(v) for σ = 1 / (1 + E). */
     static void geluBackward(CpuThreads threads, Tensor inp, Tensor dout, Tensor dinp) {
         Shapes.pointwise("geluBackward", inp, dout, dinp);
         Pointwise.map(threads, new Tensor[] {dinp, inp, dout}, new Tensor[] {dinp}, (xs, n) -> {
@@ -130,23 +133,17 @@ final class ElementwiseOps {
             float[] g = xs[2];
             for (int i = 0; i < n; i++) {
                 float v = x[i];
-                float u = GELU_SCALE * (v + GELU_CUBIC * v * v * v);
-                // tanh and sech² from one exp: with e = exp(−2|u|), tanh|u| = (1−e)/(1+e) and
-                // sech² u = 4e/(1+e)², which keeps full precision where 1 − tanh² would cancel
-                double e = Math.exp(-2.0 * Math.abs(u));
-                double inv = 1.0 / (1.0 + e);
-                float th = (float) (u < 0 ? (e - 1.0) * inv : (1.0 - e) * inv);
-                float sech2 = (float) (4.0 * e * inv * inv);
-                float local = 0.5f * (1f + th) + 0.5f * v * sech2 * GELU_SCALE * (1f + 3f * GELU_CUBIC * v * v);
+                float e = FloatExp.exp(-2f * geluArg(v));   // clamped, so e·σ² below is never ∞·0
+                float s = 1f / (1f + e);
+                float du = GELU_SCALE * (1f + 3f * GELU_CUBIC * v * v);
+                float local = s + 2f * v * (e * s) * s * du;
                 d[i] += local * g[i];
             }
         });
     }
 
-    /** tanh through exp (an intrinsic; Math.tanh is not), in double so it is exact to fp32 rounding. */
-    private static float tanh(float u) {
-        double e = Math.exp(-2.0 * Math.abs(u));
-        double t = (1.0 - e) / (1.0 + e);
-        return (float) (u < 0 ? -t : t);
+    /** u = √(2/π)(v + 0.044715v³), the tanh argument of the GELU. */
+    private static float geluArg(float v) {
+        return GELU_SCALE * (v + GELU_CUBIC * v * v * v);
     }
 }
