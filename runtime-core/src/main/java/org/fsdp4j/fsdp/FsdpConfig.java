@@ -87,7 +87,8 @@ public record FsdpConfig(int worldSize, ShardingStrategy strategy, int shardGrou
         int perRank = globalBatch / worldSize;
         if (microBatches > perRank) {
             throw new IllegalArgumentException("--micro-batches " + microBatches + " is more than the " + perRank
-                    + " samples each of the " + worldSize + " ranks gets from batch size " + globalBatch
+                    + (worldSize == 1 ? " samples the rank gets" : " samples each of the " + worldSize + " ranks gets")
+                    + " from batch size " + globalBatch
                     + ": use at most " + perRank + " micro-batches or a larger batch");
         }
         if (perRank % microBatches != 0) {
