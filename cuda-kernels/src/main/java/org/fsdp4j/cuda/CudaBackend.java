@@ -140,10 +140,10 @@ public final class CudaBackend implements Backend {
         return tracker;
     }
 
-    /** From DevicePeaks by device name: fp16/bf16 tensor-core peaks of the listed GPUs. */
+    /** From DevicePeaks by device name: tensor-core peaks for fp16/bf16 (and fp32 under TF32), CUDA-core fp32 otherwise. */
     @Override
     public OptionalDouble peakTflops(DType operands) {
-        return DevicePeaks.halfTflops(deviceName, operands);
+        return DevicePeaks.tflops(deviceName, operands, options.allowTf32());
     }
 
     /** Compute capability as major·10 + minor (90 for Hopper). */

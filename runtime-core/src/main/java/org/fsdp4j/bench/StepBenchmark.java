@@ -1,9 +1,11 @@
 // Times whole training steps: warm-up steps (JIT, allocator, caches), then the median of timed
-// steps, reported as tokens/s and achieved GFLOP/s (Flops.trainingStep). It runs the real
+// steps, reported as tokens/s, achieved GFLOP/s (Flops.trainingStep) and, where the backend
+// knows its device's peak, MFU. It runs the real
 // Trainer, so it measures exactly what `fsdp4j train` does on whatever device the config asks.
 package org.fsdp4j.bench;
 
 import java.util.Arrays;
+import java.util.OptionalDouble;
 import java.util.function.Consumer;
 import org.fsdp4j.metrics.Flops;
 import org.fsdp4j.metrics.Stats;
@@ -30,10 +32,13 @@ public final class StepBenchmark {
      * @param gflopPerStep      Flops.trainingStep / 1e9
      * @param achievedGflops    gflopPerStep / median seconds
      * @param peakBytesPerRank  peak tracked bytes per rank
+     * @param peakTflopsPerRank the device's dense GEMM peak per rank, or null where unknown (the CPU)
+     * @param mfu               achieved / (peak × ranks), or null where the peak is unknown
      */
     public record Result(String preset, String device, String backend, long params, int worldSize, int batchSize,
                          int seqLen, int untimedSteps, int timedSteps, double[] stepTimesMs, double stepTimeMsMedian,
-                         double tokensPerSecond, double gflopPerStep, double achievedGflops, long[] peakBytesPerRank) {
+                         double tokensPerSecond, double gflopPerStep, double achievedGflops, long[] peakBytesPerRank,
+                         Double peakTflopsPerRank, Double mfu) {
     }
 
     private StepBenchmark() {
@@ -65,10 +70,14 @@ public final class StepBenchmark {
             double medianMs = Stats.median(timesMs);
             RunInfo info = trainer.info();
             double gflop = Flops.trainingStep(c.model(), info.parameters(), c.batchSize(), c.seqLen()) / 1e9;
+            double achievedGflops = gflop / (medianMs / 1e3);
+            OptionalDouble peak = trainer.executor().peakTflopsPerRank();
+            Double peakTflops = peak.isPresent() ? peak.getAsDouble() : null;
+            Double mfu = peak.isPresent() ? achievedGflops / 1e3 / (peak.getAsDouble() * info.worldSize()) : null;
             return new Result(c.preset(), info.device(), info.backendName(), info.parameters(), info.worldSize(),
                     c.batchSize(), c.seqLen(), untimedSteps, timedSteps, Arrays.copyOf(timesMs, timesMs.length),
-                    medianMs, c.tokensPerStep() / (medianMs / 1e3), gflop, gflop / (medianMs / 1e3),
-                    trainer.summary().peakBytesPerRank());
+                    medianMs, c.tokensPerStep() / (medianMs / 1e3), gflop, achievedGflops,
+                    trainer.summary().peakBytesPerRank(), peakTflops, mfu);
         }
     }
 }

@@ -4,6 +4,7 @@
 package org.fsdp4j.train;
 
 import java.util.List;
+import java.util.OptionalDouble;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.data.Batch;
@@ -90,6 +91,12 @@ public final class LocalStepExecutor implements StepExecutor {
     @Override
     public String backendName() {
         return backend.name();
+    }
+
+    /** One fp32 rank: the device's fp32 GEMM peak (TF32 where the backend uses it). */
+    @Override
+    public OptionalDouble peakTflopsPerRank() {
+        return backend.peakTflops(DType.F32);
     }
 
     @Override

@@ -5,6 +5,7 @@
 package org.fsdp4j.train;
 
 import java.util.List;
+import java.util.OptionalDouble;
 import org.fsdp4j.data.Batch;
 import org.fsdp4j.tensor.MemoryTracker;
 
@@ -36,6 +37,14 @@ public interface StepExecutor extends AutoCloseable {
     /** Where offloaded state lives: one host tracker per rank, or none when nothing is offloaded. */
     default List<MemoryTracker> hostMemoryTrackers() {
         return List.of();
+    }
+
+    /**
+     * The dense GEMM peak of one rank's device for the dtype the model computes in (TFLOP/s),
+     * for MFU; empty where the backend does not know it (the CPU).
+     */
+    default OptionalDouble peakTflopsPerRank() {
+        return OptionalDouble.empty();
     }
 
     /** Bytes each rank sent during the last step (received is equal under the ring convention), by rank. */

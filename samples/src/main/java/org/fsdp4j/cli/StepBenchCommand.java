@@ -18,7 +18,7 @@ import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
 
 @Command(name = "step", mixinStandardHelpOptions = true,
-        description = "Time training steps (warm-up, then the median); tokens/s and GFLOP/s.")
+        description = "Time training steps (warm-up, then the median); tokens/s, GFLOP/s and MFU where the device peak is known.")
 final class StepBenchCommand implements Callable<Integer> {
 
     static final String DEFAULT_PRESET = "bench-4x256";
@@ -44,10 +44,14 @@ final class StepBenchCommand implements Callable<Integer> {
         TrainConfig config = options.applyTo(defaults).build();
         StepBenchmark.Result r = StepBenchmark.run(config, warmup, config.steps(), out::println,
                 info -> RunLog.header(out, "bench step", info), step -> RunLog.step(out, step));
-        out.println(Format.f("# %8s %10s %12s %12s %10s %10s", "batch", "seq", "time(ms)", "tok/s", "GFLOP/step",
-                "GFLOP/s"));
-        out.println(Format.f("  %8d %10d %12.2f %12.0f %10.3f %10.2f", r.batchSize(), r.seqLen(), r.stepTimeMsMedian(),
-                r.tokensPerSecond(), r.gflopPerStep(), r.achievedGflops()));
+        out.println(Format.f("# %8s %10s %12s %12s %10s %10s %8s", "batch", "seq", "time(ms)", "tok/s", "GFLOP/step",
+                "GFLOP/s", "MFU"));
+        out.println(Format.f("  %8d %10d %12.2f %12.0f %10.3f %10.2f %8s", r.batchSize(), r.seqLen(), r.stepTimeMsMedian(),
+                r.tokensPerSecond(), r.gflopPerStep(), r.achievedGflops(),
+                r.mfu() == null ? "n/a" : Format.f("%.1f%%", 100 * r.mfu())));
+        if (r.mfu() == null) {
+            out.println("# MFU n/a: the backend does not know this device's peak");
+        }
         config.outDir().ifPresent(dir -> {
             Path file = dir.resolve("step.json");
             JsonFiles.writeAtomically(file, r);

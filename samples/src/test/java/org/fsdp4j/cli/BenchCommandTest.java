@@ -52,5 +52,8 @@ class BenchCommandTest {
         double medianMs = s.get("step_time_ms_median").asDouble();
         assertEquals(2 * 16 / (medianMs / 1e3), s.get("tokens_per_second").asDouble(), 1e-6);
         assertEquals(gflop / (medianMs / 1e3), s.get("achieved_gflops").asDouble(), 1e-9);
+        // the CPU backend knows no peak: MFU is reported as unknown, not invented
+        assertTrue(s.get("mfu").isNull(), s.toString());
+        assertTrue(r.out().contains("MFU n/a"), r.out());
     }
 }
