@@ -3,13 +3,12 @@
 // exactly what the backend sees), NaN-poisoned outputs, and |got − ref| ≤ atol + rtol·|ref|.
 package org.fsdp4j.cuda;
 
-import static org.junit.jupiter.api.Assertions.fail;
-
 import java.util.Random;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.MemoryCategory;
 import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.testing.Tolerances;
 
 final class OpCheck {
 
@@ -71,16 +70,7 @@ final class OpCheck {
     }
 
     void assertClose(String what, double[] ref, double[] got, double atol, double rtol) {
-        if (ref.length != got.length) {
-            fail(what + ": length " + got.length + " != " + ref.length + " (seed " + seed + ")");
-        }
-        for (int i = 0; i < ref.length; i++) {
-            double tol = atol + rtol * Math.abs(ref[i]);
-            if (!(Math.abs(got[i] - ref[i]) <= tol)) {
-                fail(what + ": element " + i + " is " + got[i] + ", reference " + ref[i] + ", tolerance " + tol
-                        + " (atol " + atol + ", rtol " + rtol + "; seed " + seed + ")");
-            }
-        }
+        Tolerances.assertClose(what, ref, got, atol, rtol, seed);
     }
 
     void assertClose(String what, double[] ref, Backend be, Tensor got, double atol, double rtol) {

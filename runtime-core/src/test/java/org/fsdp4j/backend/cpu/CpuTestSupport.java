@@ -3,14 +3,13 @@
 // the backend sees), NaN-poisoned outputs, and the |got − ref| ≤ atol + rtol·|ref| check.
 package org.fsdp4j.backend.cpu;
 
-import static org.junit.jupiter.api.Assertions.fail;
-
 import java.util.Random;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.MemoryCategory;
 import org.fsdp4j.tensor.MemoryTracker;
 import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.testing.Tolerances;
 
 final class CpuTestSupport implements AutoCloseable {
 
@@ -92,16 +91,7 @@ final class CpuTestSupport implements AutoCloseable {
     }
 
     void assertClose(String what, double[] ref, double[] got, double atol, double rtol) {
-        if (ref.length != got.length) {
-            fail(what + ": length " + got.length + " != " + ref.length + " (seed " + seed + ")");
-        }
-        for (int i = 0; i < ref.length; i++) {
-            double tol = atol + rtol * Math.abs(ref[i]);
-            if (!(Math.abs(got[i] - ref[i]) <= tol)) {
-                fail(what + ": element " + i + " is " + got[i] + ", reference " + ref[i] + ", tolerance " + tol
-                        + " (atol " + atol + ", rtol " + rtol + "; seed " + seed + ")");
-            }
-        }
+        Tolerances.assertClose(what, ref, got, atol, rtol, seed);
     }
 
     @Override
