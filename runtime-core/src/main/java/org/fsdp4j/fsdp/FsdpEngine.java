@@ -1,22 +1,26 @@
 // The FSDP engine of one rank: it shards every unit of a model over the mesh and runs the
 // training step exactly as DESIGN.md "One training step" draws it, through the model's unit
-// hooks:
+// hooks (a unit may run in several segments each way: see UnitHooks):
 //   preForward   wait for this unit's all-gather (issue it if no prefetch did), bind views,
-//                prefetch the next `prefetchDepth` units in forward order
-//   postForward  free the gathered params (FULL/HYBRID; never the root, which stays gathered
-//                through the step as FSDP2's root does)
-//   preBackward  gather again if freed, bind a zeroed unsharded gradient, prefetch the next
-//                units in backward order (the reverse of this pass's post-forward order)
+//                prefetch the next `prefetchDepth` units in forward order (the order the
+//                previous pass ran its forward segments in; the unit list on the first pass)
+//   postForward  free the gathered params (FULL/HYBRID), except after the root's last forward
+//                segment: the backward starts with it, as FSDP2's root does
+//   preBackward  gather again if freed (not for a gradients-only segment), bind the unsharded
+//                gradient, prefetch the next units in backward order (the reverse of the order
+//                of the units' last forward segments)
 //   postBackward free the gathered params; on the last micro-batch queue the gradient's
 //                reduction on the reduce stream (waiting for the previous one first, so one
-//                unsharded gradient is in flight at a time, as FSDP2 does)
+//                unsharded gradient is in flight at a time, as FSDP2 does), after the unit's last
+//                segment or, under the ROOT_GRAD_SPLIT plan, after every segment
 // then the step: wait for the reductions, one all-reduce of (loss, Σ grad²), fp16 overflow
 // check, clipping, and the optimizer on the fp32 master shards only, followed by the cast into
 // the param-dtype shard the next all-gather sends (and, for ZeRO-1, the all-gather of the
 // updated parameters).
 //
-// Live gathered buffers: the root's (kept from its forward through its backward) plus at most
-// 1 + prefetchDepth blocks (the one running and the ones prefetched: two at the default depth).
+// Live gathered buffers: at most 1 + prefetchDepth units (the one running and the ones
+// prefetched: two at the default depth). Gathered params plus unsharded gradients stay within
+// the UnitBufferPlan's budget: two gathered units + one unit's gradient at the default depth.
 //
 // Threads: the rank's own thread computes; the all-gather stream and the reduce stream are
 // HostStreams, each with its own communicator, so calls on one communicator are always issued
@@ -63,9 +67,12 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     private final LossScaler lossScaler;
     private final List<ShardedUnit> units;       // by unit index: root first, then blocks in forward order
     private final List<ParamSegment> segments;   // every unit's, for the optimizer
+    private final UnitBufferPlan plan;
 
     // step state, touched by the rank's thread only
-    private final List<ShardedUnit> postForwardOrder = new ArrayList<>();
+    private List<ShardedUnit> forwardOrder = new ArrayList<>();          // this pass's forward segments, in order
+    private List<ShardedUnit> lastForwardOrder = List.of();              // the previous pass's
+    private final List<ShardedUnit> postForwardOrder = new ArrayList<>(); // units by their last forward segment
     private final List<CompletableFuture<Void>> reductions = new ArrayList<>();
     private boolean lastMicroBatch;
     private int optimizerSteps;
@@ -101,7 +108,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         this.reduceGroup = mesh.shard().split(0, mesh.shard().rank(), "grads");
         this.gatherStream = new HostStream("allgather-r" + rank);
         this.reduceStream = new HostStream("reduce-r" + rank);
-        this.reducer = new GradReducer(device, config, reduceGroup, mesh.replicate());
+        this.reducer = new GradReducer(device, optimizerBackend, config, reduceGroup, mesh.replicate());
         List<ShardedUnit> built = new ArrayList<>();
         try {
             for (Unit unit : model.units()) {
@@ -121,6 +128,12 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         List<ParamSegment> segs = new ArrayList<>();
         units.forEach(u -> segs.addAll(u.segments));
         this.segments = List.copyOf(segs);
+        this.plan = UnitBufferPlan.of(layouts(), config);
+    }
+
+    /** How gathered parameters and unsharded gradients are scheduled to fit the memory model. */
+    public UnitBufferPlan plan() {
+        return plan;
     }
 
     /** P′: parameters plus alignment and shard padding, summed over units. */
@@ -163,8 +176,13 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         float scale = lossScaler.scale();
         int m = microBatches.size();
         double lossSum = 0;
+        units.forEach(u -> u.gradShardWritten = false);
         for (int i = 0; i < m; i++) {
             lastMicroBatch = i == m - 1;
+            if (!forwardOrder.isEmpty()) {
+                lastForwardOrder = forwardOrder;
+                forwardOrder = new ArrayList<>();
+            }
             postForwardOrder.clear();
             MicroBatch mb = microBatches.get(i);
             lossSum += model.forward(mb.tokens(), mb.targets(), this);
@@ -226,42 +244,62 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     public void preForward(Unit unit) {
         ShardedUnit u = units.get(unit.index());
         unshard(u, "forward");
-        prefetch(units, u);
+        int at = forwardOrder.size();
+        forwardOrder.add(u);
+        List<ShardedUnit> order = lastForwardOrder.isEmpty() ? units : lastForwardOrder;
+        for (int k = 1; k <= config.prefetchDepth() && at + k < order.size(); k++) {
+            prefetch(order.get(at + k), null);
+        }
     }
 
     @Override
-    public void postForward(Unit unit) {
+    public void postForward(Unit unit, boolean last) {
         ShardedUnit u = units.get(unit.index());
-        postForwardOrder.add(u);
-        if (!u.isRoot() && config.strategy().reshardsAfterForward()) {
+        if (last) {
+            postForwardOrder.add(u);
+        }
+        if (config.strategy().reshardsAfterForward() && !(last && u.isRoot())) {
             u.reshard();
         }
     }
 
     @Override
-    public void preBackward(Unit unit) {
+    public void preBackward(Unit unit, boolean readsParams) {
         ShardedUnit u = units.get(unit.index());
-        unshard(u, "backward");
+        if (readsParams) {
+            unshard(u, "backward");
+        }
         unit.bindGrads(u.layout.views(u.beginGradAccumulation()));
+        if (!readsParams) {
+            return;
+        }
         List<ShardedUnit> backwardOrder = new ArrayList<>(postForwardOrder);
         Collections.reverse(backwardOrder);
-        prefetch(backwardOrder, u);
+        int at = backwardOrder.indexOf(u);
+        // under ROOT_GRAD_SPLIT the next unit's params may only arrive once the gradient in flight is freed
+        CompletableFuture<Void> after = plan.prefetchWaitsForReduction() && !reductions.isEmpty()
+                ? reductions.get(reductions.size() - 1) : null;
+        for (int k = 1; at >= 0 && k <= config.prefetchDepth() && at + k < backwardOrder.size(); k++) {
+            prefetch(backwardOrder.get(at + k), after);
+        }
     }
 
     @Override
-    public void postBackward(Unit unit) {
+    public void postBackward(Unit unit, boolean last) {
         ShardedUnit u = units.get(unit.index());
         unit.unbindGrads();
         u.reshard();
-        if (lastMicroBatch) {
+        if (lastMicroBatch && (last || plan.reducesEachSegment())) {
             Tensor grad = u.unshardedGrad;
             u.unshardedGrad = null;
+            boolean accumulate = u.gradShardWritten;   // a later segment of this step adds to the shard
+            u.gradShardWritten = true;
             if (!reductions.isEmpty()) {   // one reduction in flight at a time bounds the unsharded gradients
                 await(reductions.get(reductions.size() - 1), "gradient reduction");
             }
             reductions.add(reduceStream.submit(() -> {
                 try {
-                    reducer.reduce(u, grad);
+                    reducer.reduce(u, grad, accumulate);
                     return null;
                 } catch (CommException e) {
                     throw new CommException("unit " + u.unit.name() + ", gradient reduction: " + e.getMessage(), e);
@@ -276,7 +314,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
             return;
         }
         if (u.pendingGather == null) {
-            issueGather(u);
+            issueGather(u, null);
         }
         Tensor gathered = await(u.pendingGather, "unit " + u.unit.name() + ": all-gather for " + pass);
         u.pendingGather = null;
@@ -285,19 +323,19 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         u.unit.bindParams(u.layout.views(gathered));
     }
 
-    /** Issues the all-gathers of the units after {@code current} in {@code order}, up to the prefetch depth. */
-    private void prefetch(List<ShardedUnit> order, ShardedUnit current) {
-        int at = order.indexOf(current);
-        for (int k = 1; k <= config.prefetchDepth() && at + k < order.size(); k++) {
-            ShardedUnit next = order.get(at + k);
-            if (next.state == ShardedUnit.ShardState.SHARDED && next.pendingGather == null) {
-                issueGather(next);
-            }
+    /** Issues u's all-gather ahead of its use, unless it is gathered or on its way. */
+    private void prefetch(ShardedUnit u, CompletableFuture<Void> after) {
+        if (u.state == ShardedUnit.ShardState.SHARDED && u.pendingGather == null) {
+            issueGather(u, after);
         }
     }
 
-    private void issueGather(ShardedUnit u) {
+    /** Queues u's all-gather on the gather stream; it allocates its buffer only once {@code after} (if any) is done. */
+    private void issueGather(ShardedUnit u, CompletableFuture<Void> after) {
         u.pendingGather = gatherStream.submit(() -> {
+            if (after != null) {
+                await(after, "gradient reduction before the all-gather of unit " + u.unit.name());
+            }
             Tensor out = device.allocate(u.layout.paramDtype(), MemoryCategory.GATHERED, u.layout.numel());
             try {
                 mesh.shard().allGather(u.gatherInput, out).await();

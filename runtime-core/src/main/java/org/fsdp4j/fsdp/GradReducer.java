@@ -3,7 +3,8 @@
 //   sharded       reduce-scatter over the shard group (+ all-reduce across the replicate axis: HYBRID)
 //   shard of 1    all-reduce across the replicate axis (NO_SHARD; nothing at N = 1)
 //   ZeRO-1        all-reduce over the shard group, keep this rank's chunk (OPTIMIZER_ONLY)
-// and finally widen into the gradient shard (moving it to the host under offload). The average
+// and finally widen into the gradient shard (moving it to the host under offload), or add into
+// it when an earlier segment of the same step has already written it (ROOT_GRAD_SPLIT). The average
 // over N is taken in the collectives: AVG for fp32/bf16; for fp16, FSDP2's sum with a
 // pre-divide by a power of two near √N before the first collective and the rest after the last.
 package org.fsdp4j.fsdp;
@@ -20,6 +21,7 @@ import org.fsdp4j.tensor.Tensor;
 final class GradReducer {
 
     private final Backend device;
+    private final Backend optimizerBackend;     // holds the gradient shard (the host under offload)
     private final DType reduceDtype;
     private final boolean zeroOne;              // OPTIMIZER_ONLY
     private final boolean offload;              // the gradient shard lives on the host
@@ -29,8 +31,10 @@ final class GradReducer {
     private final Reduction first;              // the first of two (reduce-scatter, then all-reduce)
     private final Reduction second;
 
-    GradReducer(Backend device, FsdpConfig config, Communicator shardGroup, Communicator replicateGroup) {
+    GradReducer(Backend device, Backend optimizerBackend, FsdpConfig config, Communicator shardGroup,
+                Communicator replicateGroup) {
         this.device = device;
+        this.optimizerBackend = optimizerBackend;
         this.reduceDtype = config.precision().reduceDtype();
         this.zeroOne = config.strategy() == ShardingStrategy.OPTIMIZER_ONLY;
         this.offload = config.offload();
@@ -48,8 +52,15 @@ final class GradReducer {
         }
     }
 
-    /** Reduces {@code grad} (numel, param dtype) into u.gradShard; frees grad unless it is the shard itself. */
-    void reduce(ShardedUnit u, Tensor grad) {
+    /**
+     * Reduces {@code grad} (numel, param dtype) into u.gradShard, overwriting it or, with
+     * {@code accumulate}, adding to it; frees grad unless it is the shard itself.
+     */
+    void reduce(ShardedUnit u, Tensor grad, boolean accumulate) {
+        if (accumulate && (u.layout.shardCount() == 1 || zeroOne)) {
+            throw new IllegalStateException("unit " + u.unit.name() + ": only a reduce-scatter into a shard of its own "
+                    + "can add to the gradient shard");
+        }
         List<Tensor> temps = new ArrayList<>();
         try {
             Tensor in = grad;                                                   // (numel) reduce dtype
@@ -69,12 +80,16 @@ final class GradReducer {
             } else {
                 boolean hybrid = replicateGroup.size() > 1;
                 // (shardNumel) reduce dtype: straight into the shard when it is fp32 on the device
-                Tensor out = reduceDtype == DType.F32 && !offload ? u.gradShard : temp(temps, shardNumel);
+                Tensor out = reduceDtype == DType.F32 && !offload && !accumulate ? u.gradShard : temp(temps, shardNumel);
                 shardGroup.reduceScatter(in, out, hybrid ? first : only).await();
                 if (hybrid) {
                     replicateGroup.allReduce(out, second).await();
                 }
-                copyUnlessSame(out, u.gradShard);
+                if (accumulate) {
+                    addInto(temps, out, u.gradShard);
+                } else {
+                    copyUnlessSame(out, u.gradShard);
+                }
             }
         } finally {
             temps.forEach(Tensor::close);
@@ -82,6 +97,18 @@ final class GradReducer {
                 grad.close();
             }
         }
+    }
+
+    /** shard (fp32, optimizer backend) += out (reduce dtype, device), widening and moving it first when needed. */
+    private void addInto(List<Tensor> temps, Tensor out, Tensor shard) {
+        if (out.dtype() == DType.F32 && !offload) {
+            device.accumulate(shard, out);
+            return;
+        }
+        Tensor widened = optimizerBackend.allocate(DType.F32, MemoryCategory.WORKSPACE, shard.numel());   // (shardNumel)
+        temps.add(widened);
+        device.copy(out, widened);
+        optimizerBackend.accumulate(shard, widened);
     }
 
     private Tensor temp(List<Tensor> temps, long numel) {

@@ -190,6 +190,11 @@ public final class LocalFsdpGroup implements AutoCloseable {
         return ranks.get(0).engine.paddedParams();
     }
 
+    /** The engines' unit buffer plan (the same on every rank). */
+    public UnitBufferPlan plan() {
+        return ranks.get(0).engine.plan();
+    }
+
     public String backendName() {
         return ranks.get(0).device.name();
     }

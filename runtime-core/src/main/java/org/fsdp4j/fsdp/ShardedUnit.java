@@ -47,6 +47,7 @@ final class ShardedUnit implements AutoCloseable {
     Tensor gathered;                             // (numel) param dtype while UNSHARDED
     CompletableFuture<Tensor> pendingGather;     // an all-gather issued and not yet waited for
     Tensor unshardedGrad;                        // (numel) param dtype while backward accumulates
+    boolean gradShardWritten;                    // a reduction has written gradShard this step: later ones add
 
     /**
      * Allocates and initialises the shard: the master shard is filled from ParamInit for exactly

@@ -1,7 +1,9 @@
 // GPT-2 (pre-LN, tied LM head) with explicit forward and backward, as llm.c writes it. The
 // model owns no parameters: it reads them through its units' bound views and accumulates
 // gradients into the bound gradient views, calling the unit hooks in execution order so the
-// FSDP engine can gather and reduce around each unit. Activations are allocated per forward
+// FSDP engine can gather and reduce around each unit. The root unit (embeddings, final norm,
+// tied head) runs in two segments each way, so its parameters need not stay gathered while the
+// blocks run. Activations are allocated per forward
 // (tracked as ACTIVATIONS) and freed as the backward consumes them. With checkpointing, a
 // block keeps only its output in forward and recomputes its internals after preBackward.
 package org.fsdp4j.model;
@@ -127,9 +129,10 @@ public final class GptModel implements TrainableModel {
         Pass p = new Pass(tokens, targets, blocks.size());
         pass = p;
 
-        hooks.preForward(root);
+        hooks.preForward(root);                                                   // segment 1: embedding
         p.blockInputs[0] = Buffers.activation(backend, b, t, c);                 // (B, T, C)
         embedding.forward(backend, tokens, rootParam(RootParam.WTE), rootParam(RootParam.WPE), p.blockInputs[0]);
+        hooks.postForward(root, false);
         for (int i = 0; i < blocks.size(); i++) {
             Unit unit = units.get(i + 1);
             hooks.preForward(unit);
@@ -142,6 +145,7 @@ public final class GptModel implements TrainableModel {
             }
             hooks.postForward(unit);
         }
+        hooks.preForward(root);                                                   // segment 2: head
         p.lnfOut = Buffers.activation(backend, b, t, c);                          // (B, T, C)
         p.lnf = finalNorm.forward(backend, p.blockInputs[blocks.size()], rootParam(RootParam.LNF_WEIGHT),
                 rootParam(RootParam.LNF_BIAS), p.lnfOut);
@@ -164,7 +168,7 @@ public final class GptModel implements TrainableModel {
         int c = config.embedDim();
         Unit root = units.get(0);
 
-        hooks.preBackward(root);
+        hooks.preBackward(root);                                                  // segment 1: head
         CrossEntropyLoss.backwardInPlace(backend, p.logits, p.targets, lossScale);
         Tensor dlogits = p.logits;                                                // (B, T, V), in place
         Tensor dlnf = Buffers.activation(backend, b, t, c);                       // (B, T, C), overwritten
@@ -175,6 +179,7 @@ public final class GptModel implements TrainableModel {
                 dresidual, rootGrad(RootParam.LNF_WEIGHT), rootGrad(RootParam.LNF_BIAS));
         dlnf.close();
         p.closeHead();
+        hooks.postBackward(root, false);
 
         for (int i = blocks.size() - 1; i >= 0; i--) {
             Unit unit = units.get(i + 1);
@@ -193,6 +198,7 @@ public final class GptModel implements TrainableModel {
             saved.close();
             hooks.postBackward(unit);
         }
+        hooks.preBackward(root, false);                                           // segment 2: embedding, reads no params
         embedding.backward(backend, p.tokens, dresidual, rootGrad(RootParam.WTE), rootGrad(RootParam.WPE));
         dresidual.close();
         p.close();

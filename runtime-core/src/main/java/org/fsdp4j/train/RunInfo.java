@@ -2,7 +2,9 @@
 // device and backend, the parameter count, the data and its loss floor.
 package org.fsdp4j.train;
 
+import java.util.Optional;
 import java.util.OptionalDouble;
+import org.fsdp4j.fsdp.UnitBufferPlan;
 
 /**
  * @param config        the configuration as validated
@@ -12,7 +14,8 @@ import java.util.OptionalDouble;
  * @param worldSize     ranks taking part
  * @param data          the data source in words
  * @param lossFloorNats the data's entropy rate, when known
+ * @param unitBufferPlan how the sharded engine schedules gathered params and unsharded gradients; empty unsharded
  */
 public record RunInfo(TrainConfig config, String device, String backendName, long parameters, int worldSize,
-                      String data, OptionalDouble lossFloorNats) {
+                      String data, OptionalDouble lossFloorNats, Optional<UnitBufferPlan> unitBufferPlan) {
 }

@@ -77,6 +77,11 @@ public final class ShardedStepExecutor implements StepExecutor {
     }
 
     @Override
+    public java.util.Optional<org.fsdp4j.fsdp.UnitBufferPlan> unitBufferPlan() {
+        return java.util.Optional.of(group.plan());
+    }
+
+    @Override
     public long[] commBytesPerRank() {
         return commBytesPerRank.clone();
     }

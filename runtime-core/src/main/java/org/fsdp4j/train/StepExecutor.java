@@ -47,6 +47,11 @@ public interface StepExecutor extends AutoCloseable {
         return OptionalDouble.empty();
     }
 
+    /** How a sharded executor schedules gathered parameters and unsharded gradients; empty when unsharded. */
+    default java.util.Optional<org.fsdp4j.fsdp.UnitBufferPlan> unitBufferPlan() {
+        return java.util.Optional.empty();
+    }
+
     /** Bytes each rank sent during the last step (received is equal under the ring convention), by rank. */
     default long[] commBytesPerRank() {
         return new long[worldSize()];

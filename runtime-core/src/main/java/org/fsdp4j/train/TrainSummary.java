@@ -32,6 +32,8 @@ import java.util.Map;
  * @param microBatches            forward/backward passes per step
  * @param paddedParams            parameters plus alignment and shard padding (P′)
  * @param commBytesPerRank        bytes each rank sent in one step (the last; received is equal), ring convention
+ * @param unitBufferSchedule      the engine's backward schedule (root_grad_kept, root_grad_split); absent unsharded
+ * @param unitBufferBudgetBytes   (1 + prefetch) largest gathered units + one unit's gradient: the memory model's bound; absent unsharded
  * @param hostPersistentBytesPerRank offloaded state (master, gradient shard, optimizer) per rank; absent without --offload
  * @param hostPeakBytesPerRank    the highest host bytes per rank; absent without --offload
  */
@@ -43,6 +45,8 @@ public record TrainSummary(String preset, long params, int worldSize, String dev
                            long[] peakBytesPerRank, Map<String, long[]> peakBytesByCategory,
                            String strategy, String paramDtype, String reduceDtype, int microBatches, long paddedParams,
                            long[] commBytesPerRank,
+                           @JsonInclude(JsonInclude.Include.NON_NULL) String unitBufferSchedule,
+                           @JsonInclude(JsonInclude.Include.NON_NULL) Long unitBufferBudgetBytes,
                            @JsonInclude(JsonInclude.Include.NON_NULL) long[] hostPersistentBytesPerRank,
                            @JsonInclude(JsonInclude.Include.NON_NULL) long[] hostPeakBytesPerRank) {
 }

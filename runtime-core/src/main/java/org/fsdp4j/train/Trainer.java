@@ -3,6 +3,7 @@
 // It prints nothing: callers get a RunInfo before the first step and a StepResult per step.
 package org.fsdp4j.train;
 
+import org.fsdp4j.fsdp.UnitBufferPlan;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -64,7 +65,7 @@ public final class Trainer implements AutoCloseable {
             peakBytesByCategory.put(c, new long[trackers.size()]);
         }
         this.info = new RunInfo(config, device.toString(), executor.backendName(), executor.parameterCount(),
-                executor.worldSize(), corpus.description(), corpus.lossFloorNats());
+                executor.worldSize(), corpus.description(), corpus.lossFloorNats(), executor.unitBufferPlan());
         this.losses = new float[config.steps()];
         this.stepTimesMs = new double[config.steps()];
     }
@@ -157,6 +158,8 @@ public final class Trainer implements AutoCloseable {
                 byCategory, config.strategy().cliName(), config.precision().paramDtype().shortName(),
                 config.precision().reduceDtype().shortName(), config.microBatches(), executor.paddedParameterCount(),
                 executor.commBytesPerRank(),
+                executor.unitBufferPlan().map(pl -> pl.schedule().cliName()).orElse(null),
+                executor.unitBufferPlan().map(UnitBufferPlan::budgetBytes).orElse(null),
                 hostTrackers.isEmpty() ? null : hostTrackers.stream().mapToLong(MemoryTracker::persistentBytes).toArray(),
                 hostTrackers.isEmpty() ? null : hostPeakBytesPerRank.clone());
     }

@@ -30,7 +30,7 @@ class FsdpFaultsTest {
             if (after) {
                 return;
             }
-            if (r == failedRank && hook.equals("preForward") && unit.index() == 0) {
+            if (r == failedRank && hook.equals("preForward") && unit.index() == 1) {   // once per forward
                 forwards[0]++;
             }
             if (r == failedRank && forwards[0] == 2 && hook.equals("preForward") && unit.index() == 2) {

@@ -64,23 +64,23 @@ final class HookedModel implements TrainableModel {
             }
 
             @Override
-            public void postForward(Unit unit) {
+            public void postForward(Unit unit, boolean last) {
                 interceptor.on("postForward", unit, false);
-                hooks.postForward(unit);
+                hooks.postForward(unit, last);
                 interceptor.on("postForward", unit, true);
             }
 
             @Override
-            public void preBackward(Unit unit) {
+            public void preBackward(Unit unit, boolean readsParams) {
                 interceptor.on("preBackward", unit, false);
-                hooks.preBackward(unit);
+                hooks.preBackward(unit, readsParams);
                 interceptor.on("preBackward", unit, true);
             }
 
             @Override
-            public void postBackward(Unit unit) {
+            public void postBackward(Unit unit, boolean last) {
                 interceptor.on("postBackward", unit, false);
-                hooks.postBackward(unit);
+                hooks.postBackward(unit, last);
                 interceptor.on("postBackward", unit, true);
             }
         };

@@ -1,6 +1,7 @@
 // The model calls the unit hooks in the documented execution order, and touches a unit's
 // parameters only between its pre- and post- hooks, and its gradients only during its backward:
-// the hooks here bind and unbind like FULL_SHARD FSDP does, so any access outside the window throws.
+// the hooks here bind and unbind like FULL_SHARD FSDP does, so any access outside the window throws
+// (a gradients-only backward segment gets no parameters, so reading one there throws too).
 package org.fsdp4j.model;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -34,23 +35,25 @@ class UnitHooksOrderTest {
         }
 
         @Override
-        public void postForward(Unit unit) {
-            calls.add("postForward " + unit.name());
+        public void postForward(Unit unit, boolean last) {
+            calls.add("postForward " + unit.name() + (last ? "" : " (more)"));
             unit.unbindParams();
         }
 
         @Override
-        public void preBackward(Unit unit) {
-            calls.add("preBackward " + unit.name());
-            bindParams(unit);
+        public void preBackward(Unit unit, boolean readsParams) {
+            calls.add("preBackward " + unit.name() + (readsParams ? "" : " (grads only)"));
+            if (readsParams) {
+                bindParams(unit);
+            }
             List<Tensor> grads = new ArrayList<>();
             store.entries().stream().filter(e -> e.unit() == unit).forEach(e -> grads.add(e.grad()));
             unit.bindGrads(grads);
         }
 
         @Override
-        public void postBackward(Unit unit) {
-            calls.add("postBackward " + unit.name());
+        public void postBackward(Unit unit, boolean last) {
+            calls.add("postBackward " + unit.name() + (last ? "" : " (more)"));
             unit.unbindParams();
             unit.unbindGrads();
         }
@@ -78,16 +81,16 @@ class UnitHooksOrderTest {
             model.forward(tok, tgt, hooks);
             model.backward(hooks, 1f);
             assertEquals(List.of(
-                    "preForward root",
+                    "preForward root", "postForward root (more)",
                     "preForward h.0", "postForward h.0",
                     "preForward h.1", "postForward h.1",
                     "preForward h.2", "postForward h.2",
-                    "postForward root",
-                    "preBackward root",
+                    "preForward root", "postForward root",
+                    "preBackward root", "postBackward root (more)",
                     "preBackward h.2", "postBackward h.2",
                     "preBackward h.1", "postBackward h.1",
                     "preBackward h.0", "postBackward h.0",
-                    "postBackward root"), hooks.calls);
+                    "preBackward root (grads only)", "postBackward root"), hooks.calls);
         }
     }
 }

@@ -30,6 +30,8 @@ class ShardedTrainCommandTest {
         assertEquals(0, r.exitCode(), r.err());
         assertTrue(r.out().contains("sharding hybrid_shard over 4 ranks (shard groups of 2) | param bf16, reduce fp32, "
                 + "master fp32 | prefetch 2 | micro-batches 1 | offload to host"), r.out());
+        // the tiny preset's blocks outweigh its root, so the root's gradient is reduced in two parts
+        assertTrue(r.out().contains("unit buffers root_grad_split: gathered params + unsharded grads peak at "), r.out());
         List<String> steps = r.out().lines().filter(l -> l.startsWith("step ")).toList();
         assertEquals(2, steps.size(), r.out());
         assertTrue(steps.get(0).contains("| comm "), steps.get(0));
@@ -46,6 +48,8 @@ class ShardedTrainCommandTest {
         // offload: fp32 master, gradient shard, m and v of a shard (S = 2) on the host
         assertEquals(16 * padded / 2, s.get("host_persistent_bytes_per_rank").get(0).asLong());
         assertEquals(4, s.get("peak_bytes_by_category").get("gathered").size());
+        assertEquals("root_grad_split", s.get("unit_buffer_schedule").asText());
+        assertTrue(s.get("unit_buffer_budget_bytes").asLong() > 0);
     }
 
     @Test
