@@ -11,7 +11,7 @@ package org.fsdp4j.model;
 
 public interface UnitHooks {
 
-    /** Before each forward segment of the unit (and before a checkpointed unit's recompute: see preBackward). */
+    /** Before each forward segment of the unit (a checkpointed unit's recompute runs after preBackward, not here). */
     void preForward(Unit unit);
 
     /**

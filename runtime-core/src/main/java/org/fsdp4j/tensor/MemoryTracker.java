@@ -10,6 +10,7 @@ public final class MemoryTracker {
     private final String name;
     private final long[] liveBytes = new long[MemoryCategory.values().length];
     private final long[] peakBytes = new long[MemoryCategory.values().length];
+    private final long[] atTotalPeak = new long[MemoryCategory.values().length];   // live per category when the total peaked
     private long totalLiveBytes;
     private long totalPeakBytes;
 
@@ -29,7 +30,10 @@ public final class MemoryTracker {
         liveBytes[c] += numBytes;
         peakBytes[c] = Math.max(peakBytes[c], liveBytes[c]);
         totalLiveBytes += numBytes;
-        totalPeakBytes = Math.max(totalPeakBytes, totalLiveBytes);
+        if (totalLiveBytes > totalPeakBytes) {
+            totalPeakBytes = totalLiveBytes;
+            System.arraycopy(liveBytes, 0, atTotalPeak, 0, liveBytes.length);
+        }
     }
 
     public synchronized void freed(MemoryCategory category, long numBytes) {
@@ -69,6 +73,7 @@ public final class MemoryTracker {
     public synchronized void resetPeak() {
         totalPeakBytes = totalLiveBytes;
         System.arraycopy(liveBytes, 0, peakBytes, 0, liveBytes.length);
+        System.arraycopy(liveBytes, 0, atTotalPeak, 0, liveBytes.length);
     }
 
     public synchronized Map<MemoryCategory, Long> liveByCategory() {
@@ -83,6 +88,15 @@ public final class MemoryTracker {
         Map<MemoryCategory, Long> m = new EnumMap<>(MemoryCategory.class);
         for (MemoryCategory c : MemoryCategory.values()) {
             m.put(c, peakBytes[c.ordinal()]);
+        }
+        return m;
+    }
+
+    /** What was live per category at the instant the total peaked: it sums to peakBytes(). */
+    public synchronized Map<MemoryCategory, Long> atPeakByCategory() {
+        Map<MemoryCategory, Long> m = new EnumMap<>(MemoryCategory.class);
+        for (MemoryCategory c : MemoryCategory.values()) {
+            m.put(c, atTotalPeak[c.ordinal()]);
         }
         return m;
     }

@@ -11,9 +11,11 @@ package org.fsdp4j.train;
  * @param tokensPerSecond B·T / step time
  * @param liveBytes       bytes live after the step, the largest over ranks
  * @param peakBytes       peak bytes during the step, the largest over ranks
+ * @param peakSplit       that rank's live bytes per category at the instant of its peak (they sum to peakBytes)
  * @param skipped         fp16 loss scaling found inf/NaN gradients: the parameters were not updated
  * @param commBytes       bytes sent during the step, the largest over ranks (0 for one rank)
  */
 public record StepResult(int step, int totalSteps, float loss, double gradNorm, float lr, double timeMs,
-                         double tokensPerSecond, long liveBytes, long peakBytes, boolean skipped, long commBytes) {
+                         double tokensPerSecond, long liveBytes, long peakBytes,
+                         java.util.Map<org.fsdp4j.tensor.MemoryCategory, Long> peakSplit, boolean skipped, long commBytes) {
 }

@@ -26,6 +26,7 @@ import java.util.Map;
  * @param persistentBytesPerRank  params + grads + optimizer bytes live after the last step
  * @param peakBytesPerRank        the highest live bytes over the run
  * @param peakBytesByCategory     per memory category (params, grads, ...), the highest live bytes per rank
+ * @param bytesAtPeakByCategory   per memory category, what was live at the instant of each rank's highest peak (sums to it)
  * @param strategy                sharding strategy (full_shard, ...)
  * @param paramDtype              dtype parameters were gathered and computed in
  * @param reduceDtype             dtype gradients were reduced in
@@ -43,6 +44,7 @@ public record TrainSummary(String preset, long params, int worldSize, String dev
                            float[] losses, float finalLoss, double tailLossMean, double stepTimeMsMedian,
                            double tokensPerSecond, double totalTimeS, long[] persistentBytesPerRank,
                            long[] peakBytesPerRank, Map<String, long[]> peakBytesByCategory,
+                           Map<String, long[]> bytesAtPeakByCategory,
                            String strategy, String paramDtype, String reduceDtype, int microBatches, long paddedParams,
                            long[] commBytesPerRank,
                            @JsonInclude(JsonInclude.Include.NON_NULL) String unitBufferSchedule,

@@ -35,6 +35,7 @@ public final class Trainer implements AutoCloseable {
     private final List<MemoryTracker> hostTrackers;     // offloaded state, one per rank; empty without offload
     private final long[] hostPeakBytesPerRank;
     private final Map<MemoryCategory, long[]> peakBytesByCategory = new LinkedHashMap<>();
+    private final Map<MemoryCategory, long[]> atPeakBytesByCategory = new LinkedHashMap<>();   // each rank's split of its highest peak
     private final float[] losses;
     private final double[] stepTimesMs;
     private int completedSteps;
@@ -63,6 +64,7 @@ public final class Trainer implements AutoCloseable {
         this.hostPeakBytesPerRank = new long[hostTrackers.size()];
         for (MemoryCategory c : MemoryCategory.values()) {
             peakBytesByCategory.put(c, new long[trackers.size()]);
+            atPeakBytesByCategory.put(c, new long[trackers.size()]);
         }
         this.info = new RunInfo(config, device.toString(), executor.backendName(), executor.parameterCount(),
                 executor.worldSize(), corpus.description(), corpus.lossFloorNats(), executor.unitBufferPlan());
@@ -103,10 +105,20 @@ public final class Trainer implements AutoCloseable {
         double timeMs = (System.nanoTime() - start) / 1e6;
         long live = 0;
         long peak = 0;
+        Map<MemoryCategory, Long> peakSplit = Map.of();
         for (int r = 0; r < trackers.size(); r++) {
             MemoryTracker t = trackers.get(r);
             live = Math.max(live, t.liveBytes());
-            peak = Math.max(peak, t.peakBytes());
+            Map<MemoryCategory, Long> split = t.atPeakByCategory();
+            if (r == 0 || t.peakBytes() > peak) {
+                peak = t.peakBytes();
+                peakSplit = split;
+            }
+            if (completedSteps == 0 || t.peakBytes() > peakBytesPerRank[r]) {
+                for (Map.Entry<MemoryCategory, Long> e : split.entrySet()) {
+                    atPeakBytesByCategory.get(e.getKey())[r] = e.getValue();
+                }
+            }
             peakBytesPerRank[r] = Math.max(peakBytesPerRank[r], t.peakBytes());
             for (Map.Entry<MemoryCategory, Long> e : t.peakByCategory().entrySet()) {
                 long[] perRank = peakBytesByCategory.get(e.getKey());
@@ -120,7 +132,7 @@ public final class Trainer implements AutoCloseable {
         stepTimesMs[completedSteps] = timeMs;
         completedSteps = step;
         return new StepResult(step, config.steps(), outcome.loss(), outcome.gradNorm(), lr, timeMs,
-                config.tokensPerStep() / (timeMs / 1e3), live, peak, outcome.skipped(),
+                config.tokensPerStep() / (timeMs / 1e3), live, peak, peakSplit, outcome.skipped(),
                 Arrays.stream(executor.commBytesPerRank()).max().orElse(0));
     }
 
@@ -150,12 +162,14 @@ public final class Trainer implements AutoCloseable {
         }
         Map<String, long[]> byCategory = new LinkedHashMap<>();
         peakBytesByCategory.forEach((c, perRank) -> byCategory.put(c.label(), perRank.clone()));
+        Map<String, long[]> atPeak = new LinkedHashMap<>();
+        atPeakBytesByCategory.forEach((c, perRank) -> atPeak.put(c.label(), perRank.clone()));
         Double floor = info.lossFloorNats().isPresent() ? info.lossFloorNats().getAsDouble() : null;
         return new TrainSummary(config.preset(), info.parameters(), info.worldSize(), info.device(),
                 info.backendName(), info.data(), completedSteps, config.batchSize(), config.seqLen(), config.seed(),
                 floor, done, done[completedSteps - 1], Stats.tailMean(done, TAIL_STEPS), medianMs,
                 config.tokensPerStep() / (medianMs / 1e3), totalMs / 1e3, persistent, peakBytesPerRank.clone(),
-                byCategory, config.strategy().cliName(), config.precision().paramDtype().shortName(),
+                byCategory, atPeak, config.strategy().cliName(), config.precision().paramDtype().shortName(),
                 config.precision().reduceDtype().shortName(), config.microBatches(), executor.paddedParameterCount(),
                 executor.commBytesPerRank(),
                 executor.unitBufferPlan().map(pl -> pl.schedule().cliName()).orElse(null),

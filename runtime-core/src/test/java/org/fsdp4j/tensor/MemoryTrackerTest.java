@@ -1,5 +1,5 @@
-// The tracker's live and peak bytes per category and in total, its double-free error, and
-// resetPeak; the numbers the memory model of DESIGN.md is checked against.
+// The tracker's live and peak bytes per category and in total, the split of the total's peak
+// by category, its double-free error, and resetPeak; the numbers the memory model of DESIGN.md is checked against.
 package org.fsdp4j.tensor;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -20,6 +20,7 @@ class MemoryTrackerTest {
         long[] live = new long[cats];
         long[] peak = new long[cats];
         long totalPeak = 0;
+        long[] atPeak = new long[cats];
         for (int step = 0; step < 2000; step++) {
             MemoryCategory c = MemoryCategory.values()[r.nextInt(cats)];
             int i = c.ordinal();
@@ -34,13 +35,18 @@ class MemoryTrackerTest {
                 live[i] -= n;
             }
             peak[i] = Math.max(peak[i], live[i]);
-            totalPeak = Math.max(totalPeak, java.util.Arrays.stream(live).sum());
+            long total = java.util.Arrays.stream(live).sum();
+            if (total > totalPeak) {
+                totalPeak = total;
+                atPeak = live.clone();
+            }
         }
         for (MemoryCategory c : MemoryCategory.values()) {
             assertEquals(live[c.ordinal()], t.liveBytes(c), c + " live, seed " + seed);
             assertEquals(peak[c.ordinal()], t.peakBytes(c), c + " peak, seed " + seed);
             assertEquals(live[c.ordinal()], t.liveByCategory().get(c));
             assertEquals(peak[c.ordinal()], t.peakByCategory().get(c));
+            assertEquals(atPeak[c.ordinal()], t.atPeakByCategory().get(c), c + " at the total's peak, seed " + seed);
         }
         assertEquals(java.util.Arrays.stream(live).sum(), t.liveBytes());
         assertEquals(totalPeak, t.peakBytes(), "seed " + seed);

@@ -60,6 +60,8 @@ class TrainerTest {
             assertEquals(i + 1, r.step());
             assertEquals(s.losses()[i], r.loss());
             assertTrue(r.timeMs() > 0 && r.tokensPerSecond() > 0 && Double.isFinite(r.gradNorm()));
+            assertEquals(r.peakBytes(), r.peakSplit().values().stream().mapToLong(Long::longValue).sum(),
+                    "the split of the peak by category sums to it");
         }
     }
 

@@ -10,18 +10,37 @@ final class Format {
     }
 
     /** 1.21 MiB, 3.50 GiB, 512 B. */
+    private static final String[] UNITS = {"B", "KiB", "MiB", "GiB", "TiB"};
+
     static String bytes(long numBytes) {
-        if (numBytes < 1024) {
-            return numBytes + " B";
+        int u = unitOf(numBytes);
+        return u == 0 ? numBytes + " B" : String.format(Locale.ROOT, "%.2f %s", numBytes / Math.pow(1024, u), UNITS[u]);
+    }
+
+    /** "18.44 MiB = params 1.70 + grads 2.36 + ...": a total and its non-zero parts, in the total's unit. */
+    static String bytesSplit(long total, java.util.Map<org.fsdp4j.tensor.MemoryCategory, Long> parts) {
+        int u = unitOf(total);
+        StringBuilder b = new StringBuilder(bytes(total));
+        String sep = " = ";
+        for (var e : parts.entrySet()) {
+            if (e.getValue() > 0) {
+                b.append(sep).append(e.getKey().label()).append(' ').append(u == 0 ? String.valueOf(e.getValue())
+                        : String.format(Locale.ROOT, "%.2f", e.getValue() / Math.pow(1024, u)));
+                sep = " + ";
+            }
         }
-        String[] units = {"KiB", "MiB", "GiB", "TiB"};
+        return b.toString();
+    }
+
+    /** Index into UNITS for a byte count: the largest unit that leaves a value of at least 1. */
+    private static int unitOf(long numBytes) {
+        int u = 0;
         double v = numBytes;
-        int u = -1;
-        while (v >= 1024 && u < units.length - 1) {
+        while (v >= 1024 && u < UNITS.length - 1) {
             v /= 1024;
             u++;
         }
-        return String.format(Locale.ROOT, "%.2f %s", v, units[u]);
+        return u;
     }
 
     /** 950, 12.3k, 4.56M. */

@@ -46,7 +46,7 @@ final class RunLog {
     static void step(PrintWriter out, StepResult r) {
         out.println(Format.f("step %d/%d | loss %.4f | norm %.4f | lr %s | %.1f ms | %s tok/s | mem %s%s%s",
                 r.step(), r.totalSteps(), r.loss(), r.gradNorm(), Format.lr(r.lr()), r.timeMs(),
-                Format.count(r.tokensPerSecond()), Format.bytes(r.peakBytes()),
+                Format.count(r.tokensPerSecond()), Format.bytesSplit(r.peakBytes(), r.peakSplit()),
                 r.commBytes() > 0 ? " | comm " + Format.bytes(r.commBytes()) : "",
                 r.skipped() ? " | skipped: inf/NaN gradients, loss scale lowered" : ""));
         out.flush();

@@ -22,7 +22,8 @@ class TrainCommandTest {
 
     private static final Pattern STEP_LINE = Pattern.compile(
             "step \\d+/3 \\| loss \\d+\\.\\d{4} \\| norm \\d+\\.\\d{4} \\| lr \\d\\.\\de-\\d\\d \\| \\d+\\.\\d ms"
-                    + " \\| [\\d.]+[kM]? tok/s \\| mem [\\d.]+ (B|KiB|MiB|GiB)");
+                    + " \\| [\\d.]+[kM]? tok/s \\| mem [\\d.]+ (B|KiB|MiB|GiB) = params [\\d.]+ \\+ grads [\\d.]+"
+                    + " \\+ optimizer [\\d.]+ \\+ activations [\\d.]+( \\+ workspace [\\d.]+)?");
 
     @TempDir
     Path dir;
@@ -58,6 +59,11 @@ class TrainCommandTest {
         assertEquals(1, s.get("peak_bytes_per_rank").size());
         assertTrue(s.get("peak_bytes_per_rank").get(0).asLong() > 16 * params);
         assertEquals(4 * params, s.get("peak_bytes_by_category").get("params").get(0).asLong());
+        long atPeak = 0;
+        for (JsonNode perRank : s.get("bytes_at_peak_by_category")) {
+            atPeak += perRank.get(0).asLong();
+        }
+        assertEquals(s.get("peak_bytes_per_rank").get(0).asLong(), atPeak, "the split at the peak sums to the peak");
         try (var files = Files.list(out)) {
             assertEquals(List.of(out.resolve("summary.json")), files.toList(), "no temporary file is left behind");
         }
