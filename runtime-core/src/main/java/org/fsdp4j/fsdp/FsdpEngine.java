@@ -22,9 +22,10 @@
 // prefetched: two at the default depth). Gathered params plus unsharded gradients stay within
 // the UnitBufferPlan's budget: two gathered units + one unit's gradient at the default depth.
 //
-// Threads: the rank's own thread computes; the all-gather stream and the reduce stream are
-// HostStreams, each with its own communicator, so calls on one communicator are always issued
-// from one thread in the same order on every rank.
+// Threads: the rank's own thread computes; the all-gather stream, the reduce stream and (for
+// HYBRID_SHARD's all-reduce across replicas) the all-reduce stream are HostStreams, each with
+// its own communicator, so calls on one communicator are always issued from one thread in the
+// same order on every rank.
 package org.fsdp4j.fsdp;
 
 import java.util.ArrayList;
@@ -63,6 +64,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     private final Communicator reduceGroup;      // a split of the shard group, used by the reduce stream only
     private final HostStream gatherStream;
     private final HostStream reduceStream;
+    private final HostStream allReduceStream;    // HYBRID_SHARD: the replicate-axis all-reduce of reduced shards
     private final GradReducer reducer;
     private final LossScaler lossScaler;
     private final List<ShardedUnit> units;       // by unit index: root first, then blocks in forward order
@@ -73,7 +75,8 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     private List<ShardedUnit> forwardOrder = new ArrayList<>();          // this pass's forward segments, in order
     private List<ShardedUnit> lastForwardOrder = List.of();              // the previous pass's
     private final List<ShardedUnit> postForwardOrder = new ArrayList<>(); // units by their last forward segment
-    private final List<CompletableFuture<Void>> reductions = new ArrayList<>();
+    private final List<CompletableFuture<Void>> reductions = new ArrayList<>();      // reduce-scatters: free the unsharded grads
+    private final List<CompletableFuture<Void>> allReductions = new ArrayList<>();   // their HYBRID all-reduce phases
     private boolean lastMicroBatch;
     private int optimizerSteps;
     private boolean closed;
@@ -108,6 +111,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         this.reduceGroup = mesh.shard().split(0, mesh.shard().rank(), "grads");
         this.gatherStream = new HostStream("allgather-r" + rank);
         this.reduceStream = new HostStream("reduce-r" + rank);
+        this.allReduceStream = new HostStream("allreduce-r" + rank);
         this.reducer = new GradReducer(device, optimizerBackend, config, reduceGroup, mesh.replicate());
         List<ShardedUnit> built = new ArrayList<>();
         try {
@@ -191,7 +195,11 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         for (CompletableFuture<Void> r : reductions) {
             await(r, "gradient reduction");
         }
+        for (CompletableFuture<Void> r : allReductions) {
+            await(r, "gradient all-reduce across replicas");
+        }
         reductions.clear();
+        allReductions.clear();
 
         // One all-reduce for the reported loss and the norm: Σ over world of loss/N is the global
         // mean; Σ of (Σ grad² of this shard)/R counts each shard once though R ranks hold it.
@@ -297,14 +305,26 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
             if (!reductions.isEmpty()) {   // one reduction in flight at a time bounds the unsharded gradients
                 await(reductions.get(reductions.size() - 1), "gradient reduction");
             }
-            reductions.add(reduceStream.submit(() -> {
+            CompletableFuture<Runnable> scattered = reduceStream.submit(() -> {
                 try {
-                    reducer.reduce(u, grad, accumulate);
-                    return null;
+                    return reducer.reduce(u, grad, accumulate);
                 } catch (CommException e) {
                     throw new CommException("unit " + u.unit.name() + ", gradient reduction: " + e.getMessage(), e);
                 }
-            }));
+            });
+            reductions.add(scattered.thenApply(phase -> null));
+            if (reducer.hasAllReducePhase(u)) {   // queued now, so every rank queues all-reduces in the same order
+                allReductions.add(allReduceStream.submit(() -> {
+                    Runnable phase = await(scattered, "unit " + u.unit.name() + ": reduce-scatter before the all-reduce");
+                    try {
+                        phase.run();
+                        return null;
+                    } catch (CommException e) {
+                        throw new CommException("unit " + u.unit.name() + ", gradient all-reduce across replicas: "
+                                + e.getMessage(), e);
+                    }
+                }));
+            }
         }
     }
 
@@ -381,5 +401,6 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     private void closeStreams() {
         gatherStream.close();
         reduceStream.close();
+        allReduceStream.close();
     }
 }

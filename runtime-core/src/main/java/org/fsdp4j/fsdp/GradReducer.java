@@ -1,6 +1,7 @@
 // Turns a unit's unsharded gradient into this rank's reduced fp32 gradient shard, on the
 // reduce stream: cast to the reduce dtype, then by strategy
-//   sharded       reduce-scatter over the shard group (+ all-reduce across the replicate axis: HYBRID)
+//   sharded       reduce-scatter over the shard group (HYBRID: then, as a second phase the engine
+//                 runs on its all-reduce stream, all-reduce the shard across the replicate axis)
 //   shard of 1    all-reduce across the replicate axis (NO_SHARD; nothing at N = 1)
 //   ZeRO-1        all-reduce over the shard group, keep this rank's chunk (OPTIMIZER_ONLY)
 // and finally widen into the gradient shard (moving it to the host under offload), or add into
@@ -53,15 +54,27 @@ final class GradReducer {
     }
 
     /**
-     * Reduces {@code grad} (numel, param dtype) into u.gradShard, overwriting it or, with
-     * {@code accumulate}, adding to it; frees grad unless it is the shard itself.
+     * Whether u's reduction has a second phase: HYBRID_SHARD's all-reduce across replicas of the
+     * reduce-scattered shard, which the engine runs on a stream of its own so the next unit's
+     * reduce-scatter does not queue behind it (DESIGN.md "Streams").
      */
-    void reduce(ShardedUnit u, Tensor grad, boolean accumulate) {
+    boolean hasAllReducePhase(ShardedUnit u) {
+        return u.layout.shardCount() > 1 && !zeroOne && replicateGroup.size() > 1;
+    }
+
+    /**
+     * Reduces {@code grad} (numel, param dtype) into u.gradShard, overwriting it or, with
+     * {@code accumulate}, adding to it; frees grad unless it is the shard itself. When
+     * hasAllReducePhase(u), only the reduce-scatter runs here and the returned phase (run it
+     * exactly once, on the all-reduce stream) finishes the job; otherwise it returns null.
+     */
+    Runnable reduce(ShardedUnit u, Tensor grad, boolean accumulate) {
         if (accumulate && (u.layout.shardCount() == 1 || zeroOne)) {
             throw new IllegalStateException("unit " + u.unit.name() + ": only a reduce-scatter into a shard of its own "
                     + "can add to the gradient shard");
         }
         List<Tensor> temps = new ArrayList<>();
+        Runnable allReducePhase = null;
         try {
             Tensor in = grad;                                                   // (numel) reduce dtype
             if (grad.dtype() != reduceDtype) {
@@ -78,24 +91,52 @@ final class GradReducer {
                 shardGroup.allReduce(in, only).await();
                 device.copy(in.view(u.shardIndex * shardNumel, shardNumel), u.gradShard);
             } else {
-                boolean hybrid = replicateGroup.size() > 1;
+                boolean hybrid = hasAllReducePhase(u);
                 // (shardNumel) reduce dtype: straight into the shard when it is fp32 on the device
-                Tensor out = reduceDtype == DType.F32 && !offload && !accumulate ? u.gradShard : temp(temps, shardNumel);
-                shardGroup.reduceScatter(in, out, hybrid ? first : only).await();
-                if (hybrid) {
-                    replicateGroup.allReduce(out, second).await();
+                boolean inPlace = reduceDtype == DType.F32 && !offload && !accumulate;
+                Tensor out = inPlace ? u.gradShard : device.allocate(reduceDtype, MemoryCategory.WORKSPACE, shardNumel);
+                try {
+                    shardGroup.reduceScatter(in, out, hybrid ? first : only).await();
+                } catch (RuntimeException e) {
+                    closeUnlessShard(out, u);
+                    throw e;
                 }
-                if (accumulate) {
-                    addInto(temps, out, u.gradShard);
-                } else {
-                    copyUnlessSame(out, u.gradShard);
-                }
+                allReducePhase = () -> finish(u, out, hybrid, accumulate);
             }
         } finally {
             temps.forEach(Tensor::close);
             if (grad != u.gradShard) {
                 grad.close();
             }
+        }
+        if (allReducePhase != null && !hasAllReducePhase(u)) {
+            allReducePhase.run();
+            return null;
+        }
+        return allReducePhase;
+    }
+
+    /** After the reduce-scatter into out (shardNumel): across replicas if hybrid, then into the shard; frees out. */
+    private void finish(ShardedUnit u, Tensor out, boolean hybrid, boolean accumulate) {
+        List<Tensor> temps = new ArrayList<>();
+        try {
+            if (hybrid) {
+                replicateGroup.allReduce(out, second).await();
+            }
+            if (accumulate) {
+                addInto(temps, out, u.gradShard);
+            } else {
+                copyUnlessSame(out, u.gradShard);
+            }
+        } finally {
+            temps.forEach(Tensor::close);
+            closeUnlessShard(out, u);
+        }
+    }
+
+    private static void closeUnlessShard(Tensor t, ShardedUnit u) {
+        if (t != u.gradShard) {
+            t.close();
         }
     }
 

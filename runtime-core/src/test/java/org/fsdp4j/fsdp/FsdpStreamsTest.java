@@ -1,0 +1,143 @@
+// Each kind of collective runs on the stream DESIGN.md "Streams" gives it: all-gathers on the
+// all-gather stream, reduce-scatters on the reduce stream, HYBRID_SHARD's all-reduce across
+// replicas on an all-reduce stream of its own (so the next unit's reduce-scatter never queues
+// behind a slow cross-node all-reduce), and only the step's one metrics all-reduce on the rank's
+// own thread. A recording communicator notes the thread each call is issued from.
+package org.fsdp4j.fsdp;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.function.UnaryOperator;
+import org.fsdp4j.comm.CommCounters;
+import org.fsdp4j.comm.CommHandle;
+import org.fsdp4j.comm.Communicator;
+import org.fsdp4j.comm.Reduction;
+import org.fsdp4j.model.GptModel;
+import org.fsdp4j.tensor.Tensor;
+import org.junit.jupiter.api.Test;
+
+class FsdpStreamsTest {
+
+    /** One collective call: which group, which operation, issued from which thread. */
+    private record Call(String group, String op, String thread) {
+    }
+
+    /** Delegates everything, recording each collective and wrapping the groups it splits off. */
+    private static final class Recording implements Communicator {
+        private final Communicator inner;
+        private final ConcurrentLinkedQueue<Call> calls;
+
+        Recording(Communicator inner, ConcurrentLinkedQueue<Call> calls) {
+            this.inner = inner;
+            this.calls = calls;
+        }
+
+        private void note(String op) {
+            calls.add(new Call(inner.name(), op, Thread.currentThread().getName()));
+        }
+
+        @Override
+        public int rank() {
+            return inner.rank();
+        }
+
+        @Override
+        public int size() {
+            return inner.size();
+        }
+
+        @Override
+        public String name() {
+            return inner.name();
+        }
+
+        @Override
+        public CommHandle allGather(Tensor input, Tensor output) {
+            note("all-gather");
+            return inner.allGather(input, output);
+        }
+
+        @Override
+        public CommHandle reduceScatter(Tensor input, Tensor output, Reduction reduction) {
+            note("reduce-scatter");
+            return inner.reduceScatter(input, output, reduction);
+        }
+
+        @Override
+        public CommHandle allReduce(Tensor buffer, Reduction reduction) {
+            note("all-reduce");
+            return inner.allReduce(buffer, reduction);
+        }
+
+        @Override
+        public CommHandle broadcast(Tensor buffer, int root) {
+            note("broadcast");
+            return inner.broadcast(buffer, root);
+        }
+
+        @Override
+        public CommHandle barrier() {
+            note("barrier");
+            return inner.barrier();
+        }
+
+        @Override
+        public Communicator split(int color, int key, String name) {
+            return new Recording(inner.split(color, key, name), calls);
+        }
+
+        @Override
+        public CommCounters counters() {
+            return inner.counters();
+        }
+
+        @Override
+        public void abort(Throwable cause) {
+            inner.abort(cause);
+        }
+
+        @Override
+        public void close() {
+            inner.close();
+        }
+    }
+
+    /** "fsdp4j-stream-allgather-r3" → "allgather"; a rank's own thread → "rank". */
+    private static String stream(String thread) {
+        return thread.startsWith("fsdp4j-stream-") ? thread.substring("fsdp4j-stream-".length(), thread.lastIndexOf("-r"))
+                : "rank";
+    }
+
+    @Test
+    void everyCollectiveRunsOnItsOwnStream() {
+        FsdpTestSupport t = new FsdpTestSupport();
+        ConcurrentLinkedQueue<Call> calls = new ConcurrentLinkedQueue<>();
+        FsdpConfig c = FsdpTestSupport.config(4, ShardingStrategy.HYBRID_SHARD);   // shard groups of 2, 2 replicas
+        UnaryOperator<Communicator> link = w -> new Recording(w, calls);
+        try (LocalFsdpGroup g = new LocalFsdpGroup(c, (r, b) -> new GptModel(FsdpTestSupport.TINY, b, false),
+                FsdpTestSupport.SGD, t.seed, FsdpTestSupport.BATCH, FsdpTestSupport.SEQ, 1, link)) {
+            calls.clear();   // only the step's calls
+            g.step(t.tokens[0], t.targets[0], 0.1f);
+        }
+        // op → the streams it was issued from, e.g. "all-reduce on replicate" → {allreduce}
+        Map<String, Set<String>> seen = new TreeMap<>();
+        for (Call call : calls) {
+            String axis = call.group().contains("replicate") ? "replicate" : call.group().contains("shard") ? "shard"
+                    : "world";
+            seen.computeIfAbsent(call.op() + " on " + axis, k -> new TreeSet<>()).add(stream(call.thread()));
+        }
+        assertEquals(Set.of("allgather"), seen.get("all-gather on shard"), seen.toString());
+        assertEquals(Set.of("reduce"), seen.get("reduce-scatter on shard"), seen.toString());
+        assertEquals(Set.of("allreduce"), seen.get("all-reduce on replicate"), seen.toString());
+        assertEquals(Set.of("rank"), seen.get("all-reduce on world"), seen.toString());   // (loss, Σ grad²)
+        assertFalse(seen.keySet().stream().anyMatch(k -> k.startsWith("broadcast") || k.startsWith("barrier")),
+                seen.toString());
+        assertEquals(4, seen.size(), seen.toString());
+    }
+}
