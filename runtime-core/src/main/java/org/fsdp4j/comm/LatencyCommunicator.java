@@ -12,19 +12,17 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
-import org.fsdp4j.tensor.Tensor;
 
-public final class LatencyCommunicator implements Communicator {
+public final class LatencyCommunicator extends ForwardingCommunicator {
 
-    private final Communicator inner;
     private final Duration latency;
     private final ExecutorService link;
 
     public LatencyCommunicator(Communicator inner, Duration latency) {
+        super(inner);
         if (latency.isNegative()) {
             throw new IllegalArgumentException("latency must be >= 0, got " + latency);
         }
-        this.inner = inner;
         this.latency = latency;
         String threadName = "fsdp4j-latency-" + inner.name() + "-r" + inner.rank();
         this.link = Executors.newSingleThreadExecutor(r -> {
@@ -34,44 +32,10 @@ public final class LatencyCommunicator implements Communicator {
         });
     }
 
+    /** Sleeps the latency on the link's stream, then issues the call and waits for it there. */
     @Override
-    public int rank() {
-        return inner.rank();
-    }
-
-    @Override
-    public int size() {
-        return inner.size();
-    }
-
-    @Override
-    public String name() {
-        return inner.name();
-    }
-
-    @Override
-    public CommHandle allGather(Tensor input, Tensor output) {
-        return delayed(() -> inner.allGather(input, output));
-    }
-
-    @Override
-    public CommHandle reduceScatter(Tensor input, Tensor output, Reduction reduction) {
-        return delayed(() -> inner.reduceScatter(input, output, reduction));
-    }
-
-    @Override
-    public CommHandle allReduce(Tensor buffer, Reduction reduction) {
-        return delayed(() -> inner.allReduce(buffer, reduction));
-    }
-
-    @Override
-    public CommHandle broadcast(Tensor buffer, int root) {
-        return delayed(() -> inner.broadcast(buffer, root));
-    }
-
-    @Override
-    public CommHandle barrier() {
-        return delayed(inner::barrier);
+    protected CommHandle collective(CommOp op, Supplier<CommHandle> call) {
+        return delayed(call);
     }
 
     @Override
@@ -84,11 +48,6 @@ public final class LatencyCommunicator implements Communicator {
             Thread.currentThread().interrupt();
             throw new CommException("communicator '" + name() + "': interrupted while splitting");
         }
-    }
-
-    @Override
-    public CommCounters counters() {
-        return inner.counters();
     }
 
     @Override
@@ -108,7 +67,6 @@ public final class LatencyCommunicator implements Communicator {
         inner.close();
     }
 
-    /** Sleeps the latency on the link's stream, then issues the call and waits for it there. */
     private CommHandle delayed(Supplier<CommHandle> call) {
         CompletableFuture<Void> done = new CompletableFuture<>();
         try {

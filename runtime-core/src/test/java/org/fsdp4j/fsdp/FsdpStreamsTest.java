@@ -13,13 +13,13 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.function.Supplier;
 import java.util.function.UnaryOperator;
-import org.fsdp4j.comm.CommCounters;
 import org.fsdp4j.comm.CommHandle;
+import org.fsdp4j.comm.CommOp;
 import org.fsdp4j.comm.Communicator;
-import org.fsdp4j.comm.Reduction;
+import org.fsdp4j.comm.ForwardingCommunicator;
 import org.fsdp4j.model.GptModel;
-import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.api.Test;
 
 class FsdpStreamsTest {
@@ -28,83 +28,24 @@ class FsdpStreamsTest {
     private record Call(String group, String op, String thread) {
     }
 
-    /** Delegates everything, recording each collective and wrapping the groups it splits off. */
-    private static final class Recording implements Communicator {
-        private final Communicator inner;
+    /** Records each collective, and wraps the groups it splits off. */
+    private static final class Recording extends ForwardingCommunicator {
         private final ConcurrentLinkedQueue<Call> calls;
 
         Recording(Communicator inner, ConcurrentLinkedQueue<Call> calls) {
-            this.inner = inner;
+            super(inner);
             this.calls = calls;
         }
 
-        private void note(String op) {
-            calls.add(new Call(inner.name(), op, Thread.currentThread().getName()));
-        }
-
         @Override
-        public int rank() {
-            return inner.rank();
-        }
-
-        @Override
-        public int size() {
-            return inner.size();
-        }
-
-        @Override
-        public String name() {
-            return inner.name();
-        }
-
-        @Override
-        public CommHandle allGather(Tensor input, Tensor output) {
-            note("all-gather");
-            return inner.allGather(input, output);
-        }
-
-        @Override
-        public CommHandle reduceScatter(Tensor input, Tensor output, Reduction reduction) {
-            note("reduce-scatter");
-            return inner.reduceScatter(input, output, reduction);
-        }
-
-        @Override
-        public CommHandle allReduce(Tensor buffer, Reduction reduction) {
-            note("all-reduce");
-            return inner.allReduce(buffer, reduction);
-        }
-
-        @Override
-        public CommHandle broadcast(Tensor buffer, int root) {
-            note("broadcast");
-            return inner.broadcast(buffer, root);
-        }
-
-        @Override
-        public CommHandle barrier() {
-            note("barrier");
-            return inner.barrier();
+        protected CommHandle collective(CommOp op, Supplier<CommHandle> call) {
+            calls.add(new Call(inner.name(), op.label(), Thread.currentThread().getName()));
+            return call.get();
         }
 
         @Override
         public Communicator split(int color, int key, String name) {
             return new Recording(inner.split(color, key, name), calls);
-        }
-
-        @Override
-        public CommCounters counters() {
-            return inner.counters();
-        }
-
-        @Override
-        public void abort(Throwable cause) {
-            inner.abort(cause);
-        }
-
-        @Override
-        public void close() {
-            inner.close();
         }
     }
 
@@ -125,17 +66,17 @@ class FsdpStreamsTest {
             calls.clear();   // only the step's calls
             g.step(t.tokens[0], t.targets[0], 0.1f);
         }
-        // op → the streams it was issued from, e.g. "all-reduce on replicate" → {allreduce}
+        // op → the streams it was issued from, e.g. "allReduce on replicate" → {allreduce}
         Map<String, Set<String>> seen = new TreeMap<>();
         for (Call call : calls) {
             String axis = call.group().contains("replicate") ? "replicate" : call.group().contains("shard") ? "shard"
                     : "world";
             seen.computeIfAbsent(call.op() + " on " + axis, k -> new TreeSet<>()).add(stream(call.thread()));
         }
-        assertEquals(Set.of("allgather"), seen.get("all-gather on shard"), seen.toString());
-        assertEquals(Set.of("reduce"), seen.get("reduce-scatter on shard"), seen.toString());
-        assertEquals(Set.of("allreduce"), seen.get("all-reduce on replicate"), seen.toString());
-        assertEquals(Set.of("rank"), seen.get("all-reduce on world"), seen.toString());   // (loss, Σ grad²)
+        assertEquals(Set.of("allgather"), seen.get("allGather on shard"), seen.toString());
+        assertEquals(Set.of("reduce"), seen.get("reduceScatter on shard"), seen.toString());
+        assertEquals(Set.of("allreduce"), seen.get("allReduce on replicate"), seen.toString());
+        assertEquals(Set.of("rank"), seen.get("allReduce on world"), seen.toString());   // (loss, Σ grad²)
         assertFalse(seen.keySet().stream().anyMatch(k -> k.startsWith("broadcast") || k.startsWith("barrier")),
                 seen.toString());
         assertEquals(4, seen.size(), seen.toString());
