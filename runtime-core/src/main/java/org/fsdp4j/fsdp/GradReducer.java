@@ -74,7 +74,7 @@ final class GradReducer {
                     + "can add to the gradient shard");
         }
         List<Tensor> temps = new ArrayList<>();
-        Runnable allReducePhase = null;
+        Runnable rest = null;                                                   // after the reduce-scatter
         try {
             Tensor in = grad;                                                   // (numel) reduce dtype
             if (grad.dtype() != reduceDtype) {
@@ -101,7 +101,7 @@ final class GradReducer {
                     closeUnlessShard(out, u);
                     throw e;
                 }
-                allReducePhase = () -> finish(u, out, hybrid, accumulate);
+                rest = () -> finish(u, out, hybrid, accumulate);
             }
         } finally {
             temps.forEach(Tensor::close);
@@ -109,11 +109,11 @@ final class GradReducer {
                 grad.close();
             }
         }
-        if (allReducePhase != null && !hasAllReducePhase(u)) {
-            allReducePhase.run();
+        if (rest != null && !hasAllReducePhase(u)) {
+            rest.run();
             return null;
         }
-        return allReducePhase;
+        return rest;
     }
 
     /** After the reduce-scatter into out (shardNumel): across replicas if hybrid, then into the shard; frees out. */
