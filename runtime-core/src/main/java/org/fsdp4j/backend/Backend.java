@@ -10,8 +10,18 @@
 // - Backward operations ACCUMULATE (+=) into every gradient they write, as llm.c does, so one
 //   zero-fill per buffer serves several contributions. crossEntropyBackward is the one
 //   exception (it overwrites, so dlogits may alias logits).
-// - Work is issued on the calling thread's current stream (see setStream). On the CPU backend
-//   every call completes before it returns.
+// - Work is issued on the calling thread's current stream (see setStream / onStream) and the
+//   call returns without waiting for it, as on a GPU: the CPU backend models one (see
+//   docs/ARCHITECTURE.md, "Streams and events"). Shapes and closed tensors are checked when the
+//   call is made. Work crosses streams only through events (Stream.record / Stream.waitFor).
+// - Memory is stream-ordered, as CUDA's caching allocator: a tensor is allocated for the
+//   current stream and may be closed by the host as soon as the last work that reads it is
+//   issued on that stream; another stream that uses it must either be ordered before that
+//   stream's later work by an event, or be named with recordStream.
+// - The calls that hand a value to the host (copyToHost, sum, sumOfSquares, hasNonFinite,
+//   synchronize, Stream.synchronize, Event.synchronize) block until the work they depend on is
+//   done; each counts as one host synchronisation (hostSyncs). Everything else never blocks the
+//   host on a GPU.
 package org.fsdp4j.backend;
 
 import java.util.OptionalDouble;
@@ -189,38 +199,99 @@ public interface Backend extends AutoCloseable {
     /** True if any element is ±inf or NaN. */
     boolean hasNonFinite(Tensor t);
 
+    /**
+     * out[0] += scale · Σ t, on the device (no host synchronisation): Σ is accumulated as sum()
+     * does and rounded once to out's dtype after scaling. out is one F32 element.
+     */
+    void sumInto(Tensor t, float scale, Tensor out);
+
+    /** out[0] += scale · Σ t², accumulated and rounded as sumInto. */
+    void sumOfSquaresInto(Tensor t, float scale, Tensor out);
+
     // ------------------------------------------------------------------ streams and events
 
-    /** A named stream (CUDA) or a named marker (CPU, where every call is already complete). */
+    /** The stream every thread issues on until setStream says otherwise: the forward/backward compute. */
+    Stream computeStream();
+
+    /** A new named stream (its name says why it exists: "all-gather", "reduce-scatter"). */
     Stream newStream(String name);
 
-    /** Makes {@code stream} the calling thread's current stream for this backend (null: the default). */
+    /** Makes {@code stream} the calling thread's current stream for this backend (null: the compute stream). */
     void setStream(Stream stream);
 
-    /** Records an event on the calling thread's current stream. */
-    Event record();
+    /** The calling thread's current stream. */
+    Stream currentStream();
 
-    /** Makes the calling thread's current stream wait for {@code event}; never blocks the host. */
-    void waitFor(Event event);
+    /** Issues on {@code stream} until the returned scope is closed, then on the previous stream again. */
+    default StreamScope onStream(Stream stream) {
+        Stream previous = currentStream();
+        setStream(stream);
+        return () -> setStream(previous);
+    }
 
-    /** Blocks the host until all work this backend issued on any stream is done. */
+    /**
+     * Tells the allocator that {@code stream} uses {@code t}, which was allocated for another
+     * stream: when t is closed, its bytes are not reused until the work {@code stream} has been
+     * given by then is done (torch's record_stream). No stream waits for another because of it.
+     */
+    void recordStream(Tensor t, Stream stream);
+
+    /** Blocks the host until all work this backend issued on any stream is done (a host synchronisation). */
     void synchronize();
+
+    /** Host synchronisations so far (see the class comment): the step's budget is one. */
+    long hostSyncs();
+
+    /**
+     * GEMMs so far whose operands had different dtypes (e.g. fp32 activations × bf16 weights),
+     * each of which the CUDA backend serves by promoting its operands to fp32 with a copy (the CPU
+     * converts while packing either way). Zero when compute runs in the parameter dtype.
+     */
+    long promotedCopies();
 
     /** Frees what the backend holds itself (pools, handles); tensors it handed out are the caller's. */
     @Override
     void close();
 
-    /** A stream handle; closing one destroys it. */
+    /** Restores the previous current stream when closed (see onStream). */
+    interface StreamScope extends AutoCloseable {
+        @Override
+        void close();
+    }
+
+    /**
+     * A sequence of work that runs in issue order. Closing one waits for its work and destroys it;
+     * using it afterwards throws.
+     */
     interface Stream extends AutoCloseable {
         String name();
+
+        /** An event that completes when the work issued on this stream so far is done. */
+        Event record();
+
+        /** Work issued on this stream from now on runs after {@code event}; never blocks the host. */
+        void waitFor(Event event);
+
+        /**
+         * Runs {@code fn} on the host in stream order (after the work before it; the work after it
+         * waits for it), like cudaLaunchHostFunc: it must not issue work on this backend itself.
+         * A failure of fn fails the stream: later work on it is skipped and its events fail.
+         */
+        void launchHostFunc(Runnable fn);
+
+        /** Blocks the host until the work issued so far is done (a host synchronisation); rethrows its failure. */
+        void synchronize();
 
         @Override
         void close();
     }
 
-    /** An event handle: waitable across streams, and by the host. */
+    /** A point in a stream's work: waitable by other streams, and by the host. */
     interface Event {
-        /** Blocks the host until the work before the event is done. */
+        /** Blocks the host until the work before the event is done (a host synchronisation); rethrows its failure. */
         void synchronize();
+
+        /** True once the work before the event is done (successfully or not); never blocks. */
+        boolean isDone();
     }
 }

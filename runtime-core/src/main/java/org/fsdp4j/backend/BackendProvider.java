@@ -17,9 +17,6 @@ public interface BackendProvider {
     /** Number of devices of this kind (1 for the CPU). */
     int deviceCount();
 
-    /**
-     * A backend for {@code device} reporting to {@code tracker}. {@code cpuThreads} is the number of
-     * host threads this backend may keep busy (the CPU backend's parallelism; 0 = all cores).
-     */
-    Backend create(Device device, MemoryTracker tracker, int cpuThreads);
+    /** A backend for {@code device} reporting to {@code tracker}, built as {@code options} say. */
+    Backend create(Device device, MemoryTracker tracker, BackendOptions options);
 }

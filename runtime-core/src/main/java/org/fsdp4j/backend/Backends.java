@@ -62,8 +62,13 @@ public final class Backends {
         return d;
     }
 
-    public static Backend create(Device device, MemoryTracker tracker, int cpuThreads) {
+    public static Backend create(Device device, MemoryTracker tracker, BackendOptions options) {
         return provider(device.kind()).orElseThrow(() -> new IllegalArgumentException("no backend for " + device))
-                .create(device, tracker, cpuThreads);
+                .create(device, tracker, options);
+    }
+
+    /** {@code cpuThreads} host threads (0 = all cores), debug streams as the system property says. */
+    public static Backend create(Device device, MemoryTracker tracker, int cpuThreads) {
+        return create(device, tracker, BackendOptions.defaults(cpuThreads));
     }
 }

@@ -47,6 +47,13 @@ public final class Shapes {
         }
     }
 
+    /** A one-element F32 tensor a reduction adds its result into. */
+    public static void scalarF32(String op, Tensor out) {
+        if (out.dtype() != DType.F32 || out.numel() != 1) {
+            throw error(op, "the result goes into one F32 element", out);
+        }
+    }
+
     /** A pointwise op's operands: floating tensors of one element count. */
     public static void pointwise(String op, Tensor... tensors) {
         floating(op, tensors);
@@ -125,7 +132,7 @@ public final class Shapes {
     }
 
     private static void gemmDisjoint(String name, Tensor x, long spanX, Tensor c, long spanC, Tensor other) {
-        if (x.storage() != c.storage() || spanX == 0 || spanC == 0) {
+        if (x.rawStorage() != c.rawStorage() || spanX == 0 || spanC == 0) {
             return;
         }
         long x0 = x.byteOffset();

@@ -1,6 +1,6 @@
 // The cost of sharding on one machine: the same global batch trained by N = 1, 2, 4, ...
 // in-process FSDP ranks that share the cores (each rank gets cores/N threads), timed with the
-// step benchmark. N = 1 is the plain single-rank trainer, so the ratio is the whole price of
+// step benchmark. N = 1 is the same engine with nothing to shard, so the ratio is the whole price of
 // sharding: the all-gathers and reduce-scatters (memory copies here, hidden by prefetch where
 // they can be) plus the smaller per-rank GEMMs. The target is N = 2, 4 within 1.25× of N = 1.
 package org.fsdp4j.bench;

@@ -34,11 +34,13 @@ public final class StepBenchmark {
      * @param peakBytesPerRank  peak tracked bytes per rank
      * @param peakTflopsPerRank the device's dense GEMM peak per rank, or null where unknown (the CPU)
      * @param mfu               achieved / (peak × ranks), or null where the peak is unknown
+     * @param hostSyncsPerStep  the most times a rank's host waited for its device in one step (the budget is 1)
+     * @param promotedCopies    GEMMs with mixed operand dtypes over the run (0 expected)
      */
     public record Result(String preset, String device, String backend, long params, int worldSize, int batchSize,
                          int seqLen, int untimedSteps, int timedSteps, double[] stepTimesMs, double stepTimeMsMedian,
                          double tokensPerSecond, double gflopPerStep, double achievedGflops, long[] peakBytesPerRank,
-                         Double peakTflopsPerRank, Double mfu) {
+                         Double peakTflopsPerRank, Double mfu, long hostSyncsPerStep, long promotedCopies) {
     }
 
     private StepBenchmark() {
@@ -77,7 +79,8 @@ public final class StepBenchmark {
             return new Result(c.preset(), info.device(), info.backendName(), info.parameters(), info.worldSize(),
                     c.batchSize(), c.seqLen(), untimedSteps, timedSteps, Arrays.copyOf(timesMs, timesMs.length),
                     medianMs, c.tokensPerStep() / (medianMs / 1e3), gflop, achievedGflops,
-                    trainer.summary().peakBytesPerRank(), peakTflops, mfu);
+                    trainer.summary().peakBytesPerRank(), peakTflops, mfu, trainer.summary().hostSyncsPerStep(),
+                    trainer.summary().promotedCopies());
         }
     }
 }

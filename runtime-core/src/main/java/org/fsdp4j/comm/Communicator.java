@@ -1,18 +1,24 @@
-// The collective-communication SPI the FSDP engine is written against: NCCL on GPUs, an
-// in-process group of threads on the CPU (LocalGroup). One instance per (rank, group).
+// The collective-communication SPI the FSDP engine is written against, shaped as NCCL is: NCCL
+// on GPUs, an in-process group of threads on the CPU (LocalGroup). One instance per (rank, group).
 //
 // Semantics shared by every implementation:
-// - Every collective is asynchronous: it is queued on this communicator's stream and returns a
-//   handle. Calls on one communicator execute in the order they were issued, so every rank must
-//   issue the same collectives in the same order (a mismatch is detected and reported where the
-//   implementation can). Use split() to get an independent stream over the same ranks.
-// - Buffers must be ready when the call is made and must not be touched until the handle
-//   completes. Input and output have the same dtype: half-precision data is what travels;
-//   reductions accumulate in fp32 and round once to the buffer's dtype.
-// - Every call adds to counters() the bytes this rank sends and receives (CommOp's convention).
-// - A failure (timeout, abort, mismatch) surfaces as CommException from the handle's await().
+// - A collective is enqueued on the stream it is given and the call returns at once: it runs
+//   after the work issued on that stream before it, and work issued on the stream after it runs
+//   after it has completed on this rank. Nobody waits on the host; events order other streams.
+// - Every rank issues the same collectives on a communicator in the same order (a mismatch is
+//   detected and reported where the implementation can). One communicator serves one stream:
+//   split() a communicator per stream that issues collectives (as NCCL needs for concurrency).
+// - Buffers must be written, on the given stream or ordered before it by an event, before the
+//   collective, and must not be reused before it has completed. Input and output have the same
+//   dtype: half-precision data is what travels; reductions accumulate in fp32 and round once.
+// - Every collective adds to counters() the bytes this rank sends and receives (CommOp's convention).
+// - A failure (timeout, abort, mismatch) fails the stream: later work on it is skipped, its
+//   events fail, and the CommException (naming the collective, the rank, and the rank that
+//   caused it) reaches the host at its next synchronisation. The whole group is aborted first,
+//   so no other rank waits for the timeout.
 package org.fsdp4j.comm;
 
+import org.fsdp4j.backend.Backend;
 import org.fsdp4j.tensor.Tensor;
 
 public interface Communicator extends AutoCloseable {
@@ -26,24 +32,24 @@ public interface Communicator extends AutoCloseable {
     String name();
 
     /** output (size · n) = the inputs (n) of ranks 0..size−1 end to end. input may be this rank's chunk of output. */
-    CommHandle allGather(Tensor input, Tensor output);
+    void allGather(Tensor input, Tensor output, Backend.Stream stream);
 
     /** output (n) = reduction over ranks of chunk {@code rank} of input (size · n). Output must not overlap input. */
-    CommHandle reduceScatter(Tensor input, Tensor output, Reduction reduction);
+    void reduceScatter(Tensor input, Tensor output, Reduction reduction, Backend.Stream stream);
 
     /** buffer = reduction over ranks of buffer, in place. */
-    CommHandle allReduce(Tensor buffer, Reduction reduction);
+    void allReduce(Tensor buffer, Reduction reduction, Backend.Stream stream);
 
     /** buffer = root's buffer. */
-    CommHandle broadcast(Tensor buffer, int root);
+    void broadcast(Tensor buffer, int root, Backend.Stream stream);
 
-    /** Completes once every rank has reached it. */
-    CommHandle barrier();
+    /** Completes on {@code stream} once every rank's stream has reached it. */
+    void barrier(Backend.Stream stream);
 
     /**
-     * A new communicator over the ranks that pass the same {@code color}, ordered by (key, rank),
-     * with its own stream. Collective over this group: every rank calls it, in the same order
-     * relative to other calls. Blocks until the new group exists.
+     * A new communicator over the ranks that pass the same {@code color}, ordered by (key, rank).
+     * Collective over this group: every rank calls it, in the same order relative to the other
+     * collectives. Blocks the host until the new group exists (set-up, not the step).
      */
     Communicator split(int color, int key, String name);
 
@@ -57,7 +63,7 @@ public interface Communicator extends AutoCloseable {
      */
     void abort(Throwable cause);
 
-    /** Waits for queued work and stops this communicator's stream. Idempotent. */
+    /** Releases the communicator (its queued collectives still run). Idempotent. */
     @Override
     void close();
 }

@@ -3,7 +3,7 @@
 // tests' recording communicators are written on it, so each says only what it changes.
 package org.fsdp4j.comm;
 
-import java.util.function.Supplier;
+import org.fsdp4j.backend.Backend;
 import org.fsdp4j.tensor.Tensor;
 
 public abstract class ForwardingCommunicator implements Communicator {
@@ -14,9 +14,9 @@ public abstract class ForwardingCommunicator implements Communicator {
         this.inner = inner;
     }
 
-    /** Every collective comes through here: {@code call} issues it on the inner communicator. */
-    protected CommHandle collective(CommOp op, Supplier<CommHandle> call) {
-        return call.get();
+    /** Every collective comes through here: {@code call} issues it on the inner communicator, on {@code stream}. */
+    protected void collective(CommOp op, Backend.Stream stream, Runnable call) {
+        call.run();
     }
 
     @Override
@@ -35,28 +35,28 @@ public abstract class ForwardingCommunicator implements Communicator {
     }
 
     @Override
-    public CommHandle allGather(Tensor input, Tensor output) {
-        return collective(CommOp.ALL_GATHER, () -> inner.allGather(input, output));
+    public void allGather(Tensor input, Tensor output, Backend.Stream stream) {
+        collective(CommOp.ALL_GATHER, stream, () -> inner.allGather(input, output, stream));
     }
 
     @Override
-    public CommHandle reduceScatter(Tensor input, Tensor output, Reduction reduction) {
-        return collective(CommOp.REDUCE_SCATTER, () -> inner.reduceScatter(input, output, reduction));
+    public void reduceScatter(Tensor input, Tensor output, Reduction reduction, Backend.Stream stream) {
+        collective(CommOp.REDUCE_SCATTER, stream, () -> inner.reduceScatter(input, output, reduction, stream));
     }
 
     @Override
-    public CommHandle allReduce(Tensor buffer, Reduction reduction) {
-        return collective(CommOp.ALL_REDUCE, () -> inner.allReduce(buffer, reduction));
+    public void allReduce(Tensor buffer, Reduction reduction, Backend.Stream stream) {
+        collective(CommOp.ALL_REDUCE, stream, () -> inner.allReduce(buffer, reduction, stream));
     }
 
     @Override
-    public CommHandle broadcast(Tensor buffer, int root) {
-        return collective(CommOp.BROADCAST, () -> inner.broadcast(buffer, root));
+    public void broadcast(Tensor buffer, int root, Backend.Stream stream) {
+        collective(CommOp.BROADCAST, stream, () -> inner.broadcast(buffer, root, stream));
     }
 
     @Override
-    public CommHandle barrier() {
-        return collective(CommOp.BARRIER, inner::barrier);
+    public void barrier(Backend.Stream stream) {
+        collective(CommOp.BARRIER, stream, () -> inner.barrier(stream));
     }
 
     @Override

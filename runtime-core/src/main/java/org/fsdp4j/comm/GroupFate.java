@@ -1,20 +1,19 @@
 // The abort state shared by a local world group and every group split from it: the first
-// failure poisons them all, wakes every rank waiting in any rendezvous, and stops every stream,
-// so a failed or missing rank makes the others exit promptly instead of hanging.
+// failure poisons them all and wakes every rank waiting in any rendezvous, so a failed or
+// missing rank makes the others' collectives fail promptly (and with them their streams)
+// instead of hanging.
 package org.fsdp4j.comm;
 
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.ExecutorService;
 import java.util.function.Function;
 
 final class GroupFate {
 
     private volatile CommException cause;
     private final List<Rendezvous> rendezvous = new CopyOnWriteArrayList<>();
-    private final List<ExecutorService> streams = new CopyOnWriteArrayList<>();
     private final Map<String, Rendezvous> subgroups = new ConcurrentHashMap<>();
 
     /** Throws if the group was aborted: {@code where} names the operation and rank that noticed. */
@@ -29,7 +28,7 @@ final class GroupFate {
         return cause != null;
     }
 
-    /** Records the first cause, then wakes every waiter and stops every stream (queued ops fail fast). */
+    /** Records the first cause, then wakes every waiter (queued collectives fail fast at their check). */
     void abort(CommException why) {
         synchronized (this) {
             if (cause != null) {
@@ -40,9 +39,6 @@ final class GroupFate {
         for (Rendezvous r : rendezvous) {
             r.wakeAll();
         }
-        for (ExecutorService s : streams) {
-            s.shutdown();
-        }
     }
 
     void register(Rendezvous r) {
@@ -50,17 +46,6 @@ final class GroupFate {
         if (cause != null) {
             r.wakeAll();
         }
-    }
-
-    void register(ExecutorService stream) {
-        streams.add(stream);
-        if (cause != null) {
-            stream.shutdown();
-        }
-    }
-
-    void unregister(ExecutorService stream) {
-        streams.remove(stream);
     }
 
     /** The one Rendezvous object all members of a split share, created by whichever member gets there first. */

@@ -1,31 +1,25 @@
-// One rank's view of an in-process group. Its stream is a single-thread executor, so calls run
-// in issue order and overlap the caller's compute. Each collective is a few rendezvous phases:
-// deposit the buffers, let every rank read what it needs from the others (rank r reduces or
-// copies only its own part, so the ranks' copies run in parallel like a ring), then a final
-// phase so no rank reuses a buffer another is still reading.
+// One rank's view of an in-process group of CPU ranks. A collective is a host function queued on
+// the stream it is given (Backend.Stream.launchHostFunc), so it runs in that stream's order and
+// overlaps the work of the rank's other streams. Its body is a few rendezvous phases with the
+// other ranks' streams: deposit the buffers, let every rank read what it needs from the others
+// (rank r reduces or copies only its own part, so the ranks' copies run in parallel like a ring),
+// then a final phase so no rank's stream goes on to reuse a buffer another is still reading. The
+// copies are CPU backend ops called from inside stream work, which run at once on that thread.
+// A group of one never meets anyone: its collectives are plain backend ops on the stream, so it
+// serves any backend (a single rank on a GPU).
 package org.fsdp4j.comm;
 
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.function.Function;
+import java.util.function.Consumer;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.MemoryCategory;
 import org.fsdp4j.tensor.Tensor;
 
 final class LocalCommunicator implements Communicator {
-
-    /** One issued collective: its sequence number on this communicator and its label for errors. */
-    private record Call(long seq, String where) {
-    }
 
     /** What every rank deposits for a collective: the call's signature (checked to match) and its buffer. */
     private record Deposit(String signature, Tensor buffer, int color, int key) {
@@ -34,22 +28,15 @@ final class LocalCommunicator implements Communicator {
     private final Rendezvous group;
     private final int rank;
     private final Backend backend;
-    private final ExecutorService stream;
     private final CommCounters counters = new CommCounters();
     private final AtomicLong issued = new AtomicLong();
+    private Backend.Stream stream;      // the one stream this communicator's collectives run on, once used
     private volatile boolean closed;
 
     LocalCommunicator(Rendezvous group, int rank, Backend backend) {
         this.group = group;
         this.rank = rank;
         this.backend = backend;
-        String threadName = "fsdp4j-comm-" + group.name() + "-r" + group.globalRank(rank);
-        this.stream = Executors.newSingleThreadExecutor(r -> {
-            Thread t = new Thread(r, threadName);
-            t.setDaemon(true);
-            return t;
-        });
-        group.fate().register(stream);
     }
 
     static CommException rankFailure(int rank, Throwable cause) {
@@ -83,7 +70,7 @@ final class LocalCommunicator implements Communicator {
     // ------------------------------------------------------------------ collectives
 
     @Override
-    public CommHandle allGather(Tensor input, Tensor output) {
+    public void allGather(Tensor input, Tensor output, Backend.Stream stream) {
         long n = input.numel();
         requireSameDtype("allGather", input, output);
         if (output.numel() != n * size()) {
@@ -97,8 +84,15 @@ final class LocalCommunicator implements Communicator {
                     + "other than as this rank's chunk");
         }
         String signature = "allGather(" + input.dtype().shortName() + ", " + n + ")";
-        return submit(CommOp.ALL_GATHER, call -> {
-            String where = call.where();
+        if (size() == 1) {
+            alone(stream, () -> {
+                if (!inPlace && n > 0) {
+                    backend.copy(input, output.view(0, n));
+                }
+            });
+            return;
+        }
+        submit(CommOp.ALL_GATHER, stream, where -> {
             Tensor[] inputs = exchangeBuffers(new Deposit(signature, input, 0, 0), where);
             for (int q = 0; q < size(); q++) {
                 if (q == rank && inPlace) {
@@ -109,13 +103,12 @@ final class LocalCommunicator implements Communicator {
                 }
             }
             group.barrier(rank, where + " (completion)");
-            record(CommOp.ALL_GATHER, output.numBytes(), 0);
-            return null;
         });
+        record(CommOp.ALL_GATHER, output.numBytes(), 0);
     }
 
     @Override
-    public CommHandle reduceScatter(Tensor input, Tensor output, Reduction reduction) {
+    public void reduceScatter(Tensor input, Tensor output, Reduction reduction, Backend.Stream stream) {
         long n = output.numel();
         requireSameDtype("reduceScatter", input, output);
         requireFloating("reduceScatter", input);
@@ -127,22 +120,28 @@ final class LocalCommunicator implements Communicator {
             throw new IllegalArgumentException("reduceScatter on '" + name() + "': the output overlaps the input");
         }
         String signature = "reduceScatter(" + input.dtype().shortName() + ", " + input.numel() + ", " + reduction + ")";
-        return submit(CommOp.REDUCE_SCATTER, call -> {
-            String where = call.where();
+        if (size() == 1) {
+            alone(stream, () -> reduceInto(new Tensor[] {input}, 0, n, reduction, List.of(output.reshape(n))));
+            return;
+        }
+        submit(CommOp.REDUCE_SCATTER, stream, where -> {
             Tensor[] inputs = exchangeBuffers(new Deposit(signature, input, 0, 0), where);
             reduceInto(inputs, rank * n, n, reduction, List.of(output.reshape(n)));
             group.barrier(rank, where + " (completion)");
-            record(CommOp.REDUCE_SCATTER, input.numBytes(), 0);
-            return null;
         });
+        record(CommOp.REDUCE_SCATTER, input.numBytes(), 0);
     }
 
     @Override
-    public CommHandle allReduce(Tensor buffer, Reduction reduction) {
+    public void allReduce(Tensor buffer, Reduction reduction, Backend.Stream stream) {
         requireFloating("allReduce", buffer);
         String signature = "allReduce(" + buffer.dtype().shortName() + ", " + buffer.numel() + ", " + reduction + ")";
-        return submit(CommOp.ALL_REDUCE, call -> {
-            String where = call.where();
+        if (size() == 1) {
+            alone(stream, () -> reduceInto(new Tensor[] {buffer}, 0, buffer.numel(), reduction,
+                    List.of(buffer.reshape(buffer.numel()))));
+            return;
+        }
+        submit(CommOp.ALL_REDUCE, stream, where -> {
             Tensor[] buffers = exchangeBuffers(new Deposit(signature, buffer, 0, 0), where);
             // Rank r owns chunk r: it reads chunk r of every buffer and writes the result back to all
             // of them. Chunks are disjoint, so no rank reads what another is writing.
@@ -155,43 +154,53 @@ final class LocalCommunicator implements Communicator {
             }
             reduceInto(buffers, lo, hi - lo, reduction, destinations);
             group.barrier(rank, where + " (completion)");
-            record(CommOp.ALL_REDUCE, buffer.numBytes(), 0);
-            return null;
         });
+        record(CommOp.ALL_REDUCE, buffer.numBytes(), 0);
     }
 
     @Override
-    public CommHandle broadcast(Tensor buffer, int root) {
+    public void broadcast(Tensor buffer, int root, Backend.Stream stream) {
         if (root < 0 || root >= size()) {
             throw new IllegalArgumentException("broadcast on '" + name() + "': root " + root
                     + " is outside a group of " + size());
         }
         String signature = "broadcast(" + buffer.dtype().shortName() + ", " + buffer.numel() + ", root " + root + ")";
-        return submit(CommOp.BROADCAST, call -> {
-            String where = call.where();
+        if (size() == 1) {
+            checkOpen();
+            bind(stream);
+            return;
+        }
+        submit(CommOp.BROADCAST, stream, where -> {
             Tensor[] buffers = exchangeBuffers(new Deposit(signature, buffer, 0, 0), where);
             if (rank != root && buffer.numel() > 0) {
                 backend.copy(buffers[root], buffer);
             }
             group.barrier(rank, where + " (completion)");
-            record(CommOp.BROADCAST, buffer.numBytes(), root);
-            return null;
         });
+        record(CommOp.BROADCAST, buffer.numBytes(), root);
     }
 
     @Override
-    public CommHandle barrier() {
-        return submit(CommOp.BARRIER, call -> {
-            String where = call.where();
-            exchangeBuffers(new Deposit("barrier()", null, 0, 0), where);
-            return null;
-        });
+    public void barrier(Backend.Stream stream) {
+        if (size() == 1) {
+            checkOpen();
+            bind(stream);
+            return;
+        }
+        submit(CommOp.BARRIER, stream, where -> exchangeBuffers(new Deposit("barrier()", null, 0, 0), where));
     }
 
     @Override
     public Communicator split(int color, int key, String name) {
-        FutureHandle<Communicator> h = submit(CommOp.SPLIT, call -> {
-            String where = call.where();
+        checkOpen();
+        Backend.Stream bound;
+        synchronized (this) {
+            bound = stream;
+        }
+        long seq = issued.incrementAndGet();
+        String where = label(CommOp.SPLIT, seq);
+        Communicator[] made = new Communicator[1];
+        Runnable body = () -> made[0] = guarded(where, () -> {
             Object[] all = group.exchange(rank, new Deposit("split()", null, color, key), where);
             checkSignatures(all, where);
             List<Integer> members = new ArrayList<>();
@@ -206,11 +215,17 @@ final class LocalCommunicator implements Communicator {
             });
             int[] globalRanks = members.stream().mapToInt(group::globalRank).toArray();
             String subName = group.name() + "/" + name;
-            Rendezvous sub = group.fate().subgroup(group.name() + "#" + call.seq() + ":" + color,
+            Rendezvous sub = group.fate().subgroup(group.name() + "#" + seq + ":" + color,
                     k -> new Rendezvous(subName, globalRanks, group.timeout(), group.fate()));
             return new LocalCommunicator(sub, members.indexOf(rank), backend);
         });
-        return h.get();
+        if (bound == null) {
+            body.run();                        // nothing queued on this communicator: meet the others now
+        } else {
+            bound.launchHostFunc(body);        // after the collectives already queued on its stream
+            bound.synchronize();
+        }
+        return made[0];
     }
 
     @Override
@@ -220,56 +235,81 @@ final class LocalCommunicator implements Communicator {
 
     @Override
     public void close() {
-        if (closed) {
-            return;
-        }
         closed = true;
-        stream.shutdown();
-        try {
-            if (!stream.awaitTermination(group.timeout().toMillis() * 2, TimeUnit.MILLISECONDS)) {
-                throw new CommException("communicator '" + name() + "' at rank " + group.globalRank(rank)
-                        + ": its stream did not stop within " + group.timeout().toMillis() * 2 + " ms");
-            }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        } finally {
-            group.fate().unregister(stream);
-        }
     }
 
     // ------------------------------------------------------------------ machinery
 
-    private <T> FutureHandle<T> submit(CommOp op, Function<Call, T> body) {
+    /** Queues {@code body} (given the collective's label) on {@code stream} as a host function. */
+    private void submit(CommOp op, Backend.Stream stream, Consumer<String> body) {
+        checkOpen();
+        bind(stream);
+        requireCpuStreams(op);
+        String where = label(op, issued.incrementAndGet());
+        stream.launchHostFunc(() -> guarded(where, () -> {
+            body.accept(where);
+            return null;
+        }));
+    }
+
+    /**
+     * Runs a collective's body: fails at once if the group was aborted; any failure other than
+     * the group's own (a bug, a bad buffer) aborts the group so that no rank waits for it.
+     */
+    private <T> T guarded(String where, java.util.function.Supplier<T> body) {
+        try {
+            group.fate().check(where);
+            return body.get();
+        } catch (CommException e) {
+            throw e;
+        } catch (Throwable t) {
+            CommException e = new CommException(where + " failed: " + describe(t), t);
+            group.fate().abort(rankFailure(group.globalRank(rank), e));
+            throw e;
+        }
+    }
+
+    /** A group of one: the collective is plain backend work on the stream. */
+    private void alone(Backend.Stream stream, Runnable ops) {
+        checkOpen();
+        bind(stream);
+        try (Backend.StreamScope scope = backend.onStream(stream)) {
+            ops.run();
+        }
+    }
+
+    private String label(CommOp op, long seq) {
+        return op.label() + " #" + seq + " on '" + name() + "' at rank " + group.globalRank(rank);
+    }
+
+    /** Binds this communicator to its first stream; another stream is a usage error (split one per stream). */
+    private synchronized void bind(Backend.Stream s) {
+        if (s == null) {
+            throw new IllegalArgumentException("communicator '" + name() + "': a collective needs a stream");
+        }
+        if (stream == null) {
+            stream = s;
+        } else if (stream != s) {
+            throw new IllegalArgumentException("communicator '" + name() + "' at rank " + group.globalRank(rank)
+                    + " runs its collectives on stream '" + stream.name() + "', not '" + s.name()
+                    + "': split() a communicator for each stream that issues collectives");
+        }
+    }
+
+    /** The copies inside a collective's host function are backend ops, which only the CPU backend runs there. */
+    private void requireCpuStreams(CommOp op) {
+        if (!backend.device().isCpu()) {
+            throw new IllegalArgumentException(op.label() + " on '" + name() + "': the in-process group moves data"
+                    + " between CPU ranks; " + size() + " ranks on " + backend.device()
+                    + " need the NCCL communicator");
+        }
+    }
+
+    private void checkOpen() {
         if (closed) {
             throw new IllegalStateException("communicator '" + name() + "' at rank " + group.globalRank(rank)
                     + " is closed");
         }
-        long seq = issued.incrementAndGet();
-        String where = op.label() + " #" + seq + " on '" + name() + "' at rank " + group.globalRank(rank);
-        Call call = new Call(seq, where);
-        CompletableFuture<T> future = new CompletableFuture<>();
-        try {
-            stream.execute(() -> {
-                try {
-                    group.fate().check(where);
-                    future.complete(body.apply(call));
-                } catch (CommException e) {
-                    future.completeExceptionally(e);
-                } catch (Throwable t) {
-                    CommException e = new CommException(where + " failed: " + describe(t), t);
-                    group.fate().abort(rankFailure(group.globalRank(rank), e));
-                    future.completeExceptionally(e);
-                }
-            });
-        } catch (RejectedExecutionException e) {
-            try {
-                group.fate().check(where);
-                future.completeExceptionally(new CommException(where + ": the communicator's stream has stopped"));
-            } catch (CommException aborted) {
-                future.completeExceptionally(aborted);
-            }
-        }
-        return new FutureHandle<>(future, where);
     }
 
     private Tensor[] exchangeBuffers(Deposit mine, String where) {
@@ -328,6 +368,7 @@ final class LocalCommunicator implements Communicator {
         }
     }
 
+    /** Counts the bytes of a collective when it is issued (what it will move is known then, as NCCL's would be). */
     private void record(CommOp op, long fullBytes, int root) {
         counters.record(op, op.sentBytes(fullBytes, size(), rank, root), op.receivedBytes(fullBytes, size(), rank, root));
     }
@@ -346,44 +387,11 @@ final class LocalCommunicator implements Communicator {
     }
 
     private static boolean sameRegion(Tensor a, Tensor b) {
-        return a.storage() == b.storage() && a.byteOffset() == b.byteOffset() && a.numBytes() == b.numBytes();
+        return a.rawStorage() == b.rawStorage() && a.byteOffset() == b.byteOffset() && a.numBytes() == b.numBytes();
     }
 
     private static boolean overlaps(Tensor a, Tensor b) {
-        return a.storage() == b.storage() && a.byteOffset() < b.byteOffset() + b.numBytes()
+        return a.rawStorage() == b.rawStorage() && a.byteOffset() < b.byteOffset() + b.numBytes()
                 && b.byteOffset() < a.byteOffset() + a.numBytes();
-    }
-
-    /** A handle over the stream's future; await rethrows with the waiting thread's stack. */
-    private static final class FutureHandle<T> implements CommHandle {
-        private final CompletableFuture<T> future;
-        private final String where;
-
-        FutureHandle(CompletableFuture<T> future, String where) {
-            this.future = future;
-            this.where = where;
-        }
-
-        @Override
-        public void await() {
-            get();
-        }
-
-        T get() {
-            try {
-                return future.get();
-            } catch (ExecutionException e) {
-                Throwable c = e.getCause();
-                throw new CommException(c.getMessage(), c);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new CommException(where + ": interrupted while waiting");
-            }
-        }
-
-        @Override
-        public boolean isDone() {
-            return future.isDone();
-        }
     }
 }

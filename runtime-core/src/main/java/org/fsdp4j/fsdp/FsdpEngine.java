@@ -1,58 +1,86 @@
 // The FSDP engine of one rank: it shards every unit of a model over the mesh and runs the
-// training step exactly as DESIGN.md "One training step" draws it, through the model's unit
-// hooks (a unit may run in several segments each way: see UnitHooks):
-//   preForward   wait for this unit's all-gather (issue it if no prefetch did), bind views,
-//                prefetch the next `prefetchDepth` units in forward order (the order the
-//                previous pass ran its forward segments in; the unit list on the first pass)
+// training step as docs/ARCHITECTURE.md ("One step as streams and events") draws it, through the
+// model's unit hooks (a unit may run in several segments each way: see UnitHooks). The host
+// thread only issues work; streams run it, and cross-stream order comes from events alone:
+//   preForward   compute waits for this unit's all-gather (issued now if no prefetch did), bind
+//                views, then prefetch the next `prefetchDepth` units in forward order (the order
+//                the previous pass ran its forward segments in; the unit list on the first pass)
 //   postForward  free the gathered params (FULL/HYBRID), except after the root's last forward
 //                segment: the backward starts with it, as FSDP2's root does
 //   preBackward  gather again if freed (not for a gradients-only segment), bind the unsharded
-//                gradient, prefetch the next units in backward order (the reverse of the order
-//                of the units' last forward segments)
+//                gradient, prefetch the next units in backward order (the reverse of the order of
+//                the units' last forward segments)
 //   postBackward free the gathered params; on the last micro-batch queue the gradient's
-//                reduction on the reduce stream (waiting for the previous one first, so one
-//                unsharded gradient is in flight at a time, as FSDP2 does), after the unit's last
-//                segment or, under the ROOT_GRAD_SPLIT plan, after every segment
-// then the step: wait for the reductions, one all-reduce of (loss, Σ grad²), fp16 overflow
-// check, clipping, and the optimizer on the fp32 master shards only, followed by the cast into
-// the param-dtype shard the next all-gather sends (and, for ZeRO-1, the all-gather of the
-// updated parameters).
+//                reduction on the reduce stream, after the unit's last segment or, under the
+//                ROOT_GRAD_SPLIT plan, after every segment
+// then the step: compute waits for the reductions, adds (loss, Σ grad²) up on the device,
+// all-reduces them, and reads them: the step's one host synchronisation. fp16 overflow and
+// clipping are decided from that read; the optimizer updates the fp32 master shards, then the
+// cast into the param-dtype shard the next all-gather sends (and, for ZeRO-1, the all-gather of
+// the updated parameters) is issued, and the step returns while the device still works.
+//
+// Every cross-stream wait is one of the Wait values below: a test can switch one off (package
+// hook) and watch the debug streams catch it.
 //
 // Live gathered buffers: at most 1 + prefetchDepth units (the one running and the ones
 // prefetched: two at the default depth). Gathered params plus unsharded gradients stay within
 // the UnitBufferPlan's budget: two gathered units + one unit's gradient at the default depth.
+// One reduction is in flight at a time (compute waits for the previous one before the next is
+// queued, as FSDP2 does), which bounds the unsharded gradients; under ROOT_GRAD_SPLIT the one in
+// flight is freed as soon as the next prefetch needs its room, and that all-gather waits for it.
 //
-// Threads: the rank's own thread computes; the all-gather stream, the reduce stream and (for
-// HYBRID_SHARD's all-reduce across replicas) the all-reduce stream are HostStreams, each with
-// its own communicator, so calls on one communicator are always issued from one thread in the
-// same order on every rank.
+// Streams: compute (the model's), all-gather, reduce-scatter and, for HYBRID_SHARD, an all-reduce
+// stream, each with its own communicator (one communicator serves one stream).
 package org.fsdp4j.fsdp;
 
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.EnumSet;
 import java.util.List;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
+import java.util.Set;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.comm.CommBytes;
-import org.fsdp4j.comm.CommException;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.DeviceMesh;
 import org.fsdp4j.comm.Reduction;
 import org.fsdp4j.model.TrainableModel;
 import org.fsdp4j.model.Unit;
 import org.fsdp4j.model.UnitHooks;
+import org.fsdp4j.optim.GradientClipping;
 import org.fsdp4j.optim.Optimizer;
 import org.fsdp4j.optim.ParamSegment;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.MemoryCategory;
 import org.fsdp4j.tensor.Tensor;
-import org.fsdp4j.optim.GradientClipping;
 
 public final class FsdpEngine implements UnitHooks, AutoCloseable {
 
     /** One unit's shard as the optimizer sees it, copied to the host (for tests and checkpoints). */
     public record ShardView(String unitName, FlatParamLayout layout, int shardIndex, float[] master, float[] grad) {
+    }
+
+    /** The engine's cross-stream waits (see the file comment). */
+    enum Wait {
+        /** compute reads a unit's parameters only after their all-gather. */
+        COMPUTE_ON_ALL_GATHER,
+        /** an all-gather runs after the compute issued before it (the optimizer's cast into its input; its buffer's previous use). */
+        ALL_GATHER_ON_COMPUTE,
+        /** a backward prefetch under ROOT_GRAD_SPLIT lands only once the gradient reduction in flight is done. */
+        ALL_GATHER_ON_REDUCTION,
+        /** a gradient is reduced only after the backward that wrote it. */
+        REDUCE_ON_BACKWARD,
+        /** compute queues the next reduction only once the previous one is done (one unsharded gradient in flight). */
+        COMPUTE_ON_PREVIOUS_REDUCTION,
+        /** the step's norm and optimizer read the gradient shards only after every reduction. */
+        COMPUTE_ON_REDUCTIONS,
+        /** under offload, the host's optimizer reads gradients only after the device wrote them, and the device reads the updated masters after it. */
+        OFFLOAD_HANDOFF,
+        /** ZeRO-1: the next forward reads the whole parameters only after their all-gather. */
+        COMPUTE_ON_REPLICATED_GATHER
+    }
+
+    /** A gradient whose reduction is queued on the reduce stream, and the event after that reduction. */
+    private record Reduction_(Tensor grad, Backend.Event done) {
     }
 
     private final TrainableModel model;
@@ -61,22 +89,24 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     private final FsdpConfig config;
     private final Optimizer optimizer;
     private final DeviceMesh mesh;
-    private final Communicator reduceGroup;      // a split of the shard group, used by the reduce stream only
-    private final HostStream gatherStream;
-    private final HostStream reduceStream;
-    private final HostStream allReduceStream;    // HYBRID_SHARD: the replicate-axis all-reduce of reduced shards
+    private final Communicator reduceGroup;      // a split of the shard group, used on the reduce stream only
+    private final Backend.Stream compute;
+    private final Backend.Stream gatherStream;
+    private final Backend.Stream reduceStream;
+    private final Backend.Stream allReduceStream;   // HYBRID_SHARD: the replicate-axis all-reduce of reduced shards
     private final GradReducer reducer;
     private final LossScaler lossScaler;
     private final List<ShardedUnit> units;       // by unit index: root first, then blocks in forward order
     private final List<ParamSegment> segments;   // every unit's, for the optimizer
     private final UnitBufferPlan plan;
+    private final Set<Wait> skippedWaits = EnumSet.noneOf(Wait.class);   // test hook only
 
     // step state, touched by the rank's thread only
     private List<ShardedUnit> forwardOrder = new ArrayList<>();          // this pass's forward segments, in order
     private List<ShardedUnit> lastForwardOrder = List.of();              // the previous pass's
     private final List<ShardedUnit> postForwardOrder = new ArrayList<>(); // units by their last forward segment
-    private final List<CompletableFuture<Void>> reductions = new ArrayList<>();      // reduce-scatters: free the unsharded grads
-    private final List<CompletableFuture<Void>> allReductions = new ArrayList<>();   // their HYBRID all-reduce phases
+    private Reduction_ inFlight;                 // the last reduction queued whose gradient is still held
+    private Backend.Event lastReduction;          // the event after the last reduction queued (this step)
     private boolean lastMicroBatch;
     private int optimizerSteps;
     private boolean closed;
@@ -108,13 +138,17 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         int rank = mesh.world().rank();
         this.lossScaler = config.precision().needsLossScaling()
                 ? LossScaler.dynamic(config.initialLossScale(), config.lossScaleGrowthInterval()) : LossScaler.none();
+        this.compute = device.computeStream();
         this.reduceGroup = mesh.shard().split(0, mesh.shard().rank(), "grads");
-        this.gatherStream = new HostStream("allgather-r" + rank);
-        this.reduceStream = new HostStream("reduce-r" + rank);
-        this.allReduceStream = new HostStream("allreduce-r" + rank);
-        this.reducer = new GradReducer(device, optimizerBackend, config, reduceGroup, mesh.replicate());
+        List<Backend.Stream> made = new ArrayList<>();
         List<ShardedUnit> built = new ArrayList<>();
         try {
+            this.gatherStream = open(made, "all-gather-r" + rank);
+            this.reduceStream = open(made, "reduce-scatter-r" + rank);
+            boolean hybrid = config.strategy() == ShardingStrategy.HYBRID_SHARD && config.shardSize() > 1
+                    && config.replicateSize() > 1;
+            this.allReduceStream = hybrid ? open(made, "all-reduce-r" + rank) : null;
+            this.reducer = new GradReducer(device, config, reduceGroup, mesh.replicate(), reduceStream, allReduceStream);
             for (Unit unit : model.units()) {
                 FlatParamLayout layout = FlatParamLayout.of(unit.params(), config.precision().paramDtype(),
                         config.shardSize());
@@ -122,10 +156,12 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
                         device, optimizerBackend, optimizer.stateBuffersPerParam(), seed));
             }
             this.units = List.copyOf(built);
+            handOffToDevice();
             gatherReplicatedParams();
         } catch (RuntimeException e) {
+            drain(made);
             built.forEach(ShardedUnit::close);
-            closeStreams();
+            made.forEach(Backend.Stream::close);
             reduceGroup.close();
             throw e;
         }
@@ -133,6 +169,12 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         units.forEach(u -> segs.addAll(u.segments));
         this.segments = List.copyOf(segs);
         this.plan = UnitBufferPlan.of(layouts(), config);
+    }
+
+    private Backend.Stream open(List<Backend.Stream> made, String name) {
+        Backend.Stream s = device.newStream(name);
+        made.add(s);
+        return s;
     }
 
     /** How gathered parameters and unsharded gradients are scheduled to fit the memory model. */
@@ -149,7 +191,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         return units.stream().map(u -> u.layout).toList();
     }
 
-    /** This rank's master and gradient shard of unit {@code unitIndex}. */
+    /** This rank's master and gradient shard of unit {@code unitIndex} (reads them: a host synchronisation). */
     public ShardView shard(int unitIndex) {
         ShardedUnit u = units.get(unitIndex);
         return new ShardView(u.unit.name(), u.layout, u.shardIndex, optimizerBackend.toHost(u.master),
@@ -162,11 +204,17 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
                 .plus(mesh.replicate().counters().snapshot()).plus(mesh.world().counters().snapshot());
     }
 
+    /** Test hook: issue the step without this wait, to show that the debug streams catch a missing one. */
+    void skipWaitForTest(Wait wait) {
+        skippedWaits.add(wait);
+    }
+
     // ------------------------------------------------------------------ the step
 
     /**
      * One optimizer step over this rank's {@code microBatches} (config.microBatches() of them,
-     * together this rank's 1/N of the global batch) at learning rate {@code lr}.
+     * together this rank's 1/N of the global batch) at learning rate {@code lr}. Returns after the
+     * step's one host synchronisation (the loss and norm read); the update itself may still run.
      */
     public FsdpStepResult step(List<MicroBatch> microBatches, float lr) {
         if (closed) {
@@ -177,43 +225,27 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
                     + microBatches.size());
         }
         CommBytes before = commBytes();
+        long syncsBefore = hostSyncs();
+        long promotedBefore = device.promotedCopies();
         float scale = lossScaler.scale();
         int m = microBatches.size();
-        double lossSum = 0;
         units.forEach(u -> u.gradShardWritten = false);
-        for (int i = 0; i < m; i++) {
-            lastMicroBatch = i == m - 1;
-            if (!forwardOrder.isEmpty()) {
-                lastForwardOrder = forwardOrder;
-                forwardOrder = new ArrayList<>();
+        float[] metrics = new float[2];
+        // (M) each micro-batch's mean loss: the model's output, an activation
+        try (Tensor losses = device.allocate(DType.F32, MemoryCategory.ACTIVATIONS, m)) {
+            for (int i = 0; i < m; i++) {
+                lastMicroBatch = i == m - 1;
+                if (!forwardOrder.isEmpty()) {
+                    lastForwardOrder = forwardOrder;
+                    forwardOrder = new ArrayList<>();
+                }
+                postForwardOrder.clear();
+                MicroBatch mb = microBatches.get(i);
+                model.forward(mb.tokens(), mb.targets(), this, losses.view(i, 1));
+                model.backward(this, scale / m);
             }
-            postForwardOrder.clear();
-            MicroBatch mb = microBatches.get(i);
-            lossSum += model.forward(mb.tokens(), mb.targets(), this);
-            model.backward(this, scale / m);
-        }
-        for (CompletableFuture<Void> r : reductions) {
-            await(r, "gradient reduction");
-        }
-        for (CompletableFuture<Void> r : allReductions) {
-            await(r, "gradient all-reduce across replicas");
-        }
-        reductions.clear();
-        allReductions.clear();
-
-        // One all-reduce for the reported loss and the norm: Σ over world of loss/N is the global
-        // mean; Σ of (Σ grad² of this shard)/R counts each shard once though R ranks hold it.
-        double sumOfSquares = 0;
-        for (ParamSegment s : segments) {
-            sumOfSquares += optimizerBackend.sumOfSquares(s.grad());
-        }
-        float[] metrics = {(float) (lossSum / m / config.worldSize()), (float) (sumOfSquares / config.replicateSize())};
-        if (config.worldSize() > 1) {
-            try (Tensor t = device.allocate(DType.F32, MemoryCategory.WORKSPACE, 2)) {
-                device.copyFromHost(metrics, 0, t);
-                mesh.world().allReduce(t, Reduction.SUM).await();
-                device.copyToHost(t, metrics, 0);
-            }
+            finishReductions();
+            readMetrics(losses, metrics);
         }
         double gradNorm = Math.sqrt(metrics[1]) / scale;
         boolean finite = Double.isFinite(gradNorm);
@@ -222,11 +254,70 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
             optimizerSteps++;
             float gradScale = GradientClipping.scale(gradNorm, config.maxGradNorm()) / scale;
             optimizer.withLr(lr).step(optimizerBackend, segments, optimizerSteps, gradScale);
-            units.forEach(ShardedUnit::syncGatherInput);
+            handOffToDevice();
             gatherReplicatedParams();
         }
         lossScaler.update(finite);
-        return new FsdpStepResult(metrics[0], gradNorm, skipped, scale, commBytes().minus(before));
+        return new FsdpStepResult(metrics[0], gradNorm, skipped, scale, commBytes().minus(before),
+                hostSyncs() - syncsBefore, device.promotedCopies() - promotedBefore);
+    }
+
+    /** Host synchronisations of this rank's backends so far. */
+    private long hostSyncs() {
+        return device.hostSyncs() + (optimizerBackend == device ? 0 : optimizerBackend.hostSyncs());
+    }
+
+    /**
+     * (Σ loss / (M·N), Σ grad² / R) summed on the device, all-reduced over the world, and read:
+     * the step's one host synchronisation. Σ over the world of this rank's share is the global
+     * mean loss; each shard's Σ grad² is counted once though R replicas hold it.
+     */
+    private void readMetrics(Tensor losses, float[] out) {
+        int m = (int) losses.numel();
+        try (Tensor metrics = device.zeros(DType.F32, MemoryCategory.WORKSPACE, 2)) {   // (2) loss, Σ grad²
+            device.sumInto(losses, 1f / (m * config.worldSize()), metrics.view(0, 1));
+            Tensor normOut = metrics.view(1, 1);
+            float normScale = 1f / config.replicateSize();
+            if (optimizerBackend == device) {
+                for (ShardedUnit u : units) {
+                    device.sumOfSquaresInto(u.gradShard, normScale, normOut);
+                }
+            } else {   // the gradient shards live on the host backend: it adds into the device's tensor
+                waitFor(optimizerBackend.computeStream(), compute.record(), Wait.OFFLOAD_HANDOFF);
+                for (ShardedUnit u : units) {
+                    optimizerBackend.sumOfSquaresInto(u.gradShard, normScale, normOut);
+                }
+                waitFor(compute, optimizerBackend.computeStream().record(), Wait.OFFLOAD_HANDOFF);
+            }
+            if (config.worldSize() > 1) {
+                mesh.world().allReduce(metrics, Reduction.SUM, compute);
+            }
+            device.copyToHost(metrics, out, 0);
+        }
+    }
+
+    /** Makes the compute stream (and the host backend, under offload) wait for every reduction of the step. */
+    private void finishReductions() {
+        if (lastReduction != null) {
+            waitFor(compute, lastReduction, Wait.COMPUTE_ON_REDUCTIONS);
+            lastReduction = null;
+        }
+        waitFor(compute, gatherStream.record(), Wait.COMPUTE_ON_ALL_GATHER);   // every all-gather of the step
+        if (inFlight != null) {
+            inFlight.grad().close();
+            inFlight = null;
+        }
+    }
+
+    /**
+     * After the masters changed (or were first written): the param-dtype copies the all-gathers
+     * send. Under offload the device waits for the host's optimizer first.
+     */
+    private void handOffToDevice() {
+        if (optimizerBackend != device) {
+            waitFor(compute, optimizerBackend.computeStream().record(), Wait.OFFLOAD_HANDOFF);
+        }
+        units.forEach(ShardedUnit::syncGatherInput);
     }
 
     /** ZeRO-1 keeps whole parameters on every rank: refresh them from the shards (in-place all-gather). */
@@ -234,16 +325,11 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         if (config.strategy() != ShardingStrategy.OPTIMIZER_ONLY || config.shardSize() == 1) {
             return;
         }
-        List<CompletableFuture<Void>> done = new ArrayList<>();
+        waitFor(gatherStream, compute.record(), Wait.ALL_GATHER_ON_COMPUTE);
         for (ShardedUnit u : units) {
-            done.add(gatherStream.submit(() -> {
-                mesh.shard().allGather(u.gatherInput, u.full).await();
-                return null;
-            }));
+            mesh.shard().allGather(u.gatherInput, u.full, gatherStream);
         }
-        for (int i = 0; i < done.size(); i++) {
-            await(done.get(i), "unit " + units.get(i).unit.name() + ": all-gather of the updated parameters");
-        }
+        waitFor(compute, gatherStream.record(), Wait.COMPUTE_ON_REPLICATED_GATHER);
     }
 
     // ------------------------------------------------------------------ unit hooks
@@ -251,7 +337,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     @Override
     public void preForward(Unit unit) {
         ShardedUnit u = units.get(unit.index());
-        unshard(u, "forward");
+        unshard(u);
         int at = forwardOrder.size();
         forwardOrder.add(u);
         List<ShardedUnit> order = lastForwardOrder.isEmpty() ? units : lastForwardOrder;
@@ -275,7 +361,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     public void preBackward(Unit unit, boolean readsParams) {
         ShardedUnit u = units.get(unit.index());
         if (readsParams) {
-            unshard(u, "backward");
+            unshard(u);
         }
         unit.bindGrads(u.layout.views(u.beginGradAccumulation()));
         if (!readsParams) {
@@ -284,9 +370,17 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         List<ShardedUnit> backwardOrder = new ArrayList<>(postForwardOrder);
         Collections.reverse(backwardOrder);
         int at = backwardOrder.indexOf(u);
-        // under ROOT_GRAD_SPLIT the next unit's params may only arrive once the gradient in flight is freed
-        CompletableFuture<Void> after = plan.prefetchWaitsForReduction() && !reductions.isEmpty()
-                ? reductions.get(reductions.size() - 1) : null;
+        Backend.Event after = null;
+        boolean prefetches = at >= 0 && config.prefetchDepth() > 0 && at + 1 < backwardOrder.size()
+                && backwardOrder.get(at + 1).state == ShardedUnit.ShardState.SHARDED
+                && backwardOrder.get(at + 1).pendingGather == null;
+        if (prefetches && plan.prefetchWaitsForReduction() && inFlight != null) {
+            // the prefetch takes the room of the gradient in flight: free it now (its reduction
+            // still reads it: the reduce stream was recorded on it) and let the all-gather wait
+            after = inFlight.done();
+            inFlight.grad().close();
+            inFlight = null;
+        }
         for (int k = 1; at >= 0 && k <= config.prefetchDepth() && at + k < backwardOrder.size(); k++) {
             prefetch(backwardOrder.get(at + k), after);
         }
@@ -302,105 +396,110 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
             u.unshardedGrad = null;
             boolean accumulate = u.gradShardWritten;   // a later segment of this step adds to the shard
             u.gradShardWritten = true;
-            if (!reductions.isEmpty()) {   // one reduction in flight at a time bounds the unsharded gradients
-                await(reductions.get(reductions.size() - 1), "gradient reduction");
+            if (!reducer.hasWork(u, grad)) {
+                return;   // one rank, fp32: the backward accumulated straight into the gradient shard
             }
-            CompletableFuture<Runnable> scattered = reduceStream.submit(() -> {
-                try {
-                    return reducer.reduce(u, grad, accumulate);
-                } catch (CommException e) {
-                    throw new CommException("unit " + u.unit.name() + ", gradient reduction: " + e.getMessage(), e);
-                }
-            });
-            reductions.add(scattered.thenApply(phase -> null));
-            if (reducer.hasAllReducePhase(u)) {   // queued now, so every rank queues all-reduces in the same order
-                allReductions.add(allReduceStream.submit(() -> {
-                    Runnable phase = await(scattered, "unit " + u.unit.name() + ": reduce-scatter before the all-reduce");
-                    try {
-                        phase.run();
-                        return null;
-                    } catch (CommException e) {
-                        throw new CommException("unit " + u.unit.name() + ", gradient all-reduce across replicas: "
-                                + e.getMessage(), e);
-                    }
-                }));
+            if (inFlight != null) {   // one reduction in flight at a time bounds the unsharded gradients
+                waitFor(compute, inFlight.done(), Wait.COMPUTE_ON_PREVIOUS_REDUCTION);
+                inFlight.grad().close();
+                inFlight = null;
+            }
+            waitFor(reduceStream, compute.record(), Wait.REDUCE_ON_BACKWARD);
+            if (grad != u.gradShard) {
+                device.recordStream(grad, reduceStream);
+            }
+            reducer.reduce(u, grad, accumulate);
+            // the all-reduce stream waited for the reduce-scatter, so its event covers both
+            lastReduction = (allReduceStream != null ? allReduceStream : reduceStream).record();
+            if (grad != u.gradShard) {
+                inFlight = new Reduction_(grad, reduceStream.record());
             }
         }
     }
 
-    /** Makes u's parameters gathered and bound, waiting for a prefetch or gathering now. */
-    private void unshard(ShardedUnit u, String pass) {
+    /** Makes u's parameters gathered and bound: compute waits for its all-gather (issued now if no prefetch did). */
+    private void unshard(ShardedUnit u) {
         if (u.state == ShardedUnit.ShardState.UNSHARDED) {
             return;
         }
         if (u.pendingGather == null) {
             issueGather(u, null);
         }
-        Tensor gathered = await(u.pendingGather, "unit " + u.unit.name() + ": all-gather for " + pass);
+        waitFor(compute, u.pendingGather.done(), Wait.COMPUTE_ON_ALL_GATHER);
+        u.gathered = u.pendingGather.output();
         u.pendingGather = null;
-        u.gathered = gathered;
         u.state = ShardedUnit.ShardState.UNSHARDED;
-        u.unit.bindParams(u.layout.views(gathered));
+        u.unit.bindParams(u.layout.views(u.gathered));
     }
 
     /** Issues u's all-gather ahead of its use, unless it is gathered or on its way. */
-    private void prefetch(ShardedUnit u, CompletableFuture<Void> after) {
+    private void prefetch(ShardedUnit u, Backend.Event after) {
         if (u.state == ShardedUnit.ShardState.SHARDED && u.pendingGather == null) {
             issueGather(u, after);
         }
     }
 
-    /** Queues u's all-gather on the gather stream; it allocates its buffer only once {@code after} (if any) is done. */
-    private void issueGather(ShardedUnit u, CompletableFuture<Void> after) {
-        u.pendingGather = gatherStream.submit(() -> {
-            if (after != null) {
-                await(after, "gradient reduction before the all-gather of unit " + u.unit.name());
-            }
-            Tensor out = device.allocate(u.layout.paramDtype(), MemoryCategory.GATHERED, u.layout.numel());
-            try {
-                mesh.shard().allGather(u.gatherInput, out).await();
-                return out;
-            } catch (RuntimeException e) {
-                out.close();
-                throw e;
-            }
-        });
+    /**
+     * Queues u's all-gather on the all-gather stream into a buffer allocated for the compute
+     * stream (which reads it and frees it), after the compute issued so far and, if given,
+     * after {@code after}.
+     */
+    private void issueGather(ShardedUnit u, Backend.Event after) {
+        Tensor out = device.allocate(u.layout.paramDtype(), MemoryCategory.GATHERED, u.layout.numel());
+        waitFor(gatherStream, compute.record(), Wait.ALL_GATHER_ON_COMPUTE);
+        if (after != null) {
+            waitFor(gatherStream, after, Wait.ALL_GATHER_ON_REDUCTION);
+        }
+        mesh.shard().allGather(u.gatherInput, out, gatherStream);
+        u.pendingGather = new ShardedUnit.PendingGather(out, gatherStream.record());
     }
 
-    /** Waits for stream work; a failure is rethrown in this thread with {@code what} in front. */
-    private static <T> T await(CompletableFuture<T> f, String what) {
-        try {
-            return f.get();
-        } catch (ExecutionException e) {
-            Throwable c = e.getCause();
-            if (c instanceof CommException) {
-                throw new CommException(what + ": " + c.getMessage(), c);
-            }
-            throw new IllegalStateException(what + " failed: " + c, c);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException(what + ": interrupted", e);
+    /** {@code stream} waits for {@code event}, unless a test switched this wait off. */
+    private void waitFor(Backend.Stream stream, Backend.Event event, Wait wait) {
+        if (!skippedWaits.contains(wait)) {
+            stream.waitFor(event);
         }
     }
 
     // ------------------------------------------------------------------ teardown
 
-    /** Stops the streams (queued work fails fast once the group is aborted) and frees every buffer. Idempotent. */
+    /** Lets the streams finish (queued work fails fast once the group is aborted), then frees every buffer. Idempotent. */
     @Override
     public void close() {
         if (closed) {
             return;
         }
         closed = true;
-        closeStreams();
+        List<Backend.Stream> streams = new ArrayList<>(List.of(compute, gatherStream, reduceStream));
+        if (allReduceStream != null) {
+            streams.add(allReduceStream);
+        }
+        drain(streams);
+        if (optimizerBackend != device) {
+            drain(List.of(optimizerBackend.computeStream()));
+        }
         model.close();
+        if (inFlight != null) {
+            inFlight.grad().close();
+            inFlight = null;
+        }
         units.forEach(ShardedUnit::close);
+        gatherStream.close();
+        reduceStream.close();
+        if (allReduceStream != null) {
+            allReduceStream.close();
+        }
         reduceGroup.close();
     }
 
-    private void closeStreams() {
-        gatherStream.close();
-        reduceStream.close();
-        allReduceStream.close();
+    /** Waits for each stream's queued work, ignoring its failure (it was reported where it happened). */
+    private static void drain(List<Backend.Stream> streams) {
+        for (Backend.Stream s : streams) {
+            try {
+                s.synchronize();
+            } catch (RuntimeException ignored) {
+                // the step that failed has already thrown it
+            }
+        }
     }
 }

@@ -1,17 +1,19 @@
-// Turns a unit's unsharded gradient into this rank's reduced fp32 gradient shard, on the
-// reduce stream: cast to the reduce dtype, then by strategy
-//   sharded       reduce-scatter over the shard group (HYBRID: then, as a second phase the engine
-//                 runs on its all-reduce stream, all-reduce the shard across the replicate axis)
+// Turns a unit's unsharded gradient into this rank's reduced fp32 gradient shard. Everything it
+// issues goes on the reduce stream (the caller has ordered that stream after the backward that
+// wrote the gradient): cast to the reduce dtype, then by strategy
+//   sharded       reduce-scatter over the shard group (HYBRID: then, on the all-reduce stream,
+//                 all-reduce the shard across the replicate axis, so the next unit's
+//                 reduce-scatter does not queue behind it)
 //   shard of 1    all-reduce across the replicate axis (NO_SHARD; nothing at N = 1)
 //   ZeRO-1        all-reduce over the shard group, keep this rank's chunk (OPTIMIZER_ONLY)
-// and finally widen into the gradient shard (moving it to the host under offload), or add into
-// it when an earlier segment of the same step has already written it (ROOT_GRAD_SPLIT). The average
-// over N is taken in the collectives: AVG for fp32/bf16; for fp16, FSDP2's sum with a
-// pre-divide by a power of two near √N before the first collective and the rest after the last.
+// and finally widen into the gradient shard (on the host under offload), or add into it when an
+// earlier segment of the same step has already written it (ROOT_GRAD_SPLIT). The average over
+// N is taken in the collectives: AVG for fp32/bf16; for fp16, FSDP2's sum with a pre-divide by a
+// power of two near √N before the first collective and the rest after the last.
+// Temporaries live on the stream that uses them (recordStream where a second stream reads one),
+// so the host frees them as soon as their work is issued and nothing waits for a free.
 package org.fsdp4j.fsdp;
 
-import java.util.ArrayList;
-import java.util.List;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.Reduction;
@@ -22,25 +24,27 @@ import org.fsdp4j.tensor.Tensor;
 final class GradReducer {
 
     private final Backend device;
-    private final Backend optimizerBackend;     // holds the gradient shard (the host under offload)
     private final DType reduceDtype;
     private final boolean zeroOne;              // OPTIMIZER_ONLY
     private final boolean offload;              // the gradient shard lives on the host
     private final Communicator shardGroup;      // the reduce stream's own communicator over the shard group
-    private final Communicator replicateGroup;
+    private final Communicator replicateGroup;  // on the reduce stream (shard of 1) or the all-reduce stream (HYBRID)
+    private final Backend.Stream reduceStream;
+    private final Backend.Stream allReduceStream;   // null unless a unit has an all-reduce phase
     private final Reduction only;               // when one collective reduces over all N
     private final Reduction first;              // the first of two (reduce-scatter, then all-reduce)
     private final Reduction second;
 
-    GradReducer(Backend device, Backend optimizerBackend, FsdpConfig config, Communicator shardGroup,
-                Communicator replicateGroup) {
+    GradReducer(Backend device, FsdpConfig config, Communicator shardGroup, Communicator replicateGroup,
+                Backend.Stream reduceStream, Backend.Stream allReduceStream) {
         this.device = device;
-        this.optimizerBackend = optimizerBackend;
         this.reduceDtype = config.precision().reduceDtype();
         this.zeroOne = config.strategy() == ShardingStrategy.OPTIMIZER_ONLY;
         this.offload = config.offload();
         this.shardGroup = shardGroup;
         this.replicateGroup = replicateGroup;
+        this.reduceStream = reduceStream;
+        this.allReduceStream = allReduceStream;
         if (reduceDtype == DType.F16) {
             Reduction f = Reduction.fp16Average(config.worldSize());
             this.only = f;
@@ -53,109 +57,85 @@ final class GradReducer {
         }
     }
 
-    /**
-     * Whether u's reduction has a second phase: HYBRID_SHARD's all-reduce across replicas of the
-     * reduce-scattered shard, which the engine runs on a stream of its own so the next unit's
-     * reduce-scatter does not queue behind it (DESIGN.md "Streams").
-     */
-    boolean hasAllReducePhase(ShardedUnit u) {
+    private boolean hasAllReducePhase(ShardedUnit u) {
         return u.layout.shardCount() > 1 && !zeroOne && replicateGroup.size() > 1;
     }
 
+    /** False when grad already is u's reduced gradient shard (one rank in all, fp32 on the device). */
+    boolean hasWork(ShardedUnit u, Tensor grad) {
+        return grad != u.gradShard || u.layout.shardCount() > 1 || replicateGroup.size() > 1;
+    }
+
     /**
-     * Reduces {@code grad} (numel, param dtype) into u.gradShard, overwriting it or, with
-     * {@code accumulate}, adding to it; frees grad unless it is the shard itself. When
-     * hasAllReducePhase(u), only the reduce-scatter runs here and the returned phase (run it
-     * exactly once, on the all-reduce stream) finishes the job; otherwise it returns null.
+     * Issues the reduction of {@code grad} (numel, param dtype) into u.gradShard, overwriting it
+     * or, with {@code accumulate}, adding to it. The caller keeps grad alive (and has named the
+     * reduce stream with recordStream, or waits for the reduction before freeing it).
      */
-    Runnable reduce(ShardedUnit u, Tensor grad, boolean accumulate) {
+    void reduce(ShardedUnit u, Tensor grad, boolean accumulate) {
         if (accumulate && (u.layout.shardCount() == 1 || zeroOne)) {
             throw new IllegalStateException("unit " + u.unit.name() + ": only a reduce-scatter into a shard of its own "
                     + "can add to the gradient shard");
         }
-        List<Tensor> temps = new ArrayList<>();
-        Runnable rest = null;                                                   // after the reduce-scatter
-        try {
-            Tensor in = grad;                                                   // (numel) reduce dtype
+        try (Backend.StreamScope s = device.onStream(reduceStream)) {
+            Tensor in = grad;                                                    // (numel) reduce dtype
+            Tensor cast = null;
             if (grad.dtype() != reduceDtype) {
-                in = temp(temps, u.layout.numel());
-                device.copy(grad, in);
+                cast = device.allocate(reduceDtype, MemoryCategory.WORKSPACE, u.layout.numel());
+                device.copy(grad, cast);
+                in = cast;
             }
-            long shardNumel = u.layout.shardNumel();
-            if (u.layout.shardCount() == 1) {
-                if (replicateGroup.size() > 1) {
-                    replicateGroup.allReduce(in, only).await();
+            try {
+                long shardNumel = u.layout.shardNumel();
+                if (u.layout.shardCount() == 1) {
+                    if (replicateGroup.size() > 1) {
+                        replicateGroup.allReduce(in, only, reduceStream);
+                    }
+                    copyUnlessSame(in, u.gradShard);
+                } else if (zeroOne) {
+                    shardGroup.allReduce(in, only, reduceStream);
+                    device.copy(in.view(u.shardIndex * shardNumel, shardNumel), u.gradShard);
+                } else if (!hasAllReducePhase(u)) {
+                    // (shardNumel) reduce dtype: straight into the shard when it is fp32 on the device
+                    boolean inPlace = reduceDtype == DType.F32 && !offload && !accumulate;
+                    Tensor out = inPlace ? u.gradShard
+                            : device.allocate(reduceDtype, MemoryCategory.WORKSPACE, shardNumel);
+                    try {
+                        shardGroup.reduceScatter(in, out, only, reduceStream);
+                        into(out, u.gradShard, accumulate);
+                    } finally {
+                        if (out != u.gradShard) {
+                            out.close();
+                        }
+                    }
+                } else {
+                    Tensor out = device.allocate(reduceDtype, MemoryCategory.WORKSPACE, shardNumel);   // (shardNumel)
+                    try {
+                        shardGroup.reduceScatter(in, out, first, reduceStream);
+                        allReduceStream.waitFor(reduceStream.record());
+                        device.recordStream(out, allReduceStream);
+                        try (Backend.StreamScope a = device.onStream(allReduceStream)) {
+                            replicateGroup.allReduce(out, second, allReduceStream);
+                            into(out, u.gradShard, accumulate);
+                        }
+                    } finally {
+                        out.close();
+                    }
                 }
-                copyUnlessSame(in, u.gradShard);
-            } else if (zeroOne) {
-                shardGroup.allReduce(in, only).await();
-                device.copy(in.view(u.shardIndex * shardNumel, shardNumel), u.gradShard);
-            } else {
-                boolean hybrid = hasAllReducePhase(u);
-                // (shardNumel) reduce dtype: straight into the shard when it is fp32 on the device
-                boolean inPlace = reduceDtype == DType.F32 && !offload && !accumulate;
-                Tensor out = inPlace ? u.gradShard : device.allocate(reduceDtype, MemoryCategory.WORKSPACE, shardNumel);
-                try {
-                    shardGroup.reduceScatter(in, out, hybrid ? first : only).await();
-                } catch (RuntimeException e) {
-                    closeUnlessShard(out, u);
-                    throw e;
+            } finally {
+                if (cast != null) {
+                    cast.close();
                 }
-                rest = () -> finish(u, out, hybrid, accumulate);
             }
-        } finally {
-            temps.forEach(Tensor::close);
-            if (grad != u.gradShard) {
-                grad.close();
-            }
-        }
-        if (rest != null && !hasAllReducePhase(u)) {
-            rest.run();
-            return null;
-        }
-        return rest;
-    }
-
-    /** After the reduce-scatter into out (shardNumel): across replicas if hybrid, then into the shard; frees out. */
-    private void finish(ShardedUnit u, Tensor out, boolean hybrid, boolean accumulate) {
-        List<Tensor> temps = new ArrayList<>();
-        try {
-            if (hybrid) {
-                replicateGroup.allReduce(out, second).await();
-            }
-            if (accumulate) {
-                addInto(temps, out, u.gradShard);
-            } else {
-                copyUnlessSame(out, u.gradShard);
-            }
-        } finally {
-            temps.forEach(Tensor::close);
-            closeUnlessShard(out, u);
         }
     }
 
-    private static void closeUnlessShard(Tensor t, ShardedUnit u) {
-        if (t != u.gradShard) {
-            t.close();
-        }
-    }
-
-    /** shard (fp32, optimizer backend) += out (reduce dtype, device), widening and moving it first when needed. */
-    private void addInto(List<Tensor> temps, Tensor out, Tensor shard) {
-        if (out.dtype() == DType.F32 && !offload) {
+    /** shard (fp32, maybe on the host) = or += the reduced chunk, on the current stream. */
+    private void into(Tensor out, Tensor shard, boolean accumulate) {
+        if (accumulate) {
             device.accumulate(shard, out);
-            return;
+        } else {
+            copyUnlessSame(out, shard);
         }
-        Tensor widened = optimizerBackend.allocate(DType.F32, MemoryCategory.WORKSPACE, shard.numel());   // (shardNumel)
-        temps.add(widened);
-        device.copy(out, widened);
-        optimizerBackend.accumulate(shard, widened);
-    }
-
-    private Tensor temp(List<Tensor> temps, long numel) {
-        Tensor t = device.allocate(reduceDtype, MemoryCategory.WORKSPACE, numel);
-        temps.add(t);
-        return t;
     }
 
     private void copyUnlessSame(Tensor src, Tensor dst) {

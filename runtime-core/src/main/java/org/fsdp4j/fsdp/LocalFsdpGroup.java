@@ -1,14 +1,16 @@
 // N in-process FSDP ranks that live across steps: each rank owns a backend (a CPU backend with
-// cores/N threads, so the ranks share the cores without oversubscribing them), its own memory
-// tracker, a model built by the caller's factory, its mesh and its engine. A step runs every
-// rank on its own thread (LocalLauncher: the first failure aborts the group, so every rank
-// stops with an error naming the failed one). The trainer and the tests both drive this.
+// cores/N threads, so the ranks share the cores without oversubscribing them; or, for a single
+// rank, a GPU), its own memory tracker, a model built by the caller's factory, its mesh and its
+// engine. A step runs every rank on its own thread (LocalLauncher: the first failure aborts the
+// group, so every rank stops with an error naming the failed one). One rank is the same engine
+// at N = 1: the trainer and the tests both drive this for every run.
 package org.fsdp4j.fsdp;
 
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.UnaryOperator;
 import org.fsdp4j.backend.Backend;
+import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.DeviceMesh;
@@ -49,14 +51,14 @@ public final class LocalFsdpGroup implements AutoCloseable {
         private final List<AutoCloseable> made;
 
         Rank(int rank, LocalGroup group, FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
-             int microBatchSize, int seqLen, int cpuThreads, UnaryOperator<Communicator> link) {
+             int microBatchSize, int seqLen, Device deviceKind, BackendOptions options, UnaryOperator<Communicator> link) {
             List<AutoCloseable> made = new ArrayList<>();
             try {
                 deviceMemory = new MemoryTracker("rank " + rank);
-                device = add(made, Backends.create(Device.CPU, deviceMemory, cpuThreads));
+                device = add(made, Backends.create(deviceKind, deviceMemory, options));
                 if (config.offload()) {
                     hostMemory = new MemoryTracker("rank " + rank + " host");
-                    host = add(made, Backends.create(Device.CPU, hostMemory, cpuThreads));
+                    host = add(made, Backends.create(Device.CPU, hostMemory, options));
                 } else {
                     hostMemory = deviceMemory;
                     host = device;
@@ -114,11 +116,18 @@ public final class LocalFsdpGroup implements AutoCloseable {
     private boolean closed;
 
     /**
-     * Starts {@code config.worldSize()} ranks for global batches of {@code globalBatch} × {@code seqLen}
-     * tokens. {@code link} wraps each rank's world communicator (identity, or a LatencyCommunicator).
+     * Starts {@code config.worldSize()} ranks on {@code device} for global batches of
+     * {@code globalBatch} × {@code seqLen} tokens, each rank's backend built with
+     * {@code perRank}. {@code link} wraps each rank's world communicator (identity, or a
+     * LatencyCommunicator).
      */
     public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed, int globalBatch,
-                          int seqLen, int cpuThreadsPerRank, UnaryOperator<Communicator> link) {
+                          int seqLen, Device device, BackendOptions perRank, UnaryOperator<Communicator> link) {
+        if (!device.isCpu() && config.worldSize() > 1) {
+            throw new IllegalArgumentException("in-process ranks share data through the CPU backend; " + config.worldSize()
+                    + " ranks on " + device + " need the NCCL communicator, which this build does not have yet:"
+                    + " use --device cpu, or --world-size 1 on " + device);
+        }
         config.checkBatch(globalBatch);
         this.config = config;
         this.group = new LocalGroup(config.worldSize(), config.collectiveTimeout());
@@ -128,7 +137,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
         Rank[] made = new Rank[config.worldSize()];
         try {
             LocalLauncher.run(group, r -> made[r] = new Rank(r, group, config, models, optimizer, seed, microBatchSize,
-                    seqLen, cpuThreadsPerRank, link));
+                    seqLen, device, perRank, link));
         } catch (RuntimeException e) {
             for (Rank r : made) {
                 if (r != null) {
@@ -197,6 +206,11 @@ public final class LocalFsdpGroup implements AutoCloseable {
 
     public String backendName() {
         return ranks.get(0).device.name();
+    }
+
+    /** The dense GEMM peak of one rank's device for {@code operands} (TFLOP/s), where the backend knows it. */
+    public java.util.OptionalDouble peakTflops(DType operands) {
+        return ranks.get(0).device.peakTflops(operands);
     }
 
     /** Closes every rank's engine, communicators and backends. Idempotent. */

@@ -13,7 +13,6 @@ package org.fsdp4j.fsdp;
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.CompletableFuture;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.model.ParamInit;
 import org.fsdp4j.model.Unit;
@@ -42,16 +41,21 @@ final class ShardedUnit implements AutoCloseable {
     private final Backend device;
     private final List<Tensor> owned = new ArrayList<>();
 
+    /** An all-gather issued on the all-gather stream: its output (numel, param dtype) and the event after it. */
+    record PendingGather(Tensor output, Backend.Event done) {
+    }
+
     // step-time state, touched by the rank's own thread only
     ShardState state;
     Tensor gathered;                             // (numel) param dtype while UNSHARDED
-    CompletableFuture<Tensor> pendingGather;     // an all-gather issued and not yet waited for
+    PendingGather pendingGather;                 // an all-gather issued and not yet waited for by compute
     Tensor unshardedGrad;                        // (numel) param dtype while backward accumulates
     boolean gradShardWritten;                    // a reduction has written gradShard this step: later ones add
 
     /**
      * Allocates and initialises the shard: the master shard is filled from ParamInit for exactly
-     * the parameter elements it holds (padding zero), then cast into the all-gather input.
+     * the parameter elements it holds (padding zero); the engine then casts it into the
+     * all-gather input (syncGatherInput), once the device may read it.
      * Replicated parameters still need an all-gather across the shard group afterwards
      * (the engine issues it: it is a collective).
      */
@@ -97,8 +101,7 @@ final class ShardedUnit implements AutoCloseable {
                 ParamInit.fill(s.spec(), seed, s.paramOffset(), values, Math.toIntExact(s.shardOffset()),
                         Math.toIntExact(s.numel()));
             }
-            optimizerBackend.copyFromHost(values, 0, master);
-            syncGatherInput();
+            optimizerBackend.copyFromHost(values, 0, master);   // the engine then writes gatherInput (syncGatherInput)
             if (persistent) {
                 this.state = ShardState.UNSHARDED;
                 this.gathered = full;
@@ -152,7 +155,10 @@ final class ShardedUnit implements AutoCloseable {
         state = ShardState.SHARDED;
     }
 
-    /** Unbinds the unit and frees every buffer, including a gather still held; idempotent. */
+    /**
+     * Unbinds the unit and frees every buffer, including a gather still held; idempotent. The
+     * engine has let its streams finish first, so nothing still reads these.
+     */
     @Override
     public void close() {
         unit.unbindParams();
@@ -162,7 +168,7 @@ final class ShardedUnit implements AutoCloseable {
             gathered = null;
         }
         if (pendingGather != null) {
-            pendingGather.thenAccept(Tensor::close);   // a prefetch nobody waited for
+            pendingGather.output().close();   // a prefetch nobody waited for
             pendingGather = null;
         }
         if (unshardedGrad != null && unshardedGrad != gradShard) {

@@ -76,15 +76,15 @@ final class Block {
     Saved forwardInternals(Backend backend, Unit unit, Tensor x) {
         long b = x.dim(0);
         long t = x.dim(1);
-        Tensor ln1Out = Buffers.activation(backend, b, t, embedDim);       // (B, T, C)
+        Tensor ln1Out = Buffers.activation(backend, x.dtype(), b, t, embedDim);       // (B, T, C)
         LayerNorm.Saved ln1 = norm.forward(backend, x, p(unit, BlockParam.LN1_WEIGHT),
                 p(unit, BlockParam.LN1_BIAS), ln1Out);
-        Tensor residual = Buffers.activation(backend, b, t, embedDim);     // (B, T, C)
+        Tensor residual = Buffers.activation(backend, x.dtype(), b, t, embedDim);     // (B, T, C)
         CausalSelfAttention.Saved attn = attention.forward(backend, ln1Out, p(unit, BlockParam.QKV_WEIGHT),
                 p(unit, BlockParam.QKV_BIAS), p(unit, BlockParam.ATTN_PROJ_WEIGHT),
                 p(unit, BlockParam.ATTN_PROJ_BIAS), residual);
         backend.add(x, residual, residual);
-        Tensor ln2Out = Buffers.activation(backend, b, t, embedDim);       // (B, T, C)
+        Tensor ln2Out = Buffers.activation(backend, x.dtype(), b, t, embedDim);       // (B, T, C)
         LayerNorm.Saved ln2 = norm.forward(backend, residual, p(unit, BlockParam.LN2_WEIGHT),
                 p(unit, BlockParam.LN2_BIAS), ln2Out);
         Mlp.Saved mlpSaved = mlp.hidden(backend, ln2Out, p(unit, BlockParam.FC_WEIGHT), p(unit, BlockParam.FC_BIAS));
@@ -99,7 +99,7 @@ final class Block {
         long b = x.dim(0);
         long t = x.dim(1);
         // MLP branch: d(out) flows into ln2's output, and straight through to the residual
-        Tensor dln2 = Buffers.zeroedActivation(backend, b, t, embedDim);   // (B, T, C)
+        Tensor dln2 = Buffers.zeroedActivation(backend, x.dtype(), b, t, embedDim);   // (B, T, C)
         mlp.backward(backend, saved.mlp, saved.ln2Out, dresidual, dln2, p(unit, BlockParam.FC_WEIGHT),
                 p(unit, BlockParam.MLP_PROJ_WEIGHT), g(unit, BlockParam.FC_WEIGHT), g(unit, BlockParam.FC_BIAS),
                 g(unit, BlockParam.MLP_PROJ_WEIGHT), g(unit, BlockParam.MLP_PROJ_BIAS));
@@ -107,7 +107,7 @@ final class Block {
                 g(unit, BlockParam.LN2_WEIGHT), g(unit, BlockParam.LN2_BIAS));
         dln2.close();
         // dresidual now holds d(residual); the attention branch adds its share of d(x)
-        Tensor dln1 = Buffers.zeroedActivation(backend, b, t, embedDim);   // (B, T, C)
+        Tensor dln1 = Buffers.zeroedActivation(backend, x.dtype(), b, t, embedDim);   // (B, T, C)
         attention.backward(backend, saved.attn, saved.ln1Out, dresidual, dln1, p(unit, BlockParam.QKV_WEIGHT),
                 p(unit, BlockParam.ATTN_PROJ_WEIGHT), g(unit, BlockParam.QKV_WEIGHT), g(unit, BlockParam.QKV_BIAS),
                 g(unit, BlockParam.ATTN_PROJ_WEIGHT), g(unit, BlockParam.ATTN_PROJ_BIAS));

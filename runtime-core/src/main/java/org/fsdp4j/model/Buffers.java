@@ -1,5 +1,8 @@
-// Allocation of the model's activation buffers (always fp32, always tracked as ACTIVATIONS)
-// and null-tolerant release, shared by every layer so the category is set in one place.
+// Allocation of the model's activation buffers (always tracked as ACTIVATIONS) and null-tolerant
+// release, shared by every layer so the category is set in one place. Activations take the dtype
+// of what they are computed from (the parameters' dtype flows from the embedding through every
+// block, as a module cast to bf16 computes in bf16); statistics (LayerNorm's mean and rstd, the
+// per-position losses) are always fp32.
 package org.fsdp4j.model;
 
 import java.util.Arrays;
@@ -13,14 +16,19 @@ final class Buffers {
     private Buffers() {
     }
 
-    /** An fp32 activation buffer with undefined contents (for outputs that are fully overwritten). */
-    static Tensor activation(Backend backend, long... shape) {
-        return backend.allocate(DType.F32, MemoryCategory.ACTIVATIONS, shape);
+    /** An activation buffer with undefined contents (for outputs that are fully overwritten). */
+    static Tensor activation(Backend backend, DType dtype, long... shape) {
+        return backend.allocate(dtype, MemoryCategory.ACTIVATIONS, shape);
     }
 
-    /** An fp32 activation buffer set to zero (for gradients, which backward ops accumulate into). */
-    static Tensor zeroedActivation(Backend backend, long... shape) {
-        return backend.zeros(DType.F32, MemoryCategory.ACTIVATIONS, shape);
+    /** An activation buffer set to zero (for gradients, which backward ops accumulate into). */
+    static Tensor zeroedActivation(Backend backend, DType dtype, long... shape) {
+        return backend.zeros(dtype, MemoryCategory.ACTIVATIONS, shape);
+    }
+
+    /** An fp32 buffer of per-row statistics, undefined contents. */
+    static Tensor statistics(Backend backend, long... shape) {
+        return backend.allocate(DType.F32, MemoryCategory.ACTIVATIONS, shape);
     }
 
     /** Closes each owner that is not null. */

@@ -51,16 +51,16 @@ final class CausalSelfAttention {
                   Tensor out) {
         long b = inp.dim(0);
         int t = Math.toIntExact(inp.dim(1));
-        Tensor qkvOut = Buffers.activation(backend, b, t, 3L * embedDim);          // (B, T, 3C), forward only
+        Tensor qkvOut = Buffers.activation(backend, inp.dtype(), b, t, 3L * embedDim);          // (B, T, 3C), forward only
         qkv.forward(backend, inp, qkvWeight, qkvBias, qkvOut);
-        Tensor q = Buffers.activation(backend, b, numHeads, t, headDim);           // (B, H, T, hs)
-        Tensor k = Buffers.activation(backend, b, numHeads, t, headDim);           // (B, H, T, hs)
-        Tensor v = Buffers.activation(backend, b, numHeads, t, headDim);           // (B, H, T, hs)
+        Tensor q = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);           // (B, H, T, hs)
+        Tensor k = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);           // (B, H, T, hs)
+        Tensor v = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);           // (B, H, T, hs)
         backend.splitHeads(qkvOut, q, k, v, numHeads);
         qkvOut.close();
 
-        Tensor preatt = Buffers.activation(backend, b, numHeads, t, t);            // (B, H, T, T), forward only
-        Tensor att = Buffers.activation(backend, b, numHeads, t, t);               // (B, H, T, T)
+        Tensor preatt = Buffers.activation(backend, inp.dtype(), b, numHeads, t, t);            // (B, H, T, T), forward only
+        Tensor att = Buffers.activation(backend, inp.dtype(), b, numHeads, t, t);               // (B, H, T, T)
         int bh = heads(b);
         // preatt = q · kᵀ per head; the softmax ignores the upper triangle (causal mask)
         backend.gemm(false, true, t, t, headDim, 1f, q, headDim, (long) t * headDim,
@@ -68,11 +68,11 @@ final class CausalSelfAttention {
         backend.causalSoftmaxForward(preatt.reshape(bh, t, t), att.reshape(bh, t, t), scale);
         preatt.close();
 
-        Tensor yHeads = Buffers.activation(backend, b, numHeads, t, headDim);      // (B, H, T, hs), forward only
+        Tensor yHeads = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);      // (B, H, T, hs), forward only
         // yHeads = att · v per head
         backend.gemm(false, false, t, headDim, t, 1f, att, t, (long) t * t,
                 v, headDim, (long) t * headDim, 0f, yHeads, headDim, (long) t * headDim, bh);
-        Tensor y = Buffers.activation(backend, b, t, embedDim);                    // (B, T, C)
+        Tensor y = Buffers.activation(backend, inp.dtype(), b, t, embedDim);                    // (B, T, C)
         backend.mergeHeads(yHeads, y);
         yHeads.close();
         proj.forward(backend, y, projWeight, projBias, out);
@@ -91,15 +91,15 @@ final class CausalSelfAttention {
         long headStride = (long) t * headDim;
         long attStride = (long) t * t;
 
-        Tensor dy = Buffers.activation(backend, b, t, embedDim);                  // (B, T, C)
+        Tensor dy = Buffers.activation(backend, inp.dtype(), b, t, embedDim);                  // (B, T, C)
         proj.backward(backend, dout, saved.y, projWeight, dy, false, dprojWeight, dprojBias);
-        Tensor dyHeads = Buffers.zeroedActivation(backend, b, numHeads, t, headDim); // (B, H, T, hs)
+        Tensor dyHeads = Buffers.zeroedActivation(backend, inp.dtype(), b, numHeads, t, headDim); // (B, H, T, hs)
         backend.mergeHeadsBackward(dy, dyHeads);
         dy.close();
 
         // fresh buffers written by a GEMM with beta = 0: no zero-fill needed
-        Tensor datt = Buffers.activation(backend, b, numHeads, t, t);             // (B, H, T, T)
-        Tensor dv = Buffers.activation(backend, b, numHeads, t, headDim);         // (B, H, T, hs)
+        Tensor datt = Buffers.activation(backend, inp.dtype(), b, numHeads, t, t);             // (B, H, T, T)
+        Tensor dv = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);         // (B, H, T, hs)
         // datt = dyHeads · vᵀ ; dv = attᵀ · dyHeads
         backend.gemm(false, true, t, t, headDim, 1f, dyHeads, headDim, headStride,
                 saved.v, headDim, headStride, 0f, datt, t, attStride, bh);
@@ -107,13 +107,13 @@ final class CausalSelfAttention {
                 dyHeads, headDim, headStride, 0f, dv, headDim, headStride, bh);
         dyHeads.close();
 
-        Tensor dpreatt = Buffers.zeroedActivation(backend, b, numHeads, t, t);    // (B, H, T, T)
+        Tensor dpreatt = Buffers.zeroedActivation(backend, inp.dtype(), b, numHeads, t, t);    // (B, H, T, T)
         backend.causalSoftmaxBackward(saved.att.reshape(bh, t, t), datt.reshape(bh, t, t),
                 dpreatt.reshape(bh, t, t), scale);
         datt.close();
 
-        Tensor dq = Buffers.activation(backend, b, numHeads, t, headDim);         // (B, H, T, hs)
-        Tensor dk = Buffers.activation(backend, b, numHeads, t, headDim);         // (B, H, T, hs)
+        Tensor dq = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);         // (B, H, T, hs)
+        Tensor dk = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);         // (B, H, T, hs)
         // dq = dpreatt · k ; dk = dpreattᵀ · q
         backend.gemm(false, false, t, headDim, t, 1f, dpreatt, t, attStride,
                 saved.k, headDim, headStride, 0f, dq, headDim, headStride, bh);
@@ -121,7 +121,7 @@ final class CausalSelfAttention {
                 saved.q, headDim, headStride, 0f, dk, headDim, headStride, bh);
         dpreatt.close();
 
-        Tensor dqkv = Buffers.zeroedActivation(backend, b, t, 3L * embedDim);      // (B, T, 3C)
+        Tensor dqkv = Buffers.zeroedActivation(backend, inp.dtype(), b, t, 3L * embedDim);      // (B, T, 3C)
         backend.splitHeadsBackward(dq, dk, dv, dqkv, numHeads);
         Buffers.close(dq, dk, dv);
         qkv.backward(backend, dqkv, inp, qkvWeight, dinp, true, dqkvWeight, dqkvBias);

@@ -10,12 +10,16 @@ final class CrossEntropyLoss {
     private CrossEntropyLoss() {
     }
 
-    /** losses (N) = per-position loss for logits (B, T, V) and targets (B, T) I32; returns their mean. */
-    static float forward(Backend backend, Tensor logits, Tensor targets, Tensor losses) {
+    /**
+     * losses (N) = per-position loss for logits (B, T, V) and targets (B, T) I32; mean (one F32
+     * element) = their mean, on the device.
+     */
+    static void forward(Backend backend, Tensor logits, Tensor targets, Tensor losses, Tensor mean) {
         int positions = Math.toIntExact(targets.numel());
         Buffers.requireShape(losses, "losses", positions);
         backend.crossEntropyForward(logits.reshape(positions, logits.dim(-1)), targets.reshape(positions), losses);
-        return (float) (backend.sum(losses) / positions);
+        backend.fill(mean, 0f);
+        backend.sumInto(losses, 1f / positions, mean);
     }
 
     /** logits (B, T, V) := d(lossScale · mean loss)/dlogits, overwriting the logits. */

@@ -116,10 +116,11 @@ public final class GptModel implements TrainableModel {
 
     /**
      * Tokens and targets (B, T) I32 with T ≤ maxSeqLen; both must stay alive until backward.
-     * Activations of an earlier forward that had no backward are freed first.
+     * Activations take the parameters' dtype (see Buffers). Activations of an earlier forward that
+     * had no backward are freed first.
      */
     @Override
-    public float forward(Tensor tokens, Tensor targets, UnitHooks hooks) {
+    public void forward(Tensor tokens, Tensor targets, UnitHooks hooks, Tensor loss) {
         checkBatch(tokens, targets);
         close();
         long b = tokens.dim(0);
@@ -130,13 +131,14 @@ public final class GptModel implements TrainableModel {
         pass = p;
 
         hooks.preForward(root);                                                   // segment 1: embedding
-        p.blockInputs[0] = Buffers.activation(backend, b, t, c);                 // (B, T, C)
+        DType act = rootParam(RootParam.WTE).dtype();                             // the compute dtype
+        p.blockInputs[0] = Buffers.activation(backend, act, b, t, c);            // (B, T, C)
         embedding.forward(backend, tokens, rootParam(RootParam.WTE), rootParam(RootParam.WPE), p.blockInputs[0]);
         hooks.postForward(root, false);
         for (int i = 0; i < blocks.size(); i++) {
             Unit unit = units.get(i + 1);
             hooks.preForward(unit);
-            p.blockInputs[i + 1] = Buffers.activation(backend, b, t, c);         // (B, T, C)
+            p.blockInputs[i + 1] = Buffers.activation(backend, act, b, t, c);    // (B, T, C)
             Block.Saved saved = blocks.get(i).forward(backend, unit, p.blockInputs[i], p.blockInputs[i + 1]);
             if (checkpointActivations) {
                 saved.close();
@@ -146,15 +148,14 @@ public final class GptModel implements TrainableModel {
             hooks.postForward(unit);
         }
         hooks.preForward(root);                                                   // segment 2: head
-        p.lnfOut = Buffers.activation(backend, b, t, c);                          // (B, T, C)
+        p.lnfOut = Buffers.activation(backend, act, b, t, c);                     // (B, T, C)
         p.lnf = finalNorm.forward(backend, p.blockInputs[blocks.size()], rootParam(RootParam.LNF_WEIGHT),
                 rootParam(RootParam.LNF_BIAS), p.lnfOut);
-        p.logits = Buffers.activation(backend, b, t, config.vocabSize());         // (B, T, V)
+        p.logits = Buffers.activation(backend, act, b, t, config.vocabSize());    // (B, T, V)
         head.forward(backend, p.lnfOut, rootParam(RootParam.WTE), null, p.logits);
-        p.losses = Buffers.activation(backend, b * t);                            // (B·T)
-        float loss = CrossEntropyLoss.forward(backend, p.logits, targets, p.losses);
+        p.losses = Buffers.statistics(backend, b * t);                            // (B·T) F32
+        CrossEntropyLoss.forward(backend, p.logits, targets, p.losses, loss);
         hooks.postForward(root);
-        return loss;
     }
 
     @Override
@@ -171,10 +172,11 @@ public final class GptModel implements TrainableModel {
         hooks.preBackward(root);                                                  // segment 1: head
         CrossEntropyLoss.backwardInPlace(backend, p.logits, p.targets, lossScale);
         Tensor dlogits = p.logits;                                                // (B, T, V), in place
-        Tensor dlnf = Buffers.activation(backend, b, t, c);                       // (B, T, C), overwritten
+        DType act = p.lnfOut.dtype();
+        Tensor dlnf = Buffers.activation(backend, act, b, t, c);                  // (B, T, C), overwritten
         head.backward(backend, dlogits, p.lnfOut, rootParam(RootParam.WTE), dlnf, false, rootGrad(RootParam.WTE),
                 null);
-        Tensor dresidual = Buffers.zeroedActivation(backend, b, t, c);            // (B, T, C)
+        Tensor dresidual = Buffers.zeroedActivation(backend, act, b, t, c);       // (B, T, C)
         finalNorm.backward(backend, p.lnf, dlnf, p.blockInputs[blocks.size()], rootParam(RootParam.LNF_WEIGHT),
                 dresidual, rootGrad(RootParam.LNF_WEIGHT), rootGrad(RootParam.LNF_BIAS));
         dlnf.close();

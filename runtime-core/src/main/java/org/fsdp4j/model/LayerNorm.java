@@ -24,8 +24,8 @@ final class LayerNorm {
     /** out (N, C) = (inp − mean) · rstd · weight + bias, rows = all leading dims. */
     Saved forward(Backend backend, Tensor inp, Tensor weight, Tensor bias, Tensor out) {
         int rows = rows(inp, out);
-        Tensor mean = Buffers.activation(backend, rows);   // (N)
-        Tensor rstd = Buffers.activation(backend, rows);   // (N)
+        Tensor mean = Buffers.statistics(backend, rows);   // (N)
+        Tensor rstd = Buffers.statistics(backend, rows);   // (N)
         backend.layerNormForward(inp.reshape(rows, dim), weight, bias, out.reshape(rows, dim), mean, rstd);
         return new Saved(mean, rstd);
     }

@@ -36,8 +36,8 @@ final class Mlp {
     Saved hidden(Backend backend, Tensor inp, Tensor fcWeight, Tensor fcBias) {
         long b = inp.dim(0);
         long t = inp.dim(1);
-        Tensor fcOut = Buffers.activation(backend, b, t, 4L * embedDim);     // (B, T, 4C)
-        Tensor geluOut = Buffers.activation(backend, b, t, 4L * embedDim);   // (B, T, 4C)
+        Tensor fcOut = Buffers.activation(backend, inp.dtype(), b, t, 4L * embedDim);     // (B, T, 4C)
+        Tensor geluOut = Buffers.activation(backend, inp.dtype(), b, t, 4L * embedDim);   // (B, T, 4C)
         fc.forward(backend, inp, fcWeight, fcBias, fcOut);
         backend.geluForward(fcOut, geluOut);
         return new Saved(fcOut, geluOut);
@@ -53,9 +53,9 @@ final class Mlp {
                   Tensor projWeight, Tensor dfcWeight, Tensor dfcBias, Tensor dprojWeight, Tensor dprojBias) {
         long b = inp.dim(0);
         long t = inp.dim(1);
-        Tensor dgelu = Buffers.activation(backend, b, t, 4L * embedDim);         // (B, T, 4C), overwritten
+        Tensor dgelu = Buffers.activation(backend, inp.dtype(), b, t, 4L * embedDim);         // (B, T, 4C), overwritten
         proj.backward(backend, dout, saved.geluOut(), projWeight, dgelu, false, dprojWeight, dprojBias);
-        Tensor dfc = Buffers.zeroedActivation(backend, b, t, 4L * embedDim);     // (B, T, 4C)
+        Tensor dfc = Buffers.zeroedActivation(backend, inp.dtype(), b, t, 4L * embedDim);     // (B, T, 4C)
         backend.geluBackward(saved.fcOut(), dgelu, dfc);
         dgelu.close();
         fc.backward(backend, dfc, inp, fcWeight, dinp, true, dfcWeight, dfcBias);

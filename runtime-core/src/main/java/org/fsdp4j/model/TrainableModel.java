@@ -4,6 +4,8 @@ package org.fsdp4j.model;
 
 import java.util.List;
 import org.fsdp4j.backend.Backend;
+import org.fsdp4j.tensor.DType;
+import org.fsdp4j.tensor.MemoryCategory;
 import org.fsdp4j.tensor.Tensor;
 
 public interface TrainableModel extends AutoCloseable {
@@ -14,10 +16,22 @@ public interface TrainableModel extends AutoCloseable {
     Backend backend();
 
     /**
-     * Forward pass on tokens and targets (B, T) I32; returns the mean cross-entropy over all
-     * B·T positions and keeps what backward needs (activations tracked as ACTIVATIONS).
+     * Forward pass on tokens and targets (B, T) I32: writes the mean cross-entropy over all B·T
+     * positions into {@code loss} (one F32 element) on the backend's current stream, without
+     * reading it (the caller reads it when it must), and keeps what backward needs (activations
+     * tracked as ACTIVATIONS).
      */
-    float forward(Tensor tokens, Tensor targets, UnitHooks hooks);
+    void forward(Tensor tokens, Tensor targets, UnitHooks hooks, Tensor loss);
+
+    /** The forward pass, then the loss read back to the host: a host synchronisation (tests, evaluation). */
+    default float forward(Tensor tokens, Tensor targets, UnitHooks hooks) {
+        float[] loss = new float[1];
+        try (Tensor t = backend().allocate(DType.F32, MemoryCategory.WORKSPACE, 1)) {
+            forward(tokens, targets, hooks, t);
+            backend().copyToHost(t, loss, 0);
+        }
+        return loss[0];
+    }
 
     /**
      * Backward pass of the last forward: bound gradients += d(lossScale · meanLoss)/dθ;

@@ -43,9 +43,12 @@ public final class Tensor implements AutoCloseable {
         return n;
     }
 
-    /** A view of {@code numelOf(shape)} elements starting {@code elementOffset} elements into this tensor. */
+    /**
+     * A view of {@code numelOf(shape)} elements starting {@code elementOffset} elements into this
+     * tensor. Taking a view never fails for a closed tensor (a backend running issued work takes
+     * views of tensors the host may have closed since); using one does, when work is issued.
+     */
     public Tensor view(long elementOffset, long... newShape) {
-        storage.checkOpen();
         long n = numelOf(newShape);
         if (elementOffset < 0 || elementOffset + n > numel) {
             throw new IllegalArgumentException("view [" + elementOffset + ", " + (elementOffset + n)
@@ -79,6 +82,15 @@ public final class Tensor implements AutoCloseable {
 
     public Storage storage() {
         storage.checkOpen();
+        return storage;
+    }
+
+    /**
+     * The storage without the closed check, for a backend running work that was issued while the
+     * tensor was open: memory is stream-ordered, so its bytes stay valid until that work is done
+     * even if the host has closed the tensor since. Everything else uses storage().
+     */
+    public Storage rawStorage() {
         return storage;
     }
 

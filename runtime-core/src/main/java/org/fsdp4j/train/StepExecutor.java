@@ -47,7 +47,7 @@ public interface StepExecutor extends AutoCloseable {
         return OptionalDouble.empty();
     }
 
-    /** How a sharded executor schedules gathered parameters and unsharded gradients; empty when unsharded. */
+    /** How gathered parameters and unsharded gradients are scheduled; empty when nothing is gathered. */
     default java.util.Optional<org.fsdp4j.fsdp.UnitBufferPlan> unitBufferPlan() {
         return java.util.Optional.empty();
     }
@@ -62,8 +62,10 @@ public interface StepExecutor extends AutoCloseable {
 
     /**
      * What a step measured: the mean loss of the batch, the global gradient norm before clipping,
-     * and whether the update was skipped (fp16 loss scaling found inf/NaN gradients).
+     * whether the update was skipped (fp16 loss scaling found inf/NaN gradients), the most times a
+     * rank's host waited for its device during the step, and the GEMMs whose operand dtypes
+     * differed (summed over ranks).
      */
-    record StepOutcome(float loss, double gradNorm, boolean skipped) {
+    record StepOutcome(float loss, double gradNorm, boolean skipped, long hostSyncs, long promotedCopies) {
     }
 }

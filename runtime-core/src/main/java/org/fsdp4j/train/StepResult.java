@@ -14,8 +14,11 @@ package org.fsdp4j.train;
  * @param peakSplit       that rank's live bytes per category at the instant of its peak (they sum to peakBytes)
  * @param skipped         fp16 loss scaling found inf/NaN gradients: the parameters were not updated
  * @param commBytes       bytes sent during the step, the largest over ranks (0 for one rank)
+ * @param hostSyncs       times a rank's host waited for its device during the step, the most over ranks
+ * @param promotedCopies  GEMMs of the step whose operand dtypes differed, over all ranks (0 expected)
  */
 public record StepResult(int step, int totalSteps, float loss, double gradNorm, float lr, double timeMs,
                          double tokensPerSecond, long liveBytes, long peakBytes,
-                         java.util.Map<org.fsdp4j.tensor.MemoryCategory, Long> peakSplit, boolean skipped, long commBytes) {
+                         java.util.Map<org.fsdp4j.tensor.MemoryCategory, Long> peakSplit, boolean skipped, long commBytes,
+                         long hostSyncs, long promotedCopies) {
 }

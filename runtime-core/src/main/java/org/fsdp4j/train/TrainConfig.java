@@ -38,13 +38,15 @@ import org.fsdp4j.tensor.Device;
  * @param prefetch              units all-gathered ahead of the one running
  * @param microBatches          forward/backward passes per step (gradient accumulation)
  * @param offload               keep master shard, gradient shard and optimizer state on the host
+ * @param debugStreams          run every CPU stream on its own worker with random delays and poison freed
+ *                              memory, so that missing stream orderings show up (see BackendOptions)
  */
 public record TrainConfig(String preset, GptConfig model, int steps, long seed, int batchSize, int seqLen,
                           float lr, float minLr, int warmupSteps, float weightDecay, float maxGradNorm,
                           boolean checkpointActivations, String device, int cpuThreads,
                           Optional<Path> dataFile, Optional<Path> outDir,
                           int worldSize, ShardingStrategy strategy, int shardGroupSize, MixedPrecisionPolicy precision,
-                          int prefetch, int microBatches, boolean offload) {
+                          int prefetch, int microBatches, boolean offload, boolean debugStreams) {
 
     public TrainConfig {
         if (preset == null || model == null || device == null || dataFile == null || outDir == null) {
@@ -138,7 +140,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
                 .dataFile(dataFile.orElse(null)).outDir(outDir.orElse(null))
                 .worldSize(worldSize).strategy(strategy).shardGroupSize(shardGroupSize)
                 .paramDtype(precision.paramDtype()).reduceDtype(precision.reduceDtype()).prefetch(prefetch)
-                .microBatches(microBatches).offload(offload);
+                .microBatches(microBatches).offload(offload).debugStreams(debugStreams);
     }
 
     /**
@@ -180,6 +182,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         private int prefetch = 1;
         private int microBatches = 1;
         private boolean offload;
+        private boolean debugStreams = Boolean.getBoolean(org.fsdp4j.backend.BackendOptions.DEBUG_STREAMS_PROPERTY);
 
         private Builder() {
         }
@@ -312,6 +315,11 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
             return this;
         }
 
+        public Builder debugStreams(boolean v) {
+            this.debugStreams = v;
+            return this;
+        }
+
         public TrainConfig build() {
             GptConfig m = model != null ? model : GptConfig.preset(preset);
             int t = seqLen != null ? seqLen : m.maxSeqLen();
@@ -320,7 +328,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
             return new TrainConfig(preset, m, steps, seed, batchSize, t, lr, floorLr, warmup,
                     weightDecay, maxGradNorm, checkpointActivations, device, cpuThreads,
                     Optional.ofNullable(dataFile), Optional.ofNullable(outDir), worldSize, strategy, shardGroupSize,
-                    new MixedPrecisionPolicy(paramDtype, reduceDtype), prefetch, microBatches, offload);
+                    new MixedPrecisionPolicy(paramDtype, reduceDtype), prefetch, microBatches, offload, debugStreams);
         }
     }
 }

@@ -37,6 +37,11 @@ import java.util.Map;
  * @param unitBufferBudgetBytes   (1 + prefetch) largest gathered units + one unit's gradient: the memory model's bound; absent unsharded
  * @param hostPersistentBytesPerRank offloaded state (master, gradient shard, optimizer) per rank; absent without --offload
  * @param hostPeakBytesPerRank    the highest host bytes per rank; absent without --offload
+ * @param hostSyncsPerStep        the most times any rank's host waited for its device in one step (the budget is 1:
+ *                                the read of the loss and the gradient norm)
+ * @param promotedCopies          GEMMs whose operand dtypes differed, each a promoting copy on CUDA, over the run (0
+ *                                when compute runs in the parameter dtype)
+ * @param debugStreams            the run used the debug streams (slow: random delays, poisoned memory)
  */
 public record TrainSummary(String preset, long params, int worldSize, String device, String backend, String data,
                            int steps, int batchSize, int seqLen, long seed,
@@ -50,5 +55,6 @@ public record TrainSummary(String preset, long params, int worldSize, String dev
                            @JsonInclude(JsonInclude.Include.NON_NULL) String unitBufferSchedule,
                            @JsonInclude(JsonInclude.Include.NON_NULL) Long unitBufferBudgetBytes,
                            @JsonInclude(JsonInclude.Include.NON_NULL) long[] hostPersistentBytesPerRank,
-                           @JsonInclude(JsonInclude.Include.NON_NULL) long[] hostPeakBytesPerRank) {
+                           @JsonInclude(JsonInclude.Include.NON_NULL) long[] hostPeakBytesPerRank,
+                           long hostSyncsPerStep, long promotedCopies, boolean debugStreams) {
 }

@@ -39,6 +39,8 @@ public final class Trainer implements AutoCloseable {
     private final float[] losses;
     private final double[] stepTimesMs;
     private int completedSteps;
+    private long hostSyncsPerStep;      // the most any rank's host waited for its device in one step
+    private long promotedCopies;        // GEMMs with mixed operand dtypes, all steps and ranks
 
     /**
      * Loads the data, resolves the device ({@code log} receives the line explaining a fallback
@@ -57,7 +59,7 @@ public final class Trainer implements AutoCloseable {
         this.sampler = new BatchSampler(corpus, config.batchSize(), config.seqLen(), config.seed());
         this.schedule = new CosineSchedule(config.lr(), config.minLr(), config.warmupSteps(), config.steps());
         Device device = Backends.resolve(config.device(), log);
-        this.executor = config.sharded() ? new ShardedStepExecutor(config, device) : new LocalStepExecutor(config, device);
+        this.executor = new EngineStepExecutor(config, device);
         this.trackers = executor.memoryTrackers();
         this.peakBytesPerRank = new long[trackers.size()];
         this.hostTrackers = executor.hostMemoryTrackers();
@@ -128,12 +130,15 @@ public final class Trainer implements AutoCloseable {
         for (int r = 0; r < hostTrackers.size(); r++) {
             hostPeakBytesPerRank[r] = Math.max(hostPeakBytesPerRank[r], hostTrackers.get(r).peakBytes());
         }
+        hostSyncsPerStep = Math.max(hostSyncsPerStep, outcome.hostSyncs());
+        promotedCopies += outcome.promotedCopies();
         losses[completedSteps] = outcome.loss();
         stepTimesMs[completedSteps] = timeMs;
         completedSteps = step;
         return new StepResult(step, config.steps(), outcome.loss(), outcome.gradNorm(), lr, timeMs,
                 config.tokensPerStep() / (timeMs / 1e3), live, peak, peakSplit, outcome.skipped(),
-                Arrays.stream(executor.commBytesPerRank()).max().orElse(0));
+                Arrays.stream(executor.commBytesPerRank()).max().orElse(0), outcome.hostSyncs(),
+                outcome.promotedCopies());
     }
 
     /** Runs every remaining step, handing each result to {@code onStep}, and returns the summary. */
@@ -175,7 +180,8 @@ public final class Trainer implements AutoCloseable {
                 executor.unitBufferPlan().map(pl -> pl.schedule().cliName()).orElse(null),
                 executor.unitBufferPlan().map(UnitBufferPlan::budgetBytes).orElse(null),
                 hostTrackers.isEmpty() ? null : hostTrackers.stream().mapToLong(MemoryTracker::persistentBytes).toArray(),
-                hostTrackers.isEmpty() ? null : hostPeakBytesPerRank.clone());
+                hostTrackers.isEmpty() ? null : hostPeakBytesPerRank.clone(), hostSyncsPerStep, promotedCopies,
+                config.debugStreams());
     }
 
     /** The step executor (for tests that inspect parameters). */

@@ -1,6 +1,8 @@
 // Shared by the communicator tests: N ranks on N threads, each with its own CPU backend
-// (one thread, so the ranks share the cores) and its world communicator; fresh random data
-// per run, rounded to the dtype under test so the reference sees exactly what the ranks hold.
+// (one thread, so the ranks share the cores; debug streams, so every collective runs on a
+// stream worker after a random delay, as it would beside a GPU) and its world communicator;
+// fresh random data per run, rounded to the dtype under test so the reference sees exactly what
+// the ranks hold. Collectives go on the compute stream unless a test needs another.
 package org.fsdp4j.comm;
 
 import java.time.Duration;
@@ -8,6 +10,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import org.fsdp4j.backend.Backend;
+import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Device;
@@ -27,7 +30,8 @@ final class CommTestSupport {
 
     static <T> List<T> onRanks(LocalGroup group, RankTest<T> body) {
         return LocalLauncher.run(group, rank -> {
-            try (Backend backend = Backends.create(Device.CPU, new MemoryTracker("rank " + rank), 1);
+            try (Backend backend = Backends.create(Device.CPU, new MemoryTracker("rank " + rank),
+                    new BackendOptions(1, true));
                  Communicator world = group.communicator(rank, backend)) {
                 return body.run(rank, backend, world);
             }
@@ -36,6 +40,11 @@ final class CommTestSupport {
 
     static <T> List<T> onRanks(int n, RankTest<T> body) {
         return onRanks(new LocalGroup(n, Duration.ofSeconds(20)), body);
+    }
+
+    /** Waits on the host for the collectives issued on the compute stream (their failure is rethrown here). */
+    static void sync(Backend backend) {
+        backend.computeStream().synchronize();
     }
 
     /** data[rank][i]: random values in [-1, 1) rounded to dtype. */

@@ -17,6 +17,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.time.Duration;
 import java.util.List;
 import java.util.Random;
+import org.fsdp4j.backend.Backend;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.MemoryCategory;
 import org.fsdp4j.tensor.Tensor;
@@ -41,7 +42,7 @@ class LocalGroupCollectivesTest {
                 List<float[]> out = onRanks(n, (rank, backend, world) -> {
                     try (Tensor in = tensorOf(backend, dtype, data[rank]);
                          Tensor gathered = backend.allocate(dtype, MemoryCategory.GATHERED, (long) n * shard)) {
-                        world.allGather(in, gathered).await();
+                        world.allGather(in, gathered, backend.computeStream());
                         return backend.toHost(gathered);
                     }
                 });
@@ -65,7 +66,7 @@ class LocalGroupCollectivesTest {
                 backend.fill(flat, Float.NaN);
                 Tensor own = flat.view((long) rank * shard, shard);
                 backend.copyFromHost(data[rank], 0, own);
-                world.allGather(own, flat).await();
+                world.allGather(own, flat, backend.computeStream());
                 return backend.toHost(flat);
             }
         });
@@ -86,7 +87,7 @@ class LocalGroupCollectivesTest {
                     List<float[]> out = onRanks(n, (rank, backend, world) -> {
                         try (Tensor in = tensorOf(backend, dtype, data[rank]);
                              Tensor shardOut = backend.allocate(dtype, MemoryCategory.GRADS, shard)) {
-                            world.reduceScatter(in, shardOut, red).await();
+                            world.reduceScatter(in, shardOut, red, backend.computeStream());
                             return backend.toHost(shardOut);
                         }
                     });
@@ -113,7 +114,7 @@ class LocalGroupCollectivesTest {
                 float[][] data = randomPerRank(random, n, numel, dtype);
                 List<float[]> out = onRanks(n, (rank, backend, world) -> {
                     try (Tensor buf = tensorOf(backend, dtype, data[rank])) {
-                        world.allReduce(buf, Reduction.AVG).await();
+                        world.allReduce(buf, Reduction.AVG, backend.computeStream());
                         return backend.toHost(buf);
                     }
                 });
@@ -135,7 +136,7 @@ class LocalGroupCollectivesTest {
         float[][] data = randomPerRank(random, n, 21, DType.F16);
         List<float[]> out = onRanks(n, (rank, backend, world) -> {
             try (Tensor buf = tensorOf(backend, DType.F16, data[rank])) {
-                world.broadcast(buf, 2).await();
+                world.broadcast(buf, 2, backend.computeStream());
                 return backend.toHost(buf);
             }
         });
@@ -145,20 +146,30 @@ class LocalGroupCollectivesTest {
     }
 
     @Test
-    void queuedCollectivesRunInIssueOrderAndOverlapTheCaller() {
+    void collectivesRunInIssueOrderOnTheirStreamAndOthersWaitThroughEvents() {
         int n = 3;
         float[][] data = randomPerRank(random, n, 12, DType.F32);
         List<float[]> out = onRanks(n, (rank, backend, world) -> {
             try (Tensor a = tensorOf(backend, DType.F32, data[rank]);
                  Tensor b = tensorOf(backend, DType.F32, data[rank])) {
-                CommHandle first = world.allReduce(a, Reduction.SUM);
-                CommHandle second = world.allReduce(b, Reduction.AVG);
-                CommHandle third = world.barrier();
-                third.await();
-                assertTrue(first.isDone() && second.isDone(), "ops complete in issue order");
+                Backend.Stream comm = backend.newStream("comm");
+                Backend.Stream other = backend.newStream("other");
+                Communicator onComm = world.split(0, rank, "comm");
+                comm.waitFor(backend.computeStream().record());   // a and b were written on the compute stream
+                onComm.allReduce(a, Reduction.SUM, comm);
+                onComm.allReduce(b, Reduction.AVG, comm);
+                Backend.Event queued = comm.record();
+                onComm.barrier(comm);
+                assertThrows(IllegalArgumentException.class, () -> onComm.barrier(other),
+                        "one communicator serves one stream");
+                backend.computeStream().waitFor(comm.record());   // the host does not wait
                 float[] result = new float[24];
                 backend.copyToHost(a, result, 0);
                 backend.copyToHost(b, result, 12);
+                assertTrue(queued.isDone(), "the compute stream read after the collectives completed");
+                onComm.close();
+                other.close();
+                comm.close();
                 return result;
             }
         });
@@ -176,11 +187,11 @@ class LocalGroupCollectivesTest {
             try (Tensor in = backend.zeros(DType.BF16, MemoryCategory.WORKSPACE, shard);
                  Tensor full = backend.zeros(DType.BF16, MemoryCategory.WORKSPACE, (long) n * shard);
                  Tensor f32 = backend.zeros(DType.F32, MemoryCategory.WORKSPACE, 10)) {
-                world.allGather(in, full).await();
-                world.reduceScatter(full, in, Reduction.AVG).await();
-                world.allReduce(f32, Reduction.SUM).await();
-                world.broadcast(f32, 1).await();
-                world.barrier().await();
+                world.allGather(in, full, backend.computeStream());
+                world.reduceScatter(full, in, Reduction.AVG, backend.computeStream());
+                world.allReduce(f32, Reduction.SUM, backend.computeStream());
+                world.broadcast(f32, 1, backend.computeStream());
+                world.barrier(backend.computeStream());
                 return world.counters().snapshot();
             }
         });
@@ -211,10 +222,12 @@ class LocalGroupCollectivesTest {
                 assertEquals(2, mesh.replicateSize());
                 assertEquals(rank % 2, mesh.shard().rank());
                 assertEquals(rank / 2, mesh.replicate().rank());
-                CommHandle viaShard = mesh.shard().allReduce(a, Reduction.SUM);
-                CommHandle viaReplicate = mesh.replicate().allReduce(b, Reduction.SUM);
-                viaShard.await();
-                viaReplicate.await();
+                Backend.Stream second = backend.newStream("replicate");
+                second.waitFor(backend.computeStream().record());   // b was written on the compute stream
+                mesh.shard().allReduce(a, Reduction.SUM, backend.computeStream());
+                mesh.replicate().allReduce(b, Reduction.SUM, second);
+                backend.computeStream().waitFor(second.record());
+                second.close();
                 float[] result = new float[16];
                 backend.copyToHost(a, result, 0);
                 backend.copyToHost(b, result, 8);
@@ -261,13 +274,12 @@ class LocalGroupCollectivesTest {
                     Duration.ofMillis(latencyMs));
                  Tensor buf = tensorOf(backend, DType.F32, data[rank])) {
                 long t0 = System.nanoTime();
-                CommHandle a = slow.allReduce(buf, Reduction.SUM);
-                CommHandle b = slow.barrier();
-                CommHandle c = slow.barrier();
-                c.await();
+                slow.allReduce(buf, Reduction.SUM, backend.computeStream());
+                slow.barrier(backend.computeStream());
+                slow.barrier(backend.computeStream());
+                float[] result = backend.toHost(buf);
                 long elapsedMs = (System.nanoTime() - t0) / 1_000_000;
-                assertTrue(a.isDone() && b.isDone());
-                return new Object[] {elapsedMs, backend.toHost(buf)};
+                return new Object[] {elapsedMs, result};
             }
         });
         for (Object[] o : out) {

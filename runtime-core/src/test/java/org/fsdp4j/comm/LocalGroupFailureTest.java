@@ -4,6 +4,7 @@ package org.fsdp4j.comm;
 
 import static org.fsdp4j.comm.CommTestSupport.liveProjectThreads;
 import static org.fsdp4j.comm.CommTestSupport.onRanks;
+import static org.fsdp4j.comm.CommTestSupport.sync;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -35,7 +36,8 @@ class LocalGroupFailureTest {
                 return null;   // leaves without joining the collective
             }
             try (Tensor buf = backend.zeros(DType.F32, MemoryCategory.WORKSPACE, 8)) {
-                world.allReduce(buf, Reduction.SUM).await();
+                world.allReduce(buf, Reduction.SUM, backend.computeStream());
+                sync(backend);
             }
             return null;
         }));
@@ -56,12 +58,15 @@ class LocalGroupFailureTest {
         long t0 = System.nanoTime();
         RanksFailedException e = assertThrows(RanksFailedException.class, () -> onRanks(group, (rank, backend, world) -> {
             try (Tensor buf = backend.zeros(DType.F32, MemoryCategory.WORKSPACE, 8)) {
-                world.allReduce(buf, Reduction.SUM).await();         // everyone completes one collective
+                world.allReduce(buf, Reduction.SUM, backend.computeStream());
+                sync(backend);         // everyone completes one collective
                 if (rank == 1) {
                     throw new IllegalStateException("injected failure");
                 }
-                world.allReduce(buf, Reduction.SUM).await();         // the others wait for rank 1 here
-                world.allReduce(buf, Reduction.SUM).await();
+                world.allReduce(buf, Reduction.SUM, backend.computeStream());
+                sync(backend);         // the others wait for rank 1 here
+                world.allReduce(buf, Reduction.SUM, backend.computeStream());
+                sync(backend);
             }
             return null;
         }));
@@ -81,7 +86,12 @@ class LocalGroupFailureTest {
         RanksFailedException e = assertThrows(RanksFailedException.class, () -> onRanks(2, (rank, backend, world) -> {
             try (Tensor buf = backend.zeros(DType.F32, MemoryCategory.WORKSPACE, 4);
                  Tensor out = backend.zeros(DType.F32, MemoryCategory.WORKSPACE, 8)) {
-                (rank == 0 ? world.allGather(buf, out) : world.allReduce(buf, Reduction.AVG)).await();
+                if (rank == 0) {
+                    world.allGather(buf, out, backend.computeStream());
+                } else {
+                    world.allReduce(buf, Reduction.AVG, backend.computeStream());
+                }
+                sync(backend);
             }
             return null;
         }));
@@ -95,13 +105,13 @@ class LocalGroupFailureTest {
             try (Tensor a = backend.zeros(DType.F32, MemoryCategory.WORKSPACE, 4);
                  Tensor b = backend.zeros(DType.BF16, MemoryCategory.WORKSPACE, 4);
                  Tensor big = backend.zeros(DType.F32, MemoryCategory.WORKSPACE, 8)) {
-                assertTrue(assertThrows(IllegalArgumentException.class, () -> world.allGather(a, b)).getMessage()
+                assertTrue(assertThrows(IllegalArgumentException.class, () -> world.allGather(a, b, backend.computeStream())).getMessage()
                         .contains("input is fp32 but output is bf16"));
-                assertTrue(assertThrows(IllegalArgumentException.class, () -> world.allGather(a, big)).getMessage()
+                assertTrue(assertThrows(IllegalArgumentException.class, () -> world.allGather(a, big, backend.computeStream())).getMessage()
                         .contains("output has 8 elements, expected 1 × 4"));
-                assertThrows(IllegalArgumentException.class, () -> world.broadcast(a, 1));
+                assertThrows(IllegalArgumentException.class, () -> world.broadcast(a, 1, backend.computeStream()));
                 world.close();
-                assertThrows(IllegalStateException.class, world::barrier);
+                assertThrows(IllegalStateException.class, () -> world.barrier(backend.computeStream()));
             }
             return null;
         });

@@ -68,7 +68,7 @@ class FsdpAccountingTest {
 
     private LocalFsdpGroup group(FsdpConfig c, GptConfig model) {
         return new LocalFsdpGroup(c, (r, b) -> new GptModel(model, b, false), new AdamW(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f),
-                t.seed, BATCH, SEQ, 1, UnaryOperator.identity());
+                t.seed, BATCH, SEQ, org.fsdp4j.tensor.Device.CPU, FsdpTestSupport.RANK_BACKEND, UnaryOperator.identity());
     }
 
     static Stream<Arguments> models() {

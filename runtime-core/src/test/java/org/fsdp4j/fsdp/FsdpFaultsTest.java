@@ -36,7 +36,7 @@ class FsdpFaultsTest {
             if (r == failedRank && forwards[0] == 2 && hook.equals("preForward") && unit.index() == 2) {
                 fault.run();
             }
-        }), FsdpTestSupport.SGD, t.seed, BATCH, SEQ, 1, UnaryOperator.identity());
+        }), FsdpTestSupport.SGD, t.seed, BATCH, SEQ, org.fsdp4j.tensor.Device.CPU, FsdpTestSupport.RANK_BACKEND, UnaryOperator.identity());
         try {
             g.step(t.tokens[0], t.targets[0], 0.1f);
             return assertThrows(RanksFailedException.class, () -> g.step(t.tokens[1], t.targets[1], 0.1f));

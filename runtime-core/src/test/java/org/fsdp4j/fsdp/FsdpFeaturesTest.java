@@ -120,7 +120,7 @@ class FsdpFeaturesTest {
         FsdpConfig c = config(2, ShardingStrategy.FULL_SHARD)
                 .withPrecision(new MixedPrecisionPolicy(DType.F32, DType.F16)).withLossScaling(0x1p24f, 2);
         try (LocalFsdpGroup group = new LocalFsdpGroup(c, (r, b) -> new org.fsdp4j.model.GptModel(FsdpTestSupport.TINY, b, false),
-                SGD, t.seed, FsdpTestSupport.BATCH, FsdpTestSupport.SEQ, 1, java.util.function.UnaryOperator.identity())) {
+                SGD, t.seed, FsdpTestSupport.BATCH, FsdpTestSupport.SEQ, org.fsdp4j.tensor.Device.CPU, FsdpTestSupport.RANK_BACKEND, java.util.function.UnaryOperator.identity())) {
             float[] initial = group.onEachRank((r, e) -> e.shard(1).master()).get(0);
             float scale = 0x1p24f;
             int skipped = 0;

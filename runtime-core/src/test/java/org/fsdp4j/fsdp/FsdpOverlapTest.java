@@ -1,6 +1,6 @@
 // Prefetch overlaps communication with compute for real: with a communicator that adds a fixed
-// latency to every call, and units that each take a fixed extra compute time (a sleep in the
-// rank's thread, so the comparison does not depend on how busy the machine's cores are), a
+// latency to every call, and units that each take a fixed extra compute time (a sleep queued on
+// the compute stream, so the comparison does not depend on how busy the machine's cores are), a
 // step that prefetches the next unit's all-gather is faster than one that gathers on demand.
 // Only the ordering is asserted; the times are printed for the record.
 package org.fsdp4j.fsdp;
@@ -28,9 +28,10 @@ class FsdpOverlapTest {
         UnaryOperator<Communicator> link = w -> new LatencyCommunicator(w, LATENCY);
         return new LocalFsdpGroup(c, (r, b) -> new HookedModel(new GptModel(FsdpTestSupport.TINY, b, false), (hook, unit, after) -> {
             if (after && (hook.equals("preForward") || hook.equals("preBackward"))) {
-                sleep(UNIT_COMPUTE_MS);   // the unit's compute, which a prefetched all-gather overlaps
+                // the unit's compute, which a prefetched all-gather overlaps: work on the compute stream
+                b.computeStream().launchHostFunc(() -> sleep(UNIT_COMPUTE_MS));
             }
-        }), FsdpTestSupport.SGD, t.seed, FsdpTestSupport.BATCH, FsdpTestSupport.SEQ, 1, link);
+        }), FsdpTestSupport.SGD, t.seed, FsdpTestSupport.BATCH, FsdpTestSupport.SEQ, org.fsdp4j.tensor.Device.CPU, FsdpTestSupport.RANK_BACKEND, link);
     }
 
     private static void sleep(long ms) {

@@ -1,8 +1,8 @@
-// Each kind of collective runs on the stream DESIGN.md "Streams" gives it: all-gathers on the
-// all-gather stream, reduce-scatters on the reduce stream, HYBRID_SHARD's all-reduce across
-// replicas on an all-reduce stream of its own (so the next unit's reduce-scatter never queues
-// behind a slow cross-node all-reduce), and only the step's one metrics all-reduce on the rank's
-// own thread. A recording communicator notes the thread each call is issued from.
+// Each kind of collective runs on the stream docs/ARCHITECTURE.md gives it: all-gathers on the
+// all-gather stream, reduce-scatters on the reduce-scatter stream, HYBRID_SHARD's all-reduce
+// across replicas on an all-reduce stream of its own (so the next unit's reduce-scatter never
+// queues behind a slow cross-node all-reduce), and only the step's one metrics all-reduce on the
+// compute stream. A recording communicator notes the stream each collective is issued on.
 package org.fsdp4j.fsdp;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -13,9 +13,8 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.function.Supplier;
 import java.util.function.UnaryOperator;
-import org.fsdp4j.comm.CommHandle;
+import org.fsdp4j.backend.Backend;
 import org.fsdp4j.comm.CommOp;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.ForwardingCommunicator;
@@ -24,8 +23,8 @@ import org.junit.jupiter.api.Test;
 
 class FsdpStreamsTest {
 
-    /** One collective call: which group, which operation, issued from which thread. */
-    private record Call(String group, String op, String thread) {
+    /** One collective call: which group, which operation, on which stream. */
+    private record Call(String group, String op, String stream) {
     }
 
     /** Records each collective, and wraps the groups it splits off. */
@@ -38,9 +37,9 @@ class FsdpStreamsTest {
         }
 
         @Override
-        protected CommHandle collective(CommOp op, Supplier<CommHandle> call) {
-            calls.add(new Call(inner.name(), op.label(), Thread.currentThread().getName()));
-            return call.get();
+        protected void collective(CommOp op, Backend.Stream stream, Runnable call) {
+            calls.add(new Call(inner.name(), op.label(), stream.name()));
+            call.run();
         }
 
         @Override
@@ -49,10 +48,10 @@ class FsdpStreamsTest {
         }
     }
 
-    /** "fsdp4j-stream-allgather-r3" → "allgather"; a rank's own thread → "rank". */
-    private static String stream(String thread) {
-        return thread.startsWith("fsdp4j-stream-") ? thread.substring("fsdp4j-stream-".length(), thread.lastIndexOf("-r"))
-                : "rank";
+    /** "all-gather-r3" → "all-gather"; "compute" stays. */
+    private static String kind(String stream) {
+        int r = stream.lastIndexOf("-r");
+        return r < 0 ? stream : stream.substring(0, r);
     }
 
     @Test
@@ -62,21 +61,22 @@ class FsdpStreamsTest {
         FsdpConfig c = FsdpTestSupport.config(4, ShardingStrategy.HYBRID_SHARD);   // shard groups of 2, 2 replicas
         UnaryOperator<Communicator> link = w -> new Recording(w, calls);
         try (LocalFsdpGroup g = new LocalFsdpGroup(c, (r, b) -> new GptModel(FsdpTestSupport.TINY, b, false),
-                FsdpTestSupport.SGD, t.seed, FsdpTestSupport.BATCH, FsdpTestSupport.SEQ, 1, link)) {
+                FsdpTestSupport.SGD, t.seed, FsdpTestSupport.BATCH, FsdpTestSupport.SEQ, org.fsdp4j.tensor.Device.CPU,
+                FsdpTestSupport.RANK_BACKEND, link)) {
             calls.clear();   // only the step's calls
             g.step(t.tokens[0], t.targets[0], 0.1f);
         }
-        // op → the streams it was issued from, e.g. "allReduce on replicate" → {allreduce}
+        // op → the streams it was issued on, e.g. "allReduce on replicate" → {all-reduce}
         Map<String, Set<String>> seen = new TreeMap<>();
         for (Call call : calls) {
             String axis = call.group().contains("replicate") ? "replicate" : call.group().contains("shard") ? "shard"
                     : "world";
-            seen.computeIfAbsent(call.op() + " on " + axis, k -> new TreeSet<>()).add(stream(call.thread()));
+            seen.computeIfAbsent(call.op() + " on " + axis, k -> new TreeSet<>()).add(kind(call.stream()));
         }
-        assertEquals(Set.of("allgather"), seen.get("allGather on shard"), seen.toString());
-        assertEquals(Set.of("reduce"), seen.get("reduceScatter on shard"), seen.toString());
-        assertEquals(Set.of("allreduce"), seen.get("allReduce on replicate"), seen.toString());
-        assertEquals(Set.of("rank"), seen.get("allReduce on world"), seen.toString());   // (loss, Σ grad²)
+        assertEquals(Set.of("all-gather"), seen.get("allGather on shard"), seen.toString());
+        assertEquals(Set.of("reduce-scatter"), seen.get("reduceScatter on shard"), seen.toString());
+        assertEquals(Set.of("all-reduce"), seen.get("allReduce on replicate"), seen.toString());
+        assertEquals(Set.of("compute"), seen.get("allReduce on world"), seen.toString());   // (loss, Σ grad²)
         assertFalse(seen.keySet().stream().anyMatch(k -> k.startsWith("broadcast") || k.startsWith("barrier")),
                 seen.toString());
         assertEquals(4, seen.size(), seen.toString());

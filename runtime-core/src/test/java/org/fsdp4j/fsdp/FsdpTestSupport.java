@@ -16,6 +16,7 @@ import java.util.Map;
 import java.util.Random;
 import java.util.function.UnaryOperator;
 import org.fsdp4j.backend.Backend;
+import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.model.GptConfig;
@@ -42,6 +43,12 @@ final class FsdpTestSupport {
     static final float LR = 0.5f;         // large enough that 5 steps move the parameters visibly
     /** SGD with momentum: the sharper parameter comparison (no Adam normalisation of tiny gradients). */
     static final Optimizer SGD = new SgdMomentum(LR, 0.9f, 0.01f);
+    /**
+     * Every rank's backend in the engine tests: one thread, and the debug streams (every stream
+     * on its own worker with random delays, freed memory poisoned), so an ordering the engine
+     * forgets shows up as a wrong result rather than as luck.
+     */
+    static final BackendOptions RANK_BACKEND = new BackendOptions(1, true);
 
     final long seed = System.nanoTime();
     final Random random = new Random(seed);
@@ -162,7 +169,7 @@ final class FsdpTestSupport {
             out.add(new RankTrajectory(new ArrayList<>(), new ArrayList<>()));
         }
         try (LocalFsdpGroup group = new LocalFsdpGroup(config, (r, b) -> new GptModel(TINY, b, checkpoint), optimizer,
-                seed, BATCH, SEQ, 1, link)) {
+                seed, BATCH, SEQ, org.fsdp4j.tensor.Device.CPU, FsdpTestSupport.RANK_BACKEND, link)) {
             for (int s = 0; s < STEPS; s++) {
                 List<FsdpStepResult> results = group.step(tokens[s], targets[s], optimizer.lr());
                 List<List<FsdpEngine.ShardView>> shards = group.onEachRank((r, engine) -> {
@@ -253,7 +260,8 @@ final class FsdpTestSupport {
                     for (int i = 0; i < real.length; i++) {
                         if (!real[i] && (v.master()[i] != 0f || v.grad()[i] != 0f)) {
                             fail(ctx + ": padding element " + i + " of " + v.unitName() + " on rank " + r
-                                    + " is not zero after step " + (s + 1));
+                                    + " is not zero after step " + (s + 1) + " (master " + v.master()[i] + ", grad "
+                                    + v.grad()[i] + ")");
                         }
                     }
                 }

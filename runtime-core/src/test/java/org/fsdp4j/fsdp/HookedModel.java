@@ -40,8 +40,8 @@ final class HookedModel implements TrainableModel {
     }
 
     @Override
-    public float forward(Tensor tokens, Tensor targets, UnitHooks hooks) {
-        return inner.forward(tokens, targets, wrap(hooks));
+    public void forward(Tensor tokens, Tensor targets, UnitHooks hooks, Tensor loss) {
+        inner.forward(tokens, targets, wrap(hooks), loss);
     }
 
     @Override

@@ -12,7 +12,6 @@ import java.util.Arrays;
 import java.util.List;
 import org.fsdp4j.data.MarkovSource;
 import org.fsdp4j.model.GptConfig;
-import org.fsdp4j.model.ParameterStore;
 import org.fsdp4j.optim.GradientClipping;
 import org.junit.jupiter.api.Test;
 
@@ -70,23 +69,29 @@ class TrainerTest {
         TrainConfig config = config(1).maxGradNorm(0f).build();
         try (Trainer trainer = new Trainer(config, line -> { })) {
             StepResult r = trainer.step();
-            // Gradients stay in place until the next step zeroes them: recompute the norm in fp64.
-            ParameterStore store = ((LocalStepExecutor) trainer.executor()).parameters();
-            double sumOfSquares = 0;
-            for (ParameterStore.Entry e : store.entries()) {
-                for (float g : store.grad(e.spec().name())) {
-                    sumOfSquares += (double) g * g;
+            // Gradients stay in place until the next step zeroes them: recompute the norm in fp64
+            // from the one rank's shards (whole units at N = 1; their padding is zero).
+            double sumOfSquares = ((EngineStepExecutor) trainer.executor()).group().onEachRank((rank, engine) -> {
+                double sq = 0;
+                for (int u = 0; u < engine.layouts().size(); u++) {
+                    for (float g : engine.shard(u).grad()) {
+                        sq += (double) g * g;
+                    }
                 }
-            }
+                return sq;
+            }).get(0);
             assertEquals(Math.sqrt(sumOfSquares), r.gradNorm(), 1e-5 * Math.sqrt(sumOfSquares), "seed " + SEED);
 
             TrainSummary s = trainer.summary();
             long params = SMALL.parameterCount();
             assertEquals(params, s.params());
-            // One rank, unsharded, fp32 AdamW: 4 bytes each of parameter, gradient, m and v.
-            assertArrayEquals(new long[] {16 * params}, s.persistentBytesPerRank());
-            assertEquals(4 * params, s.peakBytesByCategory().get("params")[0]);
-            assertEquals(8 * params, s.peakBytesByCategory().get("optimizer")[0]);
+            // One rank, fp32 AdamW: 4 bytes each of parameter, gradient, m and v, for every parameter
+            // plus the flat layout's 16-byte alignment padding (P′).
+            long padded = s.paddedParams();
+            assertTrue(padded >= params && padded < params + 4L * 64, padded + " vs " + params);
+            assertArrayEquals(new long[] {16 * padded}, s.persistentBytesPerRank());
+            assertEquals(4 * padded, s.peakBytesByCategory().get("params")[0]);
+            assertEquals(8 * padded, s.peakBytesByCategory().get("optimizer")[0]);
             assertTrue(s.peakBytesByCategory().get("activations")[0] > 0, "the forward's activations are tracked");
             assertTrue(s.peakBytesPerRank()[0] > s.persistentBytesPerRank()[0],
                     "peak includes the activations on top of the persistent state");

@@ -1,16 +1,23 @@
-// The reference backend: host memory from CpuStorage, GEMMs through OpenBLAS, every other op
-// in plain Java on a ForkJoinPool of cpuThreads threads (the op classes of this package hold
-// the math). Every call completes before it returns, so streams are names and events are
-// already complete; the engine's ordering is still exercised through its own executors.
+// The reference backend: host memory from its CpuAllocator, GEMMs through OpenBLAS, every other
+// op in plain Java on a ForkJoinPool of cpuThreads threads (the op classes of this package hold
+// the math). It runs asynchronously, as a GPU does (docs/ARCHITECTURE.md, "Streams and events"):
+// an op is checked when it is called, then run in order on the calling thread's current stream
+// (CpuStream), and the call returns. The compute stream runs inline on the issuing thread unless
+// the debug mode is on; every other stream has a worker thread. An op called from inside a
+// stream's work (a host function, as the in-process communicator's collectives are) runs at once
+// on that thread: it is already in stream order.
 //
 // Threads: several CPU backends (one per in-process rank) may live in one JVM, each created
 // with cpuThreads = cores / N and each with its own pool of that many threads. OpenBLAS is set
 // to one thread (a process-wide setting) and called from those pools, tile by tile (GemmOp),
-// so N ranks never run more than N × cpuThreads threads, and results do not depend on the
-// thread count.
+// so N ranks never run more than N × cpuThreads threads for compute, and results do not depend
+// on the thread count.
 package org.fsdp4j.backend.cpu;
 
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.atomic.AtomicLong;
 import org.fsdp4j.backend.AdamWStep;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Shapes;
@@ -22,22 +29,46 @@ import org.fsdp4j.tensor.Tensor;
 
 public final class CpuBackend implements Backend {
 
+    /** Under the debug mode each piece of stream work first waits a random moment up to this long. */
+    static final long DEBUG_MAX_DELAY_NANOS = 200_000;
+
     private final MemoryTracker tracker;
     private final CpuThreads threads;
+    private final boolean debugStreams;
+    private final AtomicLong hostSyncs = new AtomicLong();
+    private final AtomicLong promotedCopies = new AtomicLong();
+    private final CpuAllocator allocator;
+    private final CpuStream compute;
+    private final List<CpuStream> streams = new ArrayList<>();     // every open stream, compute first
+    private final ThreadLocal<CpuStream> current;
+    private volatile boolean closed;
 
-    /** {@code cpuThreads} ≥ 1; the provider resolves 0 to all cores. Loads OpenBLAS. */
-    public CpuBackend(MemoryTracker tracker, int cpuThreads) {
+    /**
+     * {@code cpuThreads} ≥ 1; the provider resolves 0 to all cores. With {@code debugStreams}
+     * every stream (compute too) runs on its own worker with random delays, and freed memory is
+     * poisoned before reuse, so that work ordered by no event shows up as a wrong result. Loads
+     * OpenBLAS.
+     */
+    public CpuBackend(MemoryTracker tracker, int cpuThreads, boolean debugStreams) {
         this.tracker = Objects.requireNonNull(tracker, "tracker");
         OpenBlas.load();
         OpenBlas.useCallerThreadOnly();
         this.threads = new CpuThreads(cpuThreads);
+        this.debugStreams = debugStreams;
+        this.allocator = new CpuAllocator(debugStreams);
+        this.compute = open("compute", !debugStreams);
+        this.current = ThreadLocal.withInitial(() -> compute);
+    }
+
+    public CpuBackend(MemoryTracker tracker, int cpuThreads) {
+        this(tracker, cpuThreads, false);
     }
 
     @Override
     public String name() {
         String core = System.getenv("OPENBLAS_CORETYPE");
         return "cpu (OpenBLAS" + (core == null ? "" : " " + core) + ", " + threads.threads()
-                + (threads.threads() == 1 ? " thread)" : " threads)");
+                + (threads.threads() == 1 ? " thread" : " threads") + (debugStreams ? ", debug streams" : "") + ")";
     }
 
     @Override
@@ -50,213 +81,356 @@ public final class CpuBackend implements Backend {
         return tracker;
     }
 
+    /** Whether this backend runs every stream on a worker with random delays and poisons freed memory. */
+    public boolean debugStreams() {
+        return debugStreams;
+    }
+
+    // ------------------------------------------------------------------ memory
+
     @Override
     public Tensor allocate(DType dtype, MemoryCategory category, long... shape) {
-        threads.checkOpen();
+        checkOpen();
         long numBytes = Math.multiplyExact(Tensor.numelOf(shape), dtype.byteSize());
-        return Tensor.owning(CpuStorage.allocate(numBytes, category, tracker), dtype, shape);
+        return Tensor.owning(CpuStorage.allocate(numBytes, category, tracker, allocator, stream()), dtype, shape);
+    }
+
+    @Override
+    public void recordStream(Tensor t, Stream stream) {
+        CpuStorage.checkIssue("recordStream", t);
+        CpuStorage.of(t).recordStream(own(stream, "recordStream"));
     }
 
     @Override
     public void fill(Tensor t, float value) {
-        ElementwiseOps.fill(threads, t, value);
+        issue("fill", () -> ElementwiseOps.fill(threads, t, value), t);
     }
 
     @Override
     public void copy(Tensor src, Tensor dst) {
-        ElementwiseOps.copy(threads, src, dst);
+        checkOpen();
+        Shapes.sameNumel("copy", src, dst);
+        if (src.dtype() != dst.dtype() && (!src.dtype().isFloating() || !dst.dtype().isFloating())) {
+            throw Shapes.error("copy", "int32 tensors copy only to int32", src, dst);
+        }
+        issue("copy", () -> ElementwiseOps.copy(threads, src, dst), src, dst);
     }
 
     @Override
     public void copyFromHost(float[] src, int srcOffset, Tensor dst) {
+        checkOpen();
         Shapes.hostRange("copyFromHost", src.length, srcOffset, dst);
         Shapes.floating("copyFromHost", dst);
-        Elements e = Elements.of(dst);
-        threads.forChunks(dst.numel(), ElementwiseOps.GRAIN,
-                (c, from, to) -> e.store(src, srcOffset + (int) from, from, (int) (to - from)));
+        float[] from = snapshot(src, srcOffset, (int) dst.numel());
+        int at = from == src ? srcOffset : 0;
+        issue("copyFromHost", () -> {
+            Elements e = Elements.of(dst);
+            threads.forChunks(dst.numel(), ElementwiseOps.GRAIN,
+                    (c, lo, hi) -> e.store(from, at + (int) lo, lo, (int) (hi - lo)));
+        }, dst);
     }
 
     @Override
     public void copyFromHost(int[] src, int srcOffset, Tensor dst) {
+        checkOpen();
         Shapes.hostRange("copyFromHost", src.length, srcOffset, dst);
-        threads.checkOpen();
-        Elements.of(dst).storeInts(src, srcOffset, 0, (int) dst.numel());
+        Shapes.dtype("copyFromHost", DType.I32, dst);
+        int n = (int) dst.numel();
+        int[] from = stream().isInline() || CpuStream.inStreamWork() ? src
+                : java.util.Arrays.copyOfRange(src, srcOffset, srcOffset + n);
+        int at = from == src ? srcOffset : 0;
+        issue("copyFromHost", () -> Elements.of(dst).storeInts(from, at, 0, n), dst);
     }
 
     @Override
     public void copyToHost(Tensor src, float[] dst, int dstOffset) {
+        checkOpen();
         Shapes.hostRange("copyToHost", dst.length, dstOffset, src);
         Shapes.floating("copyToHost", src);
-        Elements e = Elements.of(src);
-        threads.forChunks(src.numel(), ElementwiseOps.GRAIN,
-                (c, from, to) -> e.load(from, dst, dstOffset + (int) from, (int) (to - from)));
+        read("copyToHost", () -> {
+            Elements e = Elements.of(src);
+            threads.forChunks(src.numel(), ElementwiseOps.GRAIN,
+                    (c, from, to) -> e.load(from, dst, dstOffset + (int) from, (int) (to - from)));
+            return null;
+        }, src);
     }
 
     @Override
     public void copyToHost(Tensor src, int[] dst, int dstOffset) {
+        checkOpen();
         Shapes.hostRange("copyToHost", dst.length, dstOffset, src);
-        threads.checkOpen();
-        Elements.of(src).loadInts(0, dst, dstOffset, (int) src.numel());
+        Shapes.dtype("copyToHost", DType.I32, src);
+        read("copyToHost", () -> {
+            Elements.of(src).loadInts(0, dst, dstOffset, (int) src.numel());
+            return null;
+        }, src);
     }
+
+    /** The host data a queued copy will read: the caller's array itself when the copy runs now, else a copy of the range. */
+    private float[] snapshot(float[] src, int offset, int n) {
+        return stream().isInline() || CpuStream.inStreamWork() ? src : java.util.Arrays.copyOfRange(src, offset, offset + n);
+    }
+
+    // ------------------------------------------------------------------ GEMM
 
     @Override
     public void gemm(boolean transA, boolean transB, int m, int n, int k, float alpha,
                      Tensor a, int lda, long strideA, Tensor b, int ldb, long strideB,
                      float beta, Tensor c, int ldc, long strideC, int batch) {
-        GemmOp.gemm(threads, tracker, transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB,
-                beta, c, ldc, strideC, batch);
+        checkOpen();
+        Shapes.gemm(transA, transB, m, n, k, a, lda, strideA, b, ldb, strideB, c, ldc, strideC, batch);
+        if (a.dtype() != b.dtype() || (c.dtype() != DType.F32 && c.dtype() != a.dtype())) {
+            promotedCopies.incrementAndGet();
+        }
+        issue("gemm", () -> GemmOp.gemm(threads, transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB,
+                beta, c, ldc, strideC, batch), a, b, c);
     }
+
+    // ------------------------------------------------------------------ elementwise
 
     @Override
     public void add(Tensor a, Tensor b, Tensor out) {
-        ElementwiseOps.add(threads, a, b, out);
+        checkOpen();
+        Shapes.pointwise("add", a, b, out);
+        issue("add", () -> ElementwiseOps.add(threads, a, b, out), a, b, out);
     }
 
     @Override
     public void scale(Tensor t, float alpha) {
-        ElementwiseOps.scale(threads, t, alpha);
+        checkOpen();
+        Shapes.floating("scale", t);
+        issue("scale", () -> ElementwiseOps.scale(threads, t, alpha), t);
     }
 
     @Override
     public void addBias(Tensor out, Tensor bias) {
-        ElementwiseOps.addBias(threads, out, bias);
+        checkOpen();
+        Shapes.bias("addBias", out, bias);
+        issue("addBias", () -> ElementwiseOps.addBias(threads, out, bias), out, bias);
     }
 
     @Override
     public void biasBackward(Tensor dout, Tensor dbias) {
-        ElementwiseOps.biasBackward(threads, dout, dbias);
+        checkOpen();
+        Shapes.bias("biasBackward", dout, dbias);
+        issue("biasBackward", () -> ElementwiseOps.biasBackward(threads, dout, dbias), dout, dbias);
     }
 
     @Override
     public void geluForward(Tensor inp, Tensor out) {
-        ElementwiseOps.geluForward(threads, inp, out);
+        checkOpen();
+        Shapes.pointwise("geluForward", inp, out);
+        issue("geluForward", () -> ElementwiseOps.geluForward(threads, inp, out), inp, out);
     }
 
     @Override
     public void geluBackward(Tensor inp, Tensor dout, Tensor dinp) {
-        ElementwiseOps.geluBackward(threads, inp, dout, dinp);
+        checkOpen();
+        Shapes.pointwise("geluBackward", inp, dout, dinp);
+        issue("geluBackward", () -> ElementwiseOps.geluBackward(threads, inp, dout, dinp), inp, dout, dinp);
     }
+
+    // ------------------------------------------------------------------ layers
 
     @Override
     public void layerNormForward(Tensor inp, Tensor weight, Tensor bias, Tensor out, Tensor mean, Tensor rstd) {
-        LayerNormOps.forward(threads, inp, weight, bias, out, mean, rstd);
+        checkOpen();
+        Shapes.layerNorm("layerNormForward", inp, weight, bias, out, mean, rstd);
+        issue("layerNormForward", () -> LayerNormOps.forward(threads, inp, weight, bias, out, mean, rstd),
+                inp, weight, bias, out, mean, rstd);
     }
 
     @Override
     public void layerNormBackward(Tensor dout, Tensor inp, Tensor weight, Tensor mean, Tensor rstd,
                                   Tensor dinp, Tensor dweight, Tensor dbias) {
-        LayerNormOps.backward(threads, dout, inp, weight, mean, rstd, dinp, dweight, dbias);
+        checkOpen();
+        Shapes.layerNormBackward(dout, inp, weight, mean, rstd, dinp, dweight, dbias);
+        issue("layerNormBackward", () -> LayerNormOps.backward(threads, dout, inp, weight, mean, rstd, dinp, dweight,
+                dbias), dout, inp, weight, mean, rstd, dinp, dweight, dbias);
     }
 
     @Override
     public void embeddingForward(Tensor tokens, Tensor wte, Tensor wpe, Tensor out) {
-        EmbeddingOps.forward(threads, tokens, wte, wpe, out);
+        checkOpen();
+        Shapes.embedding("embeddingForward", tokens, wte, wpe, out);
+        issue("embeddingForward", () -> EmbeddingOps.forward(threads, tokens, wte, wpe, out), tokens, wte, wpe, out);
     }
 
     @Override
     public void embeddingBackward(Tensor tokens, Tensor dout, Tensor dwte, Tensor dwpe) {
-        EmbeddingOps.backward(threads, tokens, dout, dwte, dwpe);
+        checkOpen();
+        Shapes.embedding("embeddingBackward", tokens, dwte, dwpe, dout);
+        issue("embeddingBackward", () -> EmbeddingOps.backward(threads, tokens, dout, dwte, dwpe),
+                tokens, dout, dwte, dwpe);
     }
 
     @Override
     public void splitHeads(Tensor qkv, Tensor q, Tensor k, Tensor v, int numHeads) {
-        AttentionOps.splitHeads(threads, qkv, q, k, v, numHeads);
+        checkOpen();
+        Shapes.splitHeads("splitHeads", qkv, q, k, v, numHeads);
+        issue("splitHeads", () -> AttentionOps.splitHeads(threads, qkv, q, k, v, numHeads), qkv, q, k, v);
     }
 
     @Override
     public void splitHeadsBackward(Tensor dq, Tensor dk, Tensor dv, Tensor dqkv, int numHeads) {
-        AttentionOps.splitHeadsBackward(threads, dq, dk, dv, dqkv, numHeads);
+        checkOpen();
+        Shapes.splitHeads("splitHeadsBackward", dqkv, dq, dk, dv, numHeads);
+        issue("splitHeadsBackward", () -> AttentionOps.splitHeadsBackward(threads, dq, dk, dv, dqkv, numHeads),
+                dq, dk, dv, dqkv);
     }
 
     @Override
     public void mergeHeads(Tensor y, Tensor out) {
-        AttentionOps.mergeHeads(threads, y, out);
+        checkOpen();
+        Shapes.mergeHeads("mergeHeads", y, out);
+        issue("mergeHeads", () -> AttentionOps.mergeHeads(threads, y, out), y, out);
     }
 
     @Override
     public void mergeHeadsBackward(Tensor dout, Tensor dy) {
-        AttentionOps.mergeHeadsBackward(threads, dout, dy);
+        checkOpen();
+        Shapes.mergeHeads("mergeHeadsBackward", dy, dout);
+        issue("mergeHeadsBackward", () -> AttentionOps.mergeHeadsBackward(threads, dout, dy), dout, dy);
     }
 
     @Override
     public void causalSoftmaxForward(Tensor preatt, Tensor att, float scale) {
-        AttentionOps.causalSoftmaxForward(threads, preatt, att, scale);
+        checkOpen();
+        Shapes.causalSoftmax("causalSoftmaxForward", preatt, att);
+        issue("causalSoftmaxForward", () -> AttentionOps.causalSoftmaxForward(threads, preatt, att, scale), preatt, att);
     }
 
     @Override
     public void causalSoftmaxBackward(Tensor att, Tensor datt, Tensor dpreatt, float scale) {
-        AttentionOps.causalSoftmaxBackward(threads, att, datt, dpreatt, scale);
+        checkOpen();
+        Shapes.causalSoftmax("causalSoftmaxBackward", att, datt, dpreatt);
+        issue("causalSoftmaxBackward", () -> AttentionOps.causalSoftmaxBackward(threads, att, datt, dpreatt, scale),
+                att, datt, dpreatt);
     }
 
     @Override
     public void crossEntropyForward(Tensor logits, Tensor targets, Tensor losses) {
-        CrossEntropyOps.forward(threads, logits, targets, losses);
+        checkOpen();
+        Shapes.crossEntropyForward(logits, targets, losses);
+        issue("crossEntropyForward", () -> CrossEntropyOps.forward(threads, logits, targets, losses),
+                logits, targets, losses);
     }
 
     @Override
     public void crossEntropyBackward(Tensor logits, Tensor targets, float dloss, Tensor dlogits) {
-        CrossEntropyOps.backward(threads, logits, targets, dloss, dlogits);
+        checkOpen();
+        Shapes.crossEntropyBackward(logits, targets, dlogits);
+        issue("crossEntropyBackward", () -> CrossEntropyOps.backward(threads, logits, targets, dloss, dlogits),
+                logits, targets, dlogits);
     }
+
+    // ------------------------------------------------------------------ optimizer and reductions
 
     @Override
     public void adamW(Tensor param, Tensor grad, Tensor m, Tensor v, AdamWStep step) {
-        OptimizerOps.adamW(threads, param, grad, m, v, step);
+        checkOpen();
+        Shapes.optimizer("adamW", param, grad, m, v);
+        issue("adamW", () -> OptimizerOps.adamW(threads, param, grad, m, v, step), param, grad, m, v);
     }
 
     @Override
     public void sgdMomentum(Tensor param, Tensor grad, Tensor momentumBuf, float lr, float momentum,
                             float weightDecay, float gradScale) {
-        OptimizerOps.sgdMomentum(threads, param, grad, momentumBuf, lr, momentum, weightDecay, gradScale);
+        checkOpen();
+        Shapes.optimizer("sgdMomentum", param, grad, momentumBuf);
+        issue("sgdMomentum", () -> OptimizerOps.sgdMomentum(threads, param, grad, momentumBuf, lr, momentum,
+                weightDecay, gradScale), param, grad, momentumBuf);
     }
 
     @Override
     public double sumOfSquares(Tensor t) {
-        return ReductionOps.sumOfSquares(threads, t);
+        checkOpen();
+        Shapes.floating("sumOfSquares", t);
+        return read("sumOfSquares", () -> ReductionOps.sumOfSquares(threads, t), t);
     }
 
     @Override
     public double sum(Tensor t) {
-        return ReductionOps.sum(threads, t);
+        checkOpen();
+        Shapes.floating("sum", t);
+        return read("sum", () -> ReductionOps.sum(threads, t), t);
     }
 
     @Override
     public boolean hasNonFinite(Tensor t) {
-        return ReductionOps.hasNonFinite(threads, t);
+        checkOpen();
+        Shapes.floating("hasNonFinite", t);
+        return read("hasNonFinite", () -> ReductionOps.hasNonFinite(threads, t), t);
     }
 
-    // ---- streams and events: every CPU call has completed when it returns
+    @Override
+    public void sumInto(Tensor t, float scale, Tensor out) {
+        checkOpen();
+        Shapes.floating("sumInto", t);
+        Shapes.scalarF32("sumInto", out);
+        issue("sumInto", () -> ReductionOps.addInto(out, scale * ReductionOps.sum(threads, t)), t, out);
+    }
+
+    @Override
+    public void sumOfSquaresInto(Tensor t, float scale, Tensor out) {
+        checkOpen();
+        Shapes.floating("sumOfSquaresInto", t);
+        Shapes.scalarF32("sumOfSquaresInto", out);
+        issue("sumOfSquaresInto", () -> ReductionOps.addInto(out, scale * ReductionOps.sumOfSquares(threads, t)), t, out);
+    }
+
+    // ------------------------------------------------------------------ streams and events
+
+    @Override
+    public Stream computeStream() {
+        return compute;
+    }
 
     @Override
     public Stream newStream(String name) {
-        return new CpuStream(Objects.requireNonNull(name, "stream name"));
+        checkOpen();
+        return open(Objects.requireNonNull(name, "stream name"), false);
     }
 
     @Override
     public void setStream(Stream stream) {
-        if (stream != null && !(stream instanceof CpuStream)) {
-            throw new IllegalArgumentException("setStream: " + stream.name() + " is not a CPU stream");
-        }
+        current.set(stream == null ? compute : own(stream, "setStream"));
     }
 
     @Override
-    public Event record() {
-        return CompletedEvent.INSTANCE;
-    }
-
-    @Override
-    public void waitFor(Event event) {
-        if (!(event instanceof CompletedEvent)) {
-            throw new IllegalArgumentException("waitFor: " + event + " is not a CPU event");
-        }
+    public Stream currentStream() {
+        return stream();
     }
 
     @Override
     public void synchronize() {
-        threads.checkOpen();
+        hostSyncs.incrementAndGet();
+        for (CpuStream s : openStreams()) {
+            s.awaitIdle();
+        }
     }
 
     @Override
+    public long hostSyncs() {
+        return hostSyncs.get();
+    }
+
+    @Override
+    public long promotedCopies() {
+        return promotedCopies.get();
+    }
+
+    /** Lets every stream finish its queued work, stops the workers, then frees the cached memory. */
+    @Override
     public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        for (CpuStream s : openStreams()) {
+            s.close();
+        }
+        allocator.close();
         threads.close();
     }
 
@@ -265,19 +439,99 @@ public final class CpuBackend implements Backend {
         return name();
     }
 
-    private record CpuStream(String name) implements Stream {
+    // ------------------------------------------------------------------ machinery
+
+    private CpuStream open(String name, boolean inline) {
+        CpuStream s = new ManagedStream(name, inline);
+        synchronized (streams) {
+            streams.add(s);
+        }
+        return s;
+    }
+
+    /** A stream of this backend: closing it returns its cached memory and forgets it. */
+    private final class ManagedStream extends CpuStream {
+        ManagedStream(String name, boolean inline) {
+            super(name, inline, debugStreams ? DEBUG_MAX_DELAY_NANOS : 0, hostSyncs);
+        }
+
         @Override
         public void close() {
-            // nothing to destroy: a CPU stream is only a name
+            if (isClosed()) {
+                return;
+            }
+            super.close();
+            allocator.streamClosed(this);
+            synchronized (streams) {
+                streams.remove(this);
+            }
         }
     }
 
-    private enum CompletedEvent implements Event {
-        INSTANCE;
-
-        @Override
-        public void synchronize() {
-            // the work before it finished when the recording call returned
+    private List<CpuStream> openStreams() {
+        synchronized (streams) {
+            return new ArrayList<>(streams);
         }
+    }
+
+    /** The stream work issued now belongs to: the one running on this thread if it is ours, else the current one. */
+    private CpuStream stream() {
+        CpuStream running = CpuStream.running();
+        if (running != null && owns(running)) {
+            return running;
+        }
+        CpuStream s = current.get();
+        if (s.isClosed()) {
+            throw new IllegalStateException("the current stream '" + s.name() + "' of this thread is closed;"
+                    + " call setStream first");
+        }
+        return s;
+    }
+
+    private boolean owns(CpuStream s) {
+        synchronized (streams) {
+            return streams.contains(s);
+        }
+    }
+
+    private CpuStream own(Stream stream, String op) {
+        if (!(stream instanceof CpuStream s) || !owns(s)) {
+            throw new IllegalArgumentException(op + ": " + stream + " is not an open stream of this CPU backend");
+        }
+        return s;
+    }
+
+    /**
+     * Checks that the host issues work on open CPU tensors, then runs {@code work} in order on the
+     * current stream (at once when called from inside stream work).
+     */
+    private void issue(String op, Runnable work, Tensor... tensors) {
+        checkOpen();
+        if (!CpuStream.inStreamWork()) {   // inside stream work the host may rightly have closed them since
+            for (Tensor t : tensors) {
+                if (t != null) {
+                    CpuStorage.checkIssue(op, t);
+                }
+            }
+        }
+        stream().execute(work);
+    }
+
+    /** Runs {@code work} in order on the current stream and waits for its value: a host synchronisation. */
+    private <T> T read(String op, java.util.function.Supplier<T> work, Tensor... tensors) {
+        hostSyncs.incrementAndGet();
+        Object[] result = new Object[1];
+        issue(op, () -> result[0] = work.get(), tensors);
+        stream().awaitIdle();
+        @SuppressWarnings("unchecked")
+        T value = (T) result[0];
+        return value;
+    }
+
+    private void checkOpen() {
+        if (closed) {
+            throw new IllegalStateException("the CPU backend was closed");
+        }
+        threads.checkOpen();
     }
 }

@@ -4,6 +4,7 @@ package org.fsdp4j.backend.cpu;
 
 import java.util.Optional;
 import org.fsdp4j.backend.Backend;
+import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.BackendProvider;
 import org.fsdp4j.tensor.Device;
 import org.fsdp4j.tensor.MemoryTracker;
@@ -40,18 +41,15 @@ public final class CpuBackendProvider implements BackendProvider {
     }
 
     @Override
-    public Backend create(Device device, MemoryTracker tracker, int cpuThreads) {
+    public Backend create(Device device, MemoryTracker tracker, BackendOptions options) {
         if (!device.isCpu()) {
             throw new IllegalArgumentException("the CPU backend serves device cpu, not " + device);
-        }
-        if (cpuThreads < 0) {
-            throw new IllegalArgumentException("cpuThreads must be >= 0 (0 = all cores), got " + cpuThreads);
         }
         Optional<String> why = unavailableReason();
         if (why.isPresent()) {
             throw new IllegalStateException("the CPU backend is not usable: " + why.get());
         }
-        int threads = cpuThreads == 0 ? Runtime.getRuntime().availableProcessors() : cpuThreads;
-        return new CpuBackend(tracker, threads);
+        int threads = options.cpuThreads() == 0 ? Runtime.getRuntime().availableProcessors() : options.cpuThreads();
+        return new CpuBackend(tracker, threads, options.debugStreams());
     }
 }

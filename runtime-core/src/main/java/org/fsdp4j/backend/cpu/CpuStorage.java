@@ -1,7 +1,8 @@
 // Host memory for the CPU backend: one malloc'd block outside the Java heap, so OpenBLAS can
-// address it, the memory tracker sees every byte, and it is released exactly when its tensor is
-// closed (never by the garbage collector: Pointer.malloc bypasses JavaCPP's GC accounting), to
-// HostBlockCache, which keeps large blocks for the next allocation of the same size.
+// address it, the memory tracker sees every byte, and it is given back exactly when its tensor
+// is closed (never by the garbage collector: Pointer.malloc bypasses JavaCPP's GC accounting),
+// to the backend's CpuAllocator, in stream order: the stream it was allocated for, and any
+// stream named with recordStream, may still have work queued that uses it.
 // Java code reads and writes it through native-order NIO views with absolute get/put; those
 // views index with ints, hence the 2^31-1 byte limit per storage.
 package org.fsdp4j.backend.cpu;
@@ -11,6 +12,10 @@ import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.nio.IntBuffer;
 import java.nio.ShortBuffer;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Set;
 import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.Pointer;
 import org.fsdp4j.tensor.DType;
@@ -25,23 +30,32 @@ public final class CpuStorage extends Storage {
     /** The largest storage the NIO views can index. */
     public static final long MAX_BYTES = Integer.MAX_VALUE;
 
+    private final Pointer block;        // what the allocator handed out
     private final BytePointer pointer;
+    private final CpuAllocator allocator;
+    private final CpuStream stream;     // the stream it was allocated for
+    private final Set<CpuStream> users = new LinkedHashSet<>();   // other streams named with recordStream
     private final ByteBuffer bytes;     // the whole block, native byte order
     private final FloatBuffer floats;   // element e of an F32 tensor at element offset o: floats.get(o + e)
     private final ShortBuffer shorts;   // F16 / BF16 bits, indexed the same way
     private final IntBuffer ints;       // I32
 
-    private CpuStorage(BytePointer pointer, long numBytes, MemoryCategory category, MemoryTracker tracker) {
+    private CpuStorage(Pointer block, long numBytes, MemoryCategory category, MemoryTracker tracker,
+                       CpuAllocator allocator, CpuStream stream) {
         super(Device.CPU, numBytes, category, tracker);
-        this.pointer = pointer;
+        this.block = block;
+        this.pointer = new BytePointer(block).capacity(Math.max(1, numBytes));
+        this.allocator = allocator;
+        this.stream = stream;
         this.bytes = pointer.asByteBuffer().order(ByteOrder.nativeOrder());
         this.floats = bytes.asFloatBuffer();
         this.shorts = bytes.asShortBuffer();
         this.ints = bytes.asIntBuffer();
     }
 
-    /** Allocates {@code numBytes} of uninitialised host memory and reports it to {@code tracker}. */
-    public static CpuStorage allocate(long numBytes, MemoryCategory category, MemoryTracker tracker) {
+    /** Allocates {@code numBytes} of uninitialised host memory for work on {@code stream} and reports it to {@code tracker}. */
+    static CpuStorage allocate(long numBytes, MemoryCategory category, MemoryTracker tracker, CpuAllocator allocator,
+                               CpuStream stream) {
         if (numBytes < 0) {
             throw new IllegalArgumentException("negative allocation of " + numBytes + " bytes");
         }
@@ -50,26 +64,47 @@ public final class CpuStorage extends Storage {
                     + " int-indexed), but " + numBytes + " bytes of " + category.label() + " were requested; split it"
                     + " (e.g. shard over more ranks, or smaller units) or use the CUDA backend");
         }
-        Pointer raw = HostBlockCache.take(numBytes);
-        if (raw == null || raw.isNull()) {
+        boolean inWork = CpuStream.inStreamWork();
+        Pointer raw = allocator.allocate(numBytes, stream, inWork);
+        if (raw == null) {
             throw new OutOfMemoryError("malloc of " + numBytes + " bytes of host memory for "
                     + category.label() + " failed (" + tracker + ")");
         }
-        BytePointer pointer = new BytePointer(raw).capacity(Math.max(1, numBytes));
         try {
-            return new CpuStorage(pointer, numBytes, category, tracker);
+            return new CpuStorage(raw, numBytes, category, tracker, allocator, stream);
         } catch (RuntimeException | Error e) {
-            HostBlockCache.give(raw, numBytes);
+            allocator.free(raw, numBytes, stream, List.of(), inWork);
             throw e;
         }
     }
 
-    /** The CPU storage behind {@code t}; a clear error if the tensor lives elsewhere or was closed. */
-    public static CpuStorage of(Tensor t) {
-        if (!(t.storage() instanceof CpuStorage)) {      // storage() throws if closed
+    /**
+     * The CPU storage behind {@code t}, for work that runs on a stream: the host may have closed
+     * the tensor since it issued the work (a stream-ordered free), and the bytes stay valid until
+     * the work is done. Issuing checks that the tensor is open (see checkIssue).
+     */
+    static CpuStorage of(Tensor t) {
+        if (!(t.rawStorage() instanceof CpuStorage s)) {
             throw new IllegalArgumentException(t + " is not a CPU tensor; copy it to the host first");
         }
-        return (CpuStorage) t.storage();
+        return s;
+    }
+
+    /** What an op checks when it is issued: the tensor is a CPU tensor and not closed. */
+    static void checkIssue(String op, Tensor t) {
+        if (!(t.storage() instanceof CpuStorage)) {      // storage() throws if closed
+            throw new IllegalArgumentException(op + ": " + t + " is not a CPU tensor; copy it to the host first");
+        }
+    }
+
+    /** Also used by {@code other} (not the stream it was allocated for): see Backend.recordStream. */
+    void recordStream(CpuStream other) {
+        checkOpen();
+        if (other != stream) {
+            synchronized (users) {
+                users.add(other);
+            }
+        }
     }
 
     /**
@@ -77,6 +112,7 @@ public final class CpuStorage extends Storage {
      * Valid until the tensor's storage is closed; reading it afterwards reads freed memory.
      */
     public static ByteBuffer byteView(Tensor t) {
+        checkIssue("byteView", t);
         CpuStorage s = of(t);
         return s.bytes.slice(Math.toIntExact(t.byteOffset()), Math.toIntExact(t.numBytes()))
                 .order(ByteOrder.nativeOrder());
@@ -91,8 +127,7 @@ public final class CpuStorage extends Storage {
     }
 
     /** The whole block as a native-order buffer (absolute indexing only: the view is shared). */
-    public ByteBuffer bytes() {
-        checkOpen();
+    ByteBuffer bytes() {
         return bytes;
     }
 
@@ -110,12 +145,19 @@ public final class CpuStorage extends Storage {
 
     /** The base of the block, for native calls (OpenBLAS). */
     BytePointer pointer() {
-        checkOpen();
         return pointer;
     }
 
     @Override
     protected void release() {
-        HostBlockCache.give(pointer, numBytes());
+        List<CpuEvent> pendingUsers = new ArrayList<>();
+        synchronized (users) {
+            for (CpuStream u : users) {
+                if (!u.isClosed()) {
+                    pendingUsers.add(u.record());
+                }
+            }
+        }
+        allocator.free(block, numBytes(), stream, pendingUsers, CpuStream.inStreamWork());
     }
 }

@@ -3,16 +3,15 @@
 // (batch, tile of C). Tiles are a function of the shape only and each keeps the whole k-sum, so
 // the result has the same bits for any thread count (OpenBLAS's own threading does not: it
 // changes the blocking with the thread count), and batched attention GEMMs parallelise over the
-// batch. fp32 operands are passed in place; a half operand is widened into an fp32 WORKSPACE
-// temporary first, and a half C is rounded back (only its m×n elements per batch, so the gaps a
-// larger ldc leaves are never touched).
+// batch. fp32 operands are passed in place; a half operand is widened while it is packed, tile by
+// tile, into per-thread fp32 scratch (as a GEMM packs its panels anyway), and a half C tile is
+// rounded back once (only its own elements, so the gaps a larger ldc leaves are never touched):
+// no operand is ever copied whole.
 package org.fsdp4j.backend.cpu;
 
 import org.bytedeco.javacpp.FloatPointer;
 import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.MemoryTracker;
 import org.fsdp4j.tensor.Tensor;
 
 final class GemmOp {
@@ -29,54 +28,58 @@ final class GemmOp {
     /** Work per chunk of the task loop: below this, tasks are batched together (less scheduling). */
     private static final double MIN_FLOPS_PER_CHUNK = 4e6;
 
+    /** Per-thread native fp32 panels for half operands: [0] A, [1] B, [2] C. */
+    private static final ThreadLocal<FloatPointer[]> PANELS = ThreadLocal.withInitial(() -> new FloatPointer[3]);
+
     private GemmOp() {
     }
 
-    static void gemm(CpuThreads threads, MemoryTracker tracker,
-                     boolean transA, boolean transB, int m, int n, int k, float alpha,
+    static void gemm(CpuThreads threads, boolean transA, boolean transB, int m, int n, int k, float alpha,
                      Tensor a, int lda, long strideA, Tensor b, int ldb, long strideB,
                      float beta, Tensor c, int ldc, long strideC, int batch) {
         threads.checkOpen();
-        Shapes.GemmSpans spans = Shapes.gemm(transA, transB, m, n, k, a, lda, strideA, b, ldb, strideB,
-                c, ldc, strideC, batch);
-        long spanA = spans.a();
-        long spanB = spans.b();
-        long spanC = spans.c();
+        Shapes.gemm(transA, transB, m, n, k, a, lda, strideA, b, ldb, strideB, c, ldc, strideC, batch);
         if (m == 0 || n == 0 || batch == 0) {
             return;
         }
-        try (Operand pa = new Operand(threads, tracker, a, spanA, true);
-             Operand pb = new Operand(threads, tracker, b, spanB, true);
-             Operand pc = new Operand(threads, tracker, c, spanC, beta != 0f)) {
-            // C is cut into tilesM × tilesN tiles; each task is one (batch, tile)
-            int[] tiling = tiling(m, n, k);
-            int tilesM = tiling[0];
-            int tilesN = tiling[1];
-            int rowsPerTile = (m + tilesM - 1) / tilesM;
-            int colsPerTile = (n + tilesN - 1) / tilesN;
-            int perBatch = tilesM * tilesN;
-            double flopsPerTask = 2.0 * rowsPerTile * colsPerTile * Math.max(1, k);
-            long grain = Math.max(1, (long) (MIN_FLOPS_PER_CHUNK / flopsPerTask));
-            int ldA = Math.max(1, lda);
-            int ldB = Math.max(1, ldb);
-            int ldC = Math.max(1, ldc);
-            threads.forChunks((long) batch * perBatch, grain, (chunk, from, to) -> {
-                for (long task = from; task < to; task++) {
-                    long p = task / perBatch;
-                    int tile = (int) (task % perBatch);
-                    int i0 = (tile / tilesN) * rowsPerTile;
-                    int j0 = (tile % tilesN) * colsPerTile;
-                    int rows = Math.min(m, i0 + rowsPerTile) - i0;
-                    int cols = Math.min(n, j0 + colsPerTile) - j0;
-                    long offA = p * strideA + (transA ? i0 : (long) i0 * lda);
-                    long offB = p * strideB + (transB ? (long) j0 * ldb : j0);
-                    long offC = p * strideC + (long) i0 * ldc + j0;
-                    OpenBlas.sgemm(transA, transB, rows, cols, k, alpha, pa.at(offA), ldA, pb.at(offB), ldB,
-                            beta, pc.at(offC), ldC);
+        Operand pa = new Operand(a);
+        Operand pb = new Operand(b);
+        Operand pc = new Operand(c);
+        // C is cut into tilesM × tilesN tiles; each task is one (batch, tile)
+        int[] tiling = tiling(m, n, k);
+        int tilesM = tiling[0];
+        int tilesN = tiling[1];
+        int rowsPerTile = (m + tilesM - 1) / tilesM;
+        int colsPerTile = (n + tilesN - 1) / tilesN;
+        int perBatch = tilesM * tilesN;
+        double flopsPerTask = 2.0 * rowsPerTile * colsPerTile * Math.max(1, k);
+        long grain = Math.max(1, (long) (MIN_FLOPS_PER_CHUNK / flopsPerTask));
+        threads.forChunks((long) batch * perBatch, grain, (chunk, from, to) -> {
+            for (long task = from; task < to; task++) {
+                long p = task / perBatch;
+                int tile = (int) (task % perBatch);
+                int i0 = (tile / tilesN) * rowsPerTile;
+                int j0 = (tile % tilesN) * colsPerTile;
+                int rows = Math.min(m, i0 + rowsPerTile) - i0;
+                int cols = Math.min(n, j0 + colsPerTile) - j0;
+                // op(A) rows [i0, i0+rows) × k: stored rows (N) or columns (T) of A_p
+                FloatPointer ap = transA ? pa.panel(0, p * strideA + i0, lda, k, rows)
+                        : pa.panel(0, p * strideA + (long) i0 * lda, lda, rows, k);
+                int ldA = pa.half ? (transA ? rows : k) : Math.max(1, lda);
+                // op(B) k × columns [j0, j0+cols)
+                FloatPointer bp = transB ? pb.panel(1, p * strideB + (long) j0 * ldb, ldb, cols, k)
+                        : pb.panel(1, p * strideB + j0, ldb, k, cols);
+                int ldB = pb.half ? (transB ? k : cols) : Math.max(1, ldb);
+                long offC = p * strideC + (long) i0 * ldc + j0;
+                FloatPointer cp = pc.half && beta == 0f ? pc.scratch(2, (long) rows * cols)
+                        : pc.panel(2, offC, ldc, rows, cols);
+                int ldC = pc.half ? cols : Math.max(1, ldc);
+                OpenBlas.sgemm(transA, transB, rows, cols, k, alpha, ap, ldA, bp, ldB, beta, cp, ldC);
+                if (pc.half) {
+                    pc.unpack(cp, offC, ldc, rows, cols);
                 }
-            });
-            pc.writeBack(m, n, ldc, strideC, batch);
-        }
+            }
+        });
     }
 
     /**
@@ -104,59 +107,60 @@ final class GemmOp {
         return new int[] {tilesM, tilesN};
     }
 
-    /** One GEMM operand as fp32 memory: the tensor itself, or a widened WORKSPACE copy of a half tensor. */
-    private static final class Operand implements AutoCloseable {
-        private final CpuThreads threads;
-        private final Tensor tensor;
-        private final Tensor widened;        // (span) F32, null when the tensor is F32 already
-        private final FloatPointer pointer;  // the memory's start; at() hands out positioned copies
-        private final long base;             // element offset of the tensor within the pointer's memory
+    /** One GEMM operand: fp32 memory used in place, or a half tensor packed per tile into fp32 scratch. */
+    private static final class Operand {
+        final boolean half;
+        private final Elements elements;
+        private final FloatPointer base;     // fp32: the storage's start
+        private final long offset;           // fp32: the tensor's element offset within it
 
-        Operand(CpuThreads threads, MemoryTracker tracker, Tensor tensor, long span, boolean readValues) {
-            this.threads = threads;
-            this.tensor = tensor;
-            if (tensor.dtype() == DType.F32) {
-                this.widened = null;
-                this.base = tensor.offset();
-                this.pointer = new FloatPointer(CpuStorage.of(tensor).pointer());
-            } else {
-                this.widened = Tensor.owning(CpuStorage.allocate(Math.max(1, span) * 4, MemoryCategory.WORKSPACE,
-                        tracker), DType.F32, span);
-                if (readValues && span > 0) {
-                    ElementwiseOps.copy(threads, tensor.view(0, span), widened);
+        Operand(Tensor t) {
+            this.half = t.dtype() != DType.F32;
+            this.elements = Elements.of(t);
+            this.base = half ? null : new FloatPointer(CpuStorage.of(t).pointer());
+            this.offset = t.offset();
+        }
+
+        /**
+         * The region of {@code rowCount} runs of {@code rowLength} elements, run r starting at
+         * start + r·ld: in place for fp32 (positioned at start, leading dim ld), else packed
+         * densely (leading dim rowLength) into this thread's panel {@code slot}.
+         */
+        FloatPointer panel(int slot, long start, int ld, int rowCount, int rowLength) {
+            if (!half) {
+                return new FloatPointer(base).position(offset + start);
+            }
+            FloatPointer out = scratch(slot, (long) rowCount * rowLength);
+            float[] row = Scratch.floats(0, rowLength);
+            for (int r = 0; r < rowCount; r++) {
+                elements.load(start + (long) r * ld, row, 0, rowLength);
+                out.position((long) r * rowLength).put(row, 0, rowLength);
+            }
+            return out.position(0);
+        }
+
+        /** Rounds a packed rows × cols fp32 tile back into the half tensor at start (leading dim ld). */
+        void unpack(FloatPointer tile, long start, int ld, int rows, int cols) {
+            float[] row = Scratch.floats(0, cols);
+            for (int r = 0; r < rows; r++) {
+                tile.position((long) r * cols).get(row, 0, cols);
+                elements.store(row, 0, start + (long) r * ld, cols);
+            }
+            tile.position(0);
+        }
+
+        /** This thread's fp32 panel {@code slot} with room for {@code floats} elements, positioned at 0. */
+        FloatPointer scratch(int slot, long floats) {
+            FloatPointer[] panels = PANELS.get();
+            FloatPointer p = panels[slot];
+            if (p == null || p.capacity() < floats) {
+                if (p != null) {
+                    p.close();
                 }
-                this.base = 0;
-                this.pointer = new FloatPointer(CpuStorage.of(widened).pointer());
+                p = new FloatPointer(Math.max(1, floats));
+                panels[slot] = p;
             }
-        }
-
-        /** A pointer to element {@code element} of the operand (a fresh object: tasks run concurrently). */
-        FloatPointer at(long element) {
-            return new FloatPointer(pointer).position(base + element);
-        }
-
-        /** Rounds the m×n elements of each batch back into a half C. */
-        void writeBack(int m, int n, int ld, long stride, int batch) {
-            if (widened == null) {
-                return;
-            }
-            Elements src = Elements.of(widened);
-            Elements dst = Elements.of(tensor);
-            threads.forChunks((long) batch * m, CpuThreads.rowsPerChunk(n, ElementwiseOps.GRAIN), (chunk, from, to) -> {
-                float[] row = Scratch.floats(0, n);
-                for (long r = from; r < to; r++) {
-                    long at = (r / m) * stride + (r % m) * ld;
-                    src.load(at, row, 0, n);
-                    dst.store(row, 0, at, n);
-                }
-            });
-        }
-
-        @Override
-        public void close() {
-            if (widened != null) {
-                widened.close();
-            }
+            return p.position(0);
         }
     }
 }

@@ -44,4 +44,11 @@ final class ReductionOps {
         });
         return bad > 0;
     }
+
+    /** out[0] (one F32 element) += value, rounded once to fp32. */
+    static void addInto(Tensor out, double value) {
+        java.nio.FloatBuffer f = CpuStorage.of(out).floats();
+        int at = Math.toIntExact(out.offset());
+        f.put(at, (float) (f.get(at) + value));
+    }
 }

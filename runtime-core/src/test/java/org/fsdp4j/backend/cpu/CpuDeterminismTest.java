@@ -25,7 +25,7 @@ class CpuDeterminismTest {
         int c = 48;
         List<double[]> results = new ArrayList<>();
         Random r = new Random(seed);
-        try (Backend be = new CpuBackendProvider().create(Device.CPU, new MemoryTracker("det"), threads);
+        try (Backend be = new CpuBackendProvider().create(Device.CPU, new MemoryTracker("det"), new org.fsdp4j.backend.BackendOptions(threads, false));
              Tensor x = random(be, r, rows, c); Tensor g = random(be, r, rows, c); Tensor w = random(be, r, c);
              Tensor dx = random(be, r, rows, c); Tensor dw = random(be, r, c); Tensor db = random(be, r, c);
              Tensor mean = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, rows);

@@ -19,7 +19,8 @@ final class CpuTestSupport implements AutoCloseable {
     final Backend backend;
 
     CpuTestSupport(int threads) {
-        backend = new CpuBackendProvider().create(org.fsdp4j.tensor.Device.CPU, tracker, threads);
+        backend = new CpuBackendProvider().create(org.fsdp4j.tensor.Device.CPU, tracker,
+                new org.fsdp4j.backend.BackendOptions(threads, false));
     }
 
     CpuTestSupport() {

@@ -1,0 +1,34 @@
+// How a backend is to be built, beyond its device and memory tracker: one immutable value that
+// the command line, the trainer and the tests all pass the same way.
+//
+// debugStreams: every CPU stream runs on its own worker with random delays and freed memory is
+// poisoned before reuse, so that work not ordered by an event fails visibly (the engine tests
+// run this way). The system property fsdp4j.debugStreams=true turns it on for every backend
+// built with defaults(); the command line's --debug-streams sets it per run. The CUDA backend
+// has real streams and ignores it.
+package org.fsdp4j.backend;
+
+/**
+ * @param cpuThreads   host threads a CPU backend may keep busy (0 = all cores)
+ * @param debugStreams see the file comment
+ */
+public record BackendOptions(int cpuThreads, boolean debugStreams) {
+
+    /** The system property that turns the debug mode on for backends built with defaults. */
+    public static final String DEBUG_STREAMS_PROPERTY = "fsdp4j.debugStreams";
+
+    public BackendOptions {
+        if (cpuThreads < 0) {
+            throw new IllegalArgumentException("cpuThreads must be >= 0 (0 = all cores), got " + cpuThreads);
+        }
+    }
+
+    /** {@code cpuThreads} threads, debug streams as the system property says. */
+    public static BackendOptions defaults(int cpuThreads) {
+        return new BackendOptions(cpuThreads, Boolean.getBoolean(DEBUG_STREAMS_PROPERTY));
+    }
+
+    public BackendOptions withDebugStreams(boolean on) {
+        return new BackendOptions(cpuThreads, on);
+    }
+}
