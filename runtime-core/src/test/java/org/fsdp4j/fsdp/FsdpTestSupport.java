@@ -164,12 +164,22 @@ final class FsdpTestSupport {
 
     List<RankTrajectory> sharded(FsdpConfig config, Optimizer optimizer, boolean checkpoint,
                                  UnaryOperator<Communicator> link) {
+        return sharded(config, optimizer, checkpoint, link, engine -> { });
+    }
+
+    /** As above; {@code setUp} runs on every rank's engine before the first step (tests' hooks). */
+    List<RankTrajectory> sharded(FsdpConfig config, Optimizer optimizer, boolean checkpoint,
+                                 UnaryOperator<Communicator> link, java.util.function.Consumer<FsdpEngine> setUp) {
         List<RankTrajectory> out = new ArrayList<>();
         for (int r = 0; r < config.worldSize(); r++) {
             out.add(new RankTrajectory(new ArrayList<>(), new ArrayList<>()));
         }
         try (LocalFsdpGroup group = new LocalFsdpGroup(config, (r, b) -> new GptModel(TINY, b, checkpoint), optimizer,
                 seed, BATCH, SEQ, org.fsdp4j.tensor.Device.CPU, FsdpTestSupport.RANK_BACKEND, link)) {
+            group.onEachRank((r, engine) -> {
+                setUp.accept(engine);
+                return null;
+            });
             for (int s = 0; s < STEPS; s++) {
                 List<FsdpStepResult> results = group.step(tokens[s], targets[s], optimizer.lr());
                 List<List<FsdpEngine.ShardView>> shards = group.onEachRank((r, engine) -> {

@@ -29,8 +29,8 @@ import org.fsdp4j.tensor.Tensor;
 
 public final class CpuBackend implements Backend {
 
-    /** Under the debug mode each piece of stream work first waits a random moment up to this long. */
-    static final long DEBUG_MAX_DELAY_NANOS = 200_000;
+    /** Under the debug mode each piece of stream work first waits a random moment up to this long (see CpuStream). */
+    static final long DEBUG_MAX_DELAY_NANOS = 5_000_000;
 
     private final MemoryTracker tracker;
     private final CpuThreads threads;

@@ -7,8 +7,10 @@
 // error is sticky: later work is skipped, its events fail, and the host sees the failure at its
 // next synchronisation. Inline work throws to the caller directly.
 //
-// Under the debug mode (CpuStreamMode.DEBUG) every stream is a worker and waits a random
-// moment before each piece of work, so a missing wait shows up as a wrong result.
+// Under the debug mode every stream is a worker and waits a random moment before each piece of
+// work: usually nothing or up to a tenth of a millisecond, now and then up to a few milliseconds
+// (a slow link, a busy device), so that two streams not ordered by an event run in either
+// order, and a missing wait shows up as a wrong result.
 package org.fsdp4j.backend.cpu;
 
 import java.util.concurrent.ExecutorService;
@@ -29,7 +31,7 @@ class CpuStream implements Backend.Stream {
 
     private final String name;
     private final ExecutorService worker;      // null when inline
-    private final long maxDelayNanos;          // debug: each piece of work first waits up to this long
+    private final long maxDelayNanos;          // debug: each piece of work first waits up to this long (0: never)
     private final AtomicLong hostSyncs;        // the owning backend's counter
     private volatile Throwable failure;        // the first failure of worker work (sticky)
     private volatile boolean closed;
@@ -181,7 +183,7 @@ class CpuStream implements Backend.Stream {
                 RUNNING.set(this);
                 try {
                     if (maxDelay > 0) {
-                        LockSupport.parkNanos(ThreadLocalRandom.current().nextLong(maxDelay));
+                        LockSupport.parkNanos(debugDelayNanos(maxDelay));
                     }
                     task.run();
                 } finally {
@@ -191,6 +193,16 @@ class CpuStream implements Backend.Stream {
         } catch (RejectedExecutionException e) {
             throw new IllegalStateException("stream " + name + " is closed", e);
         }
+    }
+
+    /** Half the time nothing; else up to a 50th of {@code maxDelay}; one time in twenty, up to all of it. */
+    private static long debugDelayNanos(long maxDelay) {
+        ThreadLocalRandom r = ThreadLocalRandom.current();
+        double u = r.nextDouble();
+        if (u < 0.5) {
+            return 0;
+        }
+        return r.nextLong(u < 0.95 ? Math.max(1, maxDelay / 50) : maxDelay);
     }
 
     private void checkOpen() {
