@@ -27,6 +27,15 @@ extern "C" __global__ void final_sum_kernel(const double* partials, int count, d
     if (threadIdx.x == 0) out[0] = s;
 }
 
+// out[0] += scale · Σ partials (count), rounded once to fp32: a sum that stays on the device
+// (the step's loss and norm, read by the host once). One block.
+extern "C" __global__ void final_sum_into_kernel(const double* partials, int count, float scale, float* out) {
+    double s = 0.0;
+    for (int i = threadIdx.x; i < count; i += blockDim.x) s += partials[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0) out[0] = (float)((double)out[0] + (double)scale * s);
+}
+
 // flag[0] = 1 if any x is ±inf or NaN; the launcher zeroes the flag first.
 extern "C" __global__ void nonfinite_kernel(const void* x, int dt, long long n, int* flag) {
     GRID_STRIDE(i, n) {

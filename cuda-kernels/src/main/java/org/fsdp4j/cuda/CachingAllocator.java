@@ -1,9 +1,12 @@
 // Device memory for one GPU, cached like PyTorch's allocator so the training loop does no
 // cudaMalloc/cudaFree in the steady state: sizes round up to a size class, freed blocks go
 // to a free list of the stream they were allocated on, and the next request of that class
-// on that stream reuses one. Work on other streams is ordered before reuse by an event
-// (see free). Live bytes per category are reported by CudaStorage to the MemoryTracker;
-// reserved bytes (what cudaMalloc holds, in use or cached) are reported here.
+// on that stream reuses one: work the stream runs later is ordered after the work already
+// queued, so reuse needs no wait. A block that other streams used (recordStream) is pending
+// until an event recorded on each of them at the free has completed, checked with
+// cudaEventQuery at the next allocation (torch's record_stream): no stream is ever made to wait
+// for a free. Live bytes per category are reported by CudaStorage to the MemoryTracker;
+// reserved bytes (what cudaMalloc holds, in use, cached or pending) are reported here.
 package org.fsdp4j.cuda;
 
 import static org.bytedeco.cuda.global.cudart.cudaErrorMemoryAllocation;
@@ -12,7 +15,9 @@ import static org.bytedeco.cuda.global.cudart.cudaGetLastError;
 import static org.bytedeco.cuda.global.cudart.cudaMalloc;
 
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import org.bytedeco.javacpp.Pointer;
@@ -28,8 +33,13 @@ final class CachingAllocator implements AutoCloseable {
     record Block(long address, long sizeBytes, CudaStream stream) {
     }
 
+    /** A freed block other streams may still be using: reusable once every event has completed. */
+    private record Pending(Block block, List<CudaEvent> users) {
+    }
+
     private final int device;
     private final Map<CudaStream, Map<Long, ArrayDeque<Block>>> cached = new HashMap<>();
+    private final List<Pending> pending = new ArrayList<>();
     private long inUseBytes;
     private long peakInUseBytes;
     private long reservedBytes;
@@ -52,6 +62,7 @@ final class CachingAllocator implements AutoCloseable {
             throw new IllegalStateException("allocator of cuda:" + device + " is closed");
         }
         long size = sizeClass(numBytes);
+        reclaimFinished();
         ArrayDeque<Block> list = cached.getOrDefault(stream, Map.of()).get(size);
         Block b = list == null ? null : list.pollLast();
         if (b == null) {
@@ -63,22 +74,43 @@ final class CachingAllocator implements AutoCloseable {
     }
 
     /**
-     * Returns a block to its stream's free list. If the caller's stream is another one, the
-     * block's stream first waits for an event recorded on the caller's stream, so reuse on the
-     * block's stream cannot overtake work already queued on the caller's.
+     * Takes back a block: onto its stream's free list at once, or, when {@code users} (events
+     * recorded at the free on the other streams that used it) are given, once they have all
+     * completed.
      */
-    synchronized void free(Block b, CudaStream callerStream) {
+    synchronized void free(Block b, List<CudaEvent> users) {
         inUseBytes -= b.sizeBytes();
+        if (users.isEmpty()) {
+            reuse(b);
+        } else {
+            pending.add(new Pending(b, List.copyOf(users)));
+        }
+    }
+
+    private void reuse(Block b) {
         if (closed || b.stream().isClosed()) {
             CudaCheck.check(cudaFree(new DevicePointer(b.address())), "cudaFree", device);
             reservedBytes -= b.sizeBytes();
             return;
         }
-        if (callerStream != b.stream()) {
-            CudaEvent.record(callerStream).waitOn(b.stream());
-        }
         cached.computeIfAbsent(b.stream(), s -> new HashMap<>())
                 .computeIfAbsent(b.sizeBytes(), s -> new ArrayDeque<>()).addLast(b);
+    }
+
+    /** Moves every pending block whose users have finished onto its stream's free list. */
+    private void reclaimFinished() {
+        for (Iterator<Pending> it = pending.iterator(); it.hasNext(); ) {
+            Pending p = it.next();
+            if (p.users().stream().allMatch(CudaEvent::isDone)) {
+                it.remove();
+                reuse(p.block());
+            }
+        }
+    }
+
+    /** Blocks freed while other streams may still use them. */
+    synchronized int pendingBlocks() {
+        return pending.size();
     }
 
     synchronized AllocatorStats stats() {
@@ -87,6 +119,7 @@ final class CachingAllocator implements AutoCloseable {
 
     /** Gives every cached (free) block back to CUDA; cudaFree synchronizes the device. */
     synchronized void releaseCached() {
+        reclaimFinished();
         for (CudaStream s : List.copyOf(cached.keySet())) {
             releaseStream(s);
         }
@@ -105,11 +138,16 @@ final class CachingAllocator implements AutoCloseable {
         }
     }
 
-    /** Frees the cache; blocks still in use are freed when their tensors close. */
+    /** Frees the cache and the pending blocks (the streams are done); blocks still in use are freed when their tensors close. */
     @Override
     public synchronized void close() {
         if (!closed) {
             releaseCached();
+            for (Pending p : pending) {
+                CudaCheck.check(cudaFree(new DevicePointer(p.block().address())), "cudaFree", device);
+                reservedBytes -= p.block().sizeBytes();
+            }
+            pending.clear();
             closed = true;
         }
     }

@@ -1,8 +1,9 @@
 // The Backend on one NVIDIA GPU: device memory from a caching allocator, named streams and
 // events, cuBLAS GEMMs (one handle per stream), and our own kernels (src/main/cuda) through
 // their launchers. Every op is issued on the calling thread's current stream and returns
-// without waiting, except the ones that hand a value to the host (copyToHost, sums, the
-// inf/NaN check, copyFromHost), which wait for that stream only.
+// without waiting, except the ones that hand a value to the host (copyToHost, sum,
+// sumOfSquares, hasNonFinite, the synchronizes), which wait for that stream only and are
+// counted as host synchronisations. copyFromHost stages through pinned buffers and does not wait.
 package org.fsdp4j.cuda;
 
 import static org.bytedeco.cuda.global.cudart.cuCtxSetCurrent;
@@ -21,6 +22,7 @@ import static org.bytedeco.cuda.global.cudart.cudaMemsetAsync;
 import static org.bytedeco.cuda.global.cudart.cudaSetDevice;
 
 import java.util.ArrayList;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -63,8 +65,11 @@ public final class CudaBackend implements Backend {
 
     private final CudaModule module;
     private final CachingAllocator allocator;
-    private final PinnedBuffer pinned;
-    /** The default stream of every thread: the forward/backward compute (DESIGN.md, Streams). */
+    private final PinnedBuffer pinned;              // downloads (they wait anyway)
+    private final PinnedStaging staging;            // uploads, without waiting
+    private final AtomicLong hostSyncs = new AtomicLong();
+    private final AtomicLong promotedCopies = new AtomicLong();
+    /** The default stream of every thread: the forward/backward compute. */
     private final CudaStream compute;
     private final List<CudaStream> streams = new ArrayList<>();
     private final Map<CudaStream, CublasHandle> cublasHandles = new HashMap<>();
@@ -112,7 +117,8 @@ public final class CudaBackend implements Backend {
         this.module = new CudaModule(index);
         this.allocator = new CachingAllocator(index);
         this.pinned = new PinnedBuffer(index);
-        this.compute = new CudaStream("compute", index, this::beforeStreamDestroy);
+        this.staging = new PinnedStaging(index);
+        this.compute = new CudaStream("compute", index, this::beforeStreamDestroy, hostSyncs);
         this.current = ThreadLocal.withInitial(() -> compute);
         this.casts = new CastLauncher(module);
         this.elementwise = new ElementwiseLauncher(module);
@@ -170,16 +176,34 @@ public final class CudaBackend implements Backend {
         try {
             return Tensor.owning(new CudaStorage(this, block, numBytes, category, tracker), dtype, shape);
         } catch (RuntimeException e) {
-            allocator.free(block, block.stream());
+            allocator.free(block, List.of());
             throw e;
         }
     }
 
-    /** Called by CudaStorage.release: back to the cache, ordered after the caller's stream. */
-    void releaseBlock(CachingAllocator.Block block) {
+    /**
+     * Called by CudaStorage.release: back to its stream's cache, or pending until the other
+     * streams that used it ({@code users}) have done what they were given so far.
+     */
+    void releaseBlock(CachingAllocator.Block block, List<CudaStream> users) {
         enter();
-        CudaStream caller = current.get();
-        allocator.free(block, caller.isClosed() ? block.stream() : caller);
+        List<CudaEvent> events = new ArrayList<>();
+        for (CudaStream u : users) {
+            if (!u.isClosed()) {
+                events.add(u.record());
+            }
+        }
+        allocator.free(block, events);
+    }
+
+    @Override
+    public void recordStream(Tensor t, Stream stream) {
+        on("recordStream", t);
+        if (!(t.storage() instanceof CudaStorage s) || !(stream instanceof CudaStream cs) || cs.device() != index
+                || cs.isClosed()) {
+            throw new IllegalArgumentException("recordStream: " + t + " and " + stream + " must belong to " + device);
+        }
+        s.recordStream(cs);
     }
 
     @Override
@@ -209,8 +233,9 @@ public final class CudaBackend implements Backend {
         Shapes.floating("copyFromHost", dst);
         int n = Shapes.hostRange("copyFromHost", src.length, srcOffset, dst);
         CudaStream s = currentStream();
-        synchronized (pinned) {
-            BytePointer h = pinned.atLeast(dst.numBytes());
+        PinnedStaging.Lease lease = staging.take(dst.numBytes());
+        {
+            BytePointer h = lease.bytes();
             if (dst.dtype() == DType.F32) {
                 new FloatPointer(h).put(src, srcOffset, n);
             } else {
@@ -225,7 +250,7 @@ public final class CudaBackend implements Backend {
                     hs.position(i).put(chunk, 0, len);
                 }
             }
-            upload(h, dst, s);
+            upload(lease, dst, s);
         }
     }
 
@@ -235,11 +260,9 @@ public final class CudaBackend implements Backend {
         Shapes.dtype("copyFromHost", DType.I32, dst);
         int n = Shapes.hostRange("copyFromHost", src.length, srcOffset, dst);
         CudaStream s = currentStream();
-        synchronized (pinned) {
-            BytePointer h = pinned.atLeast(dst.numBytes());
-            new IntPointer(h).put(src, srcOffset, n);
-            upload(h, dst, s);
-        }
+        PinnedStaging.Lease lease = staging.take(dst.numBytes());
+        new IntPointer(lease.bytes()).put(src, srcOffset, n);
+        upload(lease, dst, s);
     }
 
     @Override
@@ -289,12 +312,14 @@ public final class CudaBackend implements Backend {
         }
     }
 
-    private void upload(BytePointer h, Tensor dst, CudaStream s) {
-        CudaCheck.check(cudaMemcpyAsync(ptr(dst), h, dst.numBytes(), cudaMemcpyHostToDevice, s.handle()),
+    /** Queues the copy out of the staging buffer; the buffer is reused only once this copy is done. */
+    private void upload(PinnedStaging.Lease lease, Tensor dst, CudaStream s) {
+        CudaCheck.check(cudaMemcpyAsync(ptr(dst), lease.bytes(), dst.numBytes(), cudaMemcpyHostToDevice, s.handle()),
                 "cudaMemcpyAsync(host→device, " + dst.numBytes() + " bytes)", index);
-        s.synchronize();   // the pinned staging buffer is reused by the next copy
+        lease.copied(s);
     }
 
+    /** Copies src into the pinned download buffer and waits for it: a host synchronisation. */
     private BytePointer download(Tensor src, CudaStream s) {
         BytePointer h = pinned.atLeast(src.numBytes());
         CudaCheck.check(cudaMemcpyAsync(h, ptr(src), src.numBytes(), cudaMemcpyDeviceToHost, s.handle()),
@@ -323,6 +348,7 @@ public final class CudaBackend implements Backend {
             return;
         }
         // A dtype mix cuBLAS has no kernel for (e.g. fp32 × bf16): promote all three to fp32.
+        promotedCopies.incrementAndGet();
         try (Tensor a32 = promoted(a); Tensor b32 = promoted(b); Tensor c32 = promoted(c)) {
             CublasGemm.gemm(cublas(), index, options.allowTf32(), transA, transB, m, n, k, alpha, a32, lda, strideA,
                     b32, ldb, strideB, beta, c32, ldc, strideC, batch);
@@ -512,6 +538,27 @@ public final class CudaBackend implements Backend {
         return reduce("sum", t, false);
     }
 
+    @Override
+    public void sumInto(Tensor t, float scale, Tensor out) {
+        reduceInto("sumInto", t, false, scale, out);
+    }
+
+    @Override
+    public void sumOfSquaresInto(Tensor t, float scale, Tensor out) {
+        reduceInto("sumOfSquaresInto", t, true, scale, out);
+    }
+
+    /** out[0] += scale · Σ t (or Σ t²), all on the device: the partials live in stream-ordered scratch. */
+    private void reduceInto(String op, Tensor t, boolean squared, float scale, Tensor out) {
+        on(op, t, out);
+        Shapes.floating(op, t);
+        Shapes.scalarF32(op, out);
+        long partialFloats = 2L * ReductionLauncher.SUM_BLOCKS;          // doubles, as pairs of floats
+        try (Tensor partials = allocate(DType.F32, MemoryCategory.WORKSPACE, partialFloats)) {
+            reductions.sumInto(currentStream(), t, squared, partials, scale, out);
+        }
+    }
+
     private double reduce(String op, Tensor t, boolean squared) {
         on(op, t);
         Shapes.floating(op, t);
@@ -543,9 +590,14 @@ public final class CudaBackend implements Backend {
     // ------------------------------------------------------------------ streams and events
 
     @Override
+    public Stream computeStream() {
+        return compute;
+    }
+
+    @Override
     public Stream newStream(String streamName) {
         enter();
-        CudaStream s = new CudaStream(streamName, index, this::beforeStreamDestroy);
+        CudaStream s = new CudaStream(streamName, index, this::beforeStreamDestroy, hostSyncs);
         synchronized (streams) {
             streams.add(s);
         }
@@ -575,29 +627,34 @@ public final class CudaBackend implements Backend {
     }
 
     @Override
-    public Event record() {
-        enter();
-        return CudaEvent.record(currentStream());
-    }
-
-    @Override
-    public void waitFor(Event event) {
-        enter();
-        if (!(event instanceof CudaEvent e)) {
-            throw new IllegalArgumentException("waitFor: " + event + " is not a CUDA event");
-        }
-        e.waitOn(currentStream());
-    }
-
-    @Override
     public void synchronize() {
+        hostSyncs.incrementAndGet();
+        deviceSynchronize();
+    }
+
+    private void deviceSynchronize() {
         enter();
         CudaCheck.check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", index);
     }
 
+    @Override
+    public long hostSyncs() {
+        return hostSyncs.get();
+    }
+
+    @Override
+    public long promotedCopies() {
+        return promotedCopies.get();
+    }
+
+    /** Page-locked buffers uploads have pinned so far (steady after the first step). */
+    public int pinnedUploadBuffers() {
+        return staging.pinnedBuffers();
+    }
+
     private void beforeStreamDestroy(CudaStream s) {
         enter();
-        s.synchronize();
+        s.drain();
         CublasHandle h;
         synchronized (cublasHandles) {
             h = cublasHandles.remove(s);
@@ -617,7 +674,7 @@ public final class CudaBackend implements Backend {
             return;
         }
         closed = true;
-        synchronize();
+        deviceSynchronize();
         List<CudaStream> open;
         synchronized (streams) {
             open = new ArrayList<>(streams);
@@ -628,6 +685,7 @@ public final class CudaBackend implements Backend {
         compute.close();
         allocator.close();
         pinned.close();
+        staging.close();
         module.close();
         CudaCheck.checkDriver(cuDevicePrimaryCtxRelease(driverDevice), "cuDevicePrimaryCtxRelease", index);
     }

@@ -4,6 +4,7 @@ package org.fsdp4j.cuda;
 
 import java.util.Optional;
 import org.fsdp4j.backend.Backend;
+import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.BackendProvider;
 import org.fsdp4j.tensor.Device;
 import org.fsdp4j.tensor.MemoryTracker;
@@ -25,9 +26,9 @@ public final class CudaBackendProvider implements BackendProvider {
         return CudaProbe.probe().deviceCount();
     }
 
-    /** {@code cpuThreads} does not apply: the GPU does the work. */
+    /** The options' CPU threads and debug streams do not apply: the GPU does the work, on real streams. */
     @Override
-    public Backend create(Device device, MemoryTracker tracker, int cpuThreads) {
+    public Backend create(Device device, MemoryTracker tracker, BackendOptions options) {
         if (device.kind() != Device.Kind.CUDA) {
             throw new IllegalArgumentException("the CUDA provider cannot create a backend for " + device);
         }

@@ -1,4 +1,4 @@
-// A CUDA event recorded on a stream: the only way work crosses streams (DESIGN.md). Events are
+// A CUDA event recorded on a stream: the only way work crosses streams. Events are
 // handed to the engine with no close() in the Backend contract, so the CUDA handle is
 // destroyed by a Cleaner once the Java object is unreachable (destroying a pending event is
 // legal: CUDA releases it when the work completes).
@@ -6,13 +6,17 @@ package org.fsdp4j.cuda;
 
 import static org.bytedeco.cuda.global.cudart.cudaEventCreateWithFlags;
 import static org.bytedeco.cuda.global.cudart.cudaEventDestroy;
+import static org.bytedeco.cuda.global.cudart.cudaErrorNotReady;
 import static org.bytedeco.cuda.global.cudart.cudaEventDisableTiming;
+import static org.bytedeco.cuda.global.cudart.cudaEventQuery;
 import static org.bytedeco.cuda.global.cudart.cudaEventRecord;
+import static org.bytedeco.cuda.global.cudart.cudaSuccess;
 import static org.bytedeco.cuda.global.cudart.cudaEventSynchronize;
 import static org.bytedeco.cuda.global.cudart.cudaSetDevice;
 import static org.bytedeco.cuda.global.cudart.cudaStreamWaitEvent;
 
 import java.lang.ref.Cleaner;
+import java.util.concurrent.atomic.AtomicLong;
 import org.bytedeco.cuda.cudart.CUevent_st;
 import org.fsdp4j.backend.Backend;
 
@@ -22,9 +26,11 @@ public final class CudaEvent implements Backend.Event {
 
     private final CUevent_st handle = new CUevent_st();
     private final int device;
+    private final AtomicLong hostSyncs;   // the recording backend's counter
 
-    private CudaEvent(int device) {
+    private CudaEvent(int device, AtomicLong hostSyncs) {
         this.device = device;
+        this.hostSyncs = hostSyncs;
         CudaCheck.check(cudaEventCreateWithFlags(handle, cudaEventDisableTiming),
                 "cudaEventCreateWithFlags", device);
         long address = handle.address();
@@ -32,8 +38,8 @@ public final class CudaEvent implements Backend.Event {
     }
 
     /** Records a new event at the current end of {@code stream}. */
-    static CudaEvent record(CudaStream stream) {
-        CudaEvent e = new CudaEvent(stream.device());
+    static CudaEvent record(CudaStream stream, AtomicLong hostSyncs) {
+        CudaEvent e = new CudaEvent(stream.device(), hostSyncs);
         CudaCheck.check(cudaEventRecord(e.handle, stream.handle()), "cudaEventRecord(" + stream.name() + ")",
                 e.device);
         return e;
@@ -47,7 +53,19 @@ public final class CudaEvent implements Backend.Event {
 
     @Override
     public void synchronize() {
+        hostSyncs.incrementAndGet();
         CudaCheck.check(cudaEventSynchronize(handle), "cudaEventSynchronize", device);
+    }
+
+    /** cudaEventQuery: done (true), not yet (false), or the error it reports. */
+    @Override
+    public boolean isDone() {
+        int rc = cudaEventQuery(handle);
+        if (rc == cudaErrorNotReady) {
+            return false;
+        }
+        CudaCheck.check(rc, "cudaEventQuery", device);
+        return rc == cudaSuccess;
     }
 
     private static void destroy(long address, int device) {

@@ -1,5 +1,6 @@
 // Device memory behind a Tensor: one block of the caching allocator. Closing it returns the
-// block to the allocator (never to cudaFree directly) and the bytes to the MemoryTracker.
+// block to the allocator (never to cudaFree directly) and the bytes to the MemoryTracker; other
+// streams that used it (recordStream) keep it from reuse until they are done.
 package org.fsdp4j.cuda;
 
 import org.fsdp4j.tensor.MemoryCategory;
@@ -10,6 +11,7 @@ final class CudaStorage extends Storage implements DeviceAddressable {
 
     private final CachingAllocator.Block block;
     private final CudaBackend owner;
+    private final java.util.Set<CudaStream> users = new java.util.LinkedHashSet<>();   // recordStream'd, not the block's own
 
     CudaStorage(CudaBackend owner, CachingAllocator.Block block, long numBytes, MemoryCategory category,
                 MemoryTracker tracker) {
@@ -28,8 +30,22 @@ final class CudaStorage extends Storage implements DeviceAddressable {
         return owner;
     }
 
+    /** Also used by {@code stream}: see Backend.recordStream. */
+    void recordStream(CudaStream stream) {
+        checkOpen();
+        if (stream != block.stream()) {
+            synchronized (users) {
+                users.add(stream);
+            }
+        }
+    }
+
     @Override
     protected void release() {
-        owner.releaseBlock(block);
+        java.util.List<CudaStream> others;
+        synchronized (users) {
+            others = java.util.List.copyOf(users);
+        }
+        owner.releaseBlock(block, others);
     }
 }

@@ -1,5 +1,6 @@
 // One named CUDA stream (non-blocking with respect to the legacy default stream). Names say
-// why a stream exists: "compute", "all-gather", "reduce-scatter" (DESIGN.md, Streams).
+// why a stream exists: "compute", "all-gather", "reduce-scatter" (docs/ARCHITECTURE.md, "Streams
+// and events"). Work crosses streams only through events (record / waitFor).
 package org.fsdp4j.cuda;
 
 import static org.bytedeco.cuda.global.cudart.cudaStreamCreateWithFlags;
@@ -7,6 +8,7 @@ import static org.bytedeco.cuda.global.cudart.cudaStreamDestroy;
 import static org.bytedeco.cuda.global.cudart.cudaStreamNonBlocking;
 import static org.bytedeco.cuda.global.cudart.cudaStreamSynchronize;
 
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 import org.bytedeco.cuda.cudart.CUstream_st;
 import org.fsdp4j.backend.Backend;
@@ -17,16 +19,19 @@ public final class CudaStream implements Backend.Stream {
     private final int device;
     private final CUstream_st handle = new CUstream_st();
     private final Consumer<CudaStream> beforeDestroy;
+    private final AtomicLong hostSyncs;              // the owning backend's counter
+    private volatile Throwable hostFailure;          // the first failure of a host function on this stream
     private volatile boolean closed;
 
     /**
      * Creates the stream on the calling thread's current device, which must be {@code device}.
      * {@code beforeDestroy} lets the owner release what it keeps per stream (cuBLAS handle, cache).
      */
-    CudaStream(String name, int device, Consumer<CudaStream> beforeDestroy) {
+    CudaStream(String name, int device, Consumer<CudaStream> beforeDestroy, AtomicLong hostSyncs) {
         this.name = name;
         this.device = device;
         this.beforeDestroy = beforeDestroy;
+        this.hostSyncs = hostSyncs;
         CudaCheck.check(cudaStreamCreateWithFlags(handle, cudaStreamNonBlocking),
                 "cudaStreamCreateWithFlags(" + name + ")", device);
     }
@@ -51,9 +56,56 @@ public final class CudaStream implements Backend.Stream {
         return closed;
     }
 
-    /** Blocks the host until the work queued so far on this stream is done. */
-    void synchronize() {
+    @Override
+    public CudaEvent record() {
+        return CudaEvent.record(this, hostSyncs);
+    }
+
+    @Override
+    public void waitFor(Backend.Event event) {
+        if (!(event instanceof CudaEvent e)) {
+            throw new IllegalArgumentException("waitFor on " + this + ": " + event + " is not a CUDA event");
+        }
+        e.waitOn(this);
+    }
+
+    /**
+     * cudaLaunchHostFunc: fn runs on a CUDA thread once the work before it is done, and the work
+     * after it waits for it. It must not call CUDA. CUDA cannot fail a stream from a host
+     * function, so a failure of fn is kept and rethrown by this stream's next synchronize().
+     */
+    @Override
+    public void launchHostFunc(Runnable fn) {
+        HostFunctions.launch(this, () -> {
+            try {
+                fn.run();
+            } catch (Throwable t) {
+                synchronized (this) {
+                    if (hostFailure == null) {
+                        hostFailure = t;
+                    }
+                }
+            }
+        });
+    }
+
+    /** Blocks the host until the work queued so far is done (a host synchronisation). */
+    @Override
+    public void synchronize() {
+        hostSyncs.incrementAndGet();
+        drain();
+    }
+
+    /** As synchronize, without counting: for teardown, not for the step. */
+    void drain() {
         CudaCheck.check(cudaStreamSynchronize(handle()), "cudaStreamSynchronize(" + name + ")", device);
+        Throwable t = hostFailure;
+        if (t instanceof RuntimeException re) {
+            throw re;
+        }
+        if (t != null) {
+            throw new IllegalStateException("a host function on " + this + " failed: " + t, t);
+        }
     }
 
     @Override

@@ -16,12 +16,14 @@ final class ReductionLauncher {
     private final Kernel scale;
     private final Kernel partialSum;
     private final Kernel finalSum;
+    private final Kernel finalSumInto;
     private final Kernel nonFinite;
 
     ReductionLauncher(KernelSource m) {
         scale = m.kernel("scale_kernel");
         partialSum = m.kernel("partial_sum_kernel");
         finalSum = m.kernel("final_sum_kernel");
+        finalSumInto = m.kernel("final_sum_into_kernel");
         nonFinite = m.kernel("nonfinite_kernel");
     }
 
@@ -39,6 +41,14 @@ final class ReductionLauncher {
         int blocks = (int) Math.max(1, Math.min(SUM_BLOCKS, Grid.ceilDiv(n, Grid.THREADS)));
         partialSum.launch(s, blocks, Grid.THREADS, address(x), code(x), n, squared ? 1 : 0, address(partials));
         finalSum.launch(s, 1, FINAL_THREADS, address(partials), blocks, address(result));
+    }
+
+    /** out[0] (F32) += scale · (Σ x or Σ x²), on the device; partials holds SUM_BLOCKS doubles. */
+    void sumInto(CudaStream s, Tensor x, boolean squared, Tensor partials, float scale, Tensor out) {
+        long n = x.numel();
+        int blocks = (int) Math.max(1, Math.min(SUM_BLOCKS, Grid.ceilDiv(n, Grid.THREADS)));
+        partialSum.launch(s, blocks, Grid.THREADS, address(x), code(x), n, squared ? 1 : 0, address(partials));
+        finalSumInto.launch(s, 1, FINAL_THREADS, address(partials), blocks, scale, address(out));
     }
 
     /** flag[0] (I32) = 1 if any element is inf or NaN; flag must be zeroed first. */

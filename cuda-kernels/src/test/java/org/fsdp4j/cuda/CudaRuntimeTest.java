@@ -76,12 +76,13 @@ class CudaRuntimeTest {
                 be.fill(x, 0f);
                 be.fill(y, 1f);
                 be.synchronize();
-                be.setStream(gather);
-                be.fill(x, 2f);
-                be.scale(x, 1.5f);
-                Backend.Event done = be.record();
-                be.setStream(null);
-                be.waitFor(done);
+                gather.waitFor(be.computeStream().record());
+                try (Backend.StreamScope on = be.onStream(gather)) {
+                    be.fill(x, 2f);
+                    be.scale(x, 1.5f);
+                }
+                Backend.Event done = gather.record();
+                be.computeStream().waitFor(done);
                 be.add(x, y, y);
                 done.synchronize();
                 float[] host = be.toHost(y);
@@ -89,6 +90,82 @@ class CudaRuntimeTest {
                     assertEquals(4f, host[i], "element " + i);
                 }
             }
+        }
+    }
+
+    @Test
+    @Tag("gpu")
+    void aRecordedStreamKeepsItsBlockAndNoStreamWaitsForAFree() {
+        try (CudaBackend be = gpu(new MemoryTracker("gpu"), CudaOptions.defaults());
+             Backend.Stream reader = be.newStream("reduce-scatter")) {
+            int n = 1 << 24;
+            Tensor grad = be.allocate(DType.F32, MemoryCategory.GRADS, n);
+            long address = DeviceTensors.address(grad);
+            be.fill(grad, 1f);
+            reader.waitFor(be.computeStream().record());
+            java.util.concurrent.CountDownLatch open = new java.util.concurrent.CountDownLatch(1);
+            reader.launchHostFunc(() -> {
+                try {
+                    open.await(30, java.util.concurrent.TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            });
+            try (Tensor sink = be.allocate(DType.F32, MemoryCategory.WORKSPACE, 1);
+                 Backend.StreamScope on = be.onStream(reader)) {
+                be.fill(sink, 0f);
+                be.sumInto(grad, 1f, sink);           // the reader still has to read grad
+            }
+            be.recordStream(grad, reader);
+            grad.close();
+            try (Tensor next = be.allocate(DType.F32, MemoryCategory.GRADS, n)) {
+                assertTrue(DeviceTensors.address(next) != address, "the reader is not done: the block waits");
+                be.fill(next, 3f);
+                be.computeStream().record().synchronize();   // the compute stream never waited for the reader
+            }
+            open.countDown();
+            reader.synchronize();
+            try (Tensor after = be.allocate(DType.F32, MemoryCategory.GRADS, n)) {
+                assertEquals(address, DeviceTensors.address(after), "once the reader is done the block is reused");
+            }
+        }
+    }
+
+    @Test
+    @Tag("gpu")
+    void uploadsAndDeviceSumsDoNotWaitOnlyReadsDo() {
+        try (CudaBackend be = gpu(new MemoryTracker("gpu"), CudaOptions.defaults());
+             Tensor x = be.allocate(DType.BF16, MemoryCategory.ACTIVATIONS, 3000);
+             Tensor sum = be.zeros(DType.F32, MemoryCategory.WORKSPACE, 1)) {
+            float[] ones = new float[3000];
+            java.util.Arrays.fill(ones, 1f);
+            long before = be.hostSyncs();
+            for (int step = 0; step < 5; step++) {
+                be.copyFromHost(ones, 0, x);
+                be.sumInto(x, 0.5f, sum);
+                be.sumOfSquaresInto(x, 1f, sum);
+            }
+            assertEquals(before, be.hostSyncs(), "uploads and device sums never block the host");
+            assertTrue(be.pinnedUploadBuffers() <= 2, "staging buffers are reused: " + be.pinnedUploadBuffers());
+            assertEquals(5 * (1500 + 3000), be.toHost(sum)[0], 0f);
+            assertEquals(before + 1, be.hostSyncs());
+        }
+    }
+
+    @Test
+    @Tag("gpu")
+    void onlyMixedDtypeGemmsArePromoted() {
+        try (CudaBackend be = gpu(new MemoryTracker("gpu"), CudaOptions.defaults());
+             Tensor a = be.zeros(DType.BF16, MemoryCategory.ACTIVATIONS, 64, 32);
+             Tensor w = be.zeros(DType.BF16, MemoryCategory.PARAMS, 16, 32);
+             Tensor w32 = be.zeros(DType.F32, MemoryCategory.PARAMS, 16, 32);
+             Tensor c = be.zeros(DType.BF16, MemoryCategory.ACTIVATIONS, 64, 16);
+             Tensor c32 = be.zeros(DType.F32, MemoryCategory.ACTIVATIONS, 64, 16)) {
+            be.gemm(false, true, 64, 16, 32, 1f, a, w, 0f, c);
+            be.gemm(false, true, 64, 16, 32, 1f, a, w, 0f, c32);
+            assertEquals(0, be.promotedCopies(), "bf16 × bf16 → bf16 or fp32 runs in cuBLAS as is");
+            be.gemm(false, true, 64, 16, 32, 1f, a, w32, 0f, c32);
+            assertEquals(1, be.promotedCopies(), "bf16 × fp32 needs a promoting copy");
         }
     }
 

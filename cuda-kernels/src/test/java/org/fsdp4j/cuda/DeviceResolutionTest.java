@@ -46,7 +46,8 @@ class DeviceResolutionTest {
                 () -> Backends.resolve("cuda", s -> { }));
         assertTrue(e.getMessage().contains(probe.unavailableReason().get()), e.getMessage());
         IllegalStateException direct = assertThrows(IllegalStateException.class,
-                () -> new CudaBackendProvider().create(Device.cuda(0), new org.fsdp4j.tensor.MemoryTracker("t"), 0));
+                () -> new CudaBackendProvider().create(Device.cuda(0), new org.fsdp4j.tensor.MemoryTracker("t"),
+                        new org.fsdp4j.backend.BackendOptions(0, false)));
         assertTrue(direct.getMessage().contains(probe.unavailableReason().get()), direct.getMessage());
     }
 

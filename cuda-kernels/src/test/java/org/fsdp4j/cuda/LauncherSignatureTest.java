@@ -146,6 +146,7 @@ class LauncherSignatureTest {
         ReductionLauncher red = new ReductionLauncher(recorder);
         red.scale(null, x, 2f);
         red.sum(null, x, true, scratch, scratch);
+        red.sumInto(null, x, false, scratch, 0.5f, t(DType.F32, 1));
         red.nonFinite(null, x, present);
 
         assertEquals(new TreeSet<>(signatures.keySet()), launched, "kernels no launcher call reached");

@@ -22,7 +22,8 @@ final class RunLog {
         out.println(Format.f("fsdp4j %s | preset %s: %d layers, %d heads, width %d, context %d, vocab %d | %s params",
                 command, c.preset(), m.numLayers(), m.numHeads(), m.embedDim(), m.maxSeqLen(), m.vocabSize(),
                 Format.count(info.parameters())));
-        out.println(Format.f("  device %s: %s | world size %d", info.device(), info.backendName(), info.worldSize()));
+        out.println(Format.f("  device %s: %s | world size %d | compute in %s", info.device(), info.backendName(),
+                info.worldSize(), c.precision().paramDtype().shortName()));
         String floor = info.lossFloorNats().isPresent()
                 ? Format.f("loss floor %.4f nats (entropy rate of the source)", info.lossFloorNats().getAsDouble())
                 : "loss floor unknown";
@@ -60,6 +61,7 @@ final class RunLog {
             line += Format.f(" | floor %.4f | gap %.4f nats", s.lossFloor(), s.tailLossMean() - s.lossFloor());
         }
         out.println(line);
+        out.println(Format.f("  host syncs per step %d | promoted copies %d", s.hostSyncsPerStep(), s.promotedCopies()));
         out.flush();
     }
 }

@@ -44,11 +44,11 @@ final class StepBenchCommand implements Callable<Integer> {
         TrainConfig config = options.applyTo(defaults).build();
         StepBenchmark.Result r = StepBenchmark.run(config, warmup, config.steps(), out::println,
                 info -> RunLog.header(out, "bench step", info), step -> RunLog.step(out, step));
-        out.println(Format.f("# %8s %10s %12s %12s %10s %10s %8s", "batch", "seq", "time(ms)", "tok/s", "GFLOP/step",
-                "GFLOP/s", "MFU"));
-        out.println(Format.f("  %8d %10d %12.2f %12.0f %10.3f %10.2f %8s", r.batchSize(), r.seqLen(), r.stepTimeMsMedian(),
-                r.tokensPerSecond(), r.gflopPerStep(), r.achievedGflops(),
-                r.mfu() == null ? "n/a" : Format.f("%.1f%%", 100 * r.mfu())));
+        out.println(Format.f("# %8s %10s %12s %12s %10s %10s %8s %11s", "batch", "seq", "time(ms)", "tok/s",
+                "GFLOP/step", "GFLOP/s", "MFU", "syncs/step"));
+        out.println(Format.f("  %8d %10d %12.2f %12.0f %10.3f %10.2f %8s %11d", r.batchSize(), r.seqLen(),
+                r.stepTimeMsMedian(), r.tokensPerSecond(), r.gflopPerStep(), r.achievedGflops(),
+                r.mfu() == null ? "n/a" : Format.f("%.1f%%", 100 * r.mfu()), r.hostSyncsPerStep()));
         if (r.mfu() == null) {
             out.println("# MFU n/a: the backend does not know this device's peak");
         }

@@ -103,6 +103,11 @@ final class TrainOptions {
     @Option(names = "--offload", description = "keep master shard, gradient shard and optimizer state on the host")
     boolean offload;
 
+    @Option(names = "--debug-streams", description = "run every CPU stream on its own worker with random delays and "
+            + "poison freed memory, so that work the engine forgot to order shows up as a wrong result (slow; "
+            + "also -Dfsdp4j.debugStreams=true)")
+    boolean debugStreams;
+
     /** The model presets, listed in --help. */
     static final class PresetNames implements Iterable<String> {
         @Override
@@ -181,6 +186,9 @@ final class TrainOptions {
         }
         if (offload) {
             b.offload(true);
+        }
+        if (debugStreams) {
+            b.debugStreams(true);
         }
         return b;
     }
