@@ -1,4 +1,4 @@
-// What is sharded across the ranks (DESIGN.md "Strategies"). Every strategy is run by the same
+// What is sharded across the ranks (docs/ARCHITECTURE.md, "Strategies"). Every strategy is run by the same
 // engine: they differ only in the size of the group a unit's flat parameter is split over,
 // whether parameters are freed after forward, and how gradients are reduced.
 package org.fsdp4j.fsdp;

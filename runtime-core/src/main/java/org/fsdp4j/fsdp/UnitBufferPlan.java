@@ -1,5 +1,5 @@
 // How the engine schedules its unit-sized temporaries (gathered parameters and unsharded
-// gradients, both in the param dtype) so that at every instant they fit DESIGN.md's memory
+// gradients, both in the param dtype) so that at every instant they fit the memory
 // model: the (1 + prefetch depth) largest gathered units plus one unit's gradient. At the
 // default depth 1 that is "two gathered units + one unit's gradient". The forward always fits
 // (the root is freed between its embedding and head segments, so at most 1 + depth units are

@@ -1,4 +1,4 @@
-// The labels every tracked allocation carries, so the memory model of DESIGN.md can be
+// The labels every tracked allocation carries, so the memory model (docs/ARCHITECTURE.md) can be
 // checked byte for byte: persistent state (params, grads, optimizer) vs temporaries.
 package org.fsdp4j.tensor;
 

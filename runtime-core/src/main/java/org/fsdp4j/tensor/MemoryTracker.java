@@ -63,7 +63,7 @@ public final class MemoryTracker {
         return peakBytes[category.ordinal()];
     }
 
-    /** Persistent state in the DESIGN.md sense: params + grads + optimizer, live now. */
+    /** Persistent state in the sense of docs/ARCHITECTURE.md ("Memory per rank"): params + grads + optimizer, live now. */
     public synchronized long persistentBytes() {
         return liveBytes[MemoryCategory.PARAMS.ordinal()] + liveBytes[MemoryCategory.GRADS.ordinal()]
                 + liveBytes[MemoryCategory.OPTIMIZER.ordinal()];

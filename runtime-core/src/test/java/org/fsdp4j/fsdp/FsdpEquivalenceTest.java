@@ -1,6 +1,6 @@
 // Sharded training equals unsharded training: for every strategy and N ∈ {1, 2, 3, 4, 8},
 // K = 5 SGD-momentum steps on the same global batches give the reference's losses and, shard
-// by shard, its parameters and gradients (DESIGN.md "Numerics"). fp32 is held to 1e-5.
+// by shard, its parameters and gradients (docs/ARCHITECTURE.md, "Numerics"). fp32 is held to 1e-5.
 package org.fsdp4j.fsdp;
 
 import static org.fsdp4j.fsdp.FsdpTestSupport.SGD;

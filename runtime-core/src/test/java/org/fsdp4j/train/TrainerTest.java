@@ -1,5 +1,5 @@
 // The single-rank trainer: repeatable from its seed, learns the Markov source, reports the true
-// global gradient norm and the memory the DESIGN.md model predicts for one unsharded rank.
+// global gradient norm and the memory the model of docs/ARCHITECTURE.md ("Memory per rank") predicts for one unsharded rank.
 package org.fsdp4j.train;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
