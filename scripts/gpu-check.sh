@@ -5,7 +5,8 @@
 #      nvidia/*/lib folders count) and puts their folders on LD_LIBRARY_PATH,
 #   2. runs the cuda-kernels test suite (GPU tests included) with the bundled Java,
 #   3. benchmarks bf16 GEMMs (4096³, 8192³) against the device's peak with the fsdp4j CLI
-#      (bench gemm, which also checks sampled entries against fp64), then bench step.
+#      (bench gemm, which also checks sampled entries against fp64), then bench step in bf16,
+#      whose JSON must show one host synchronisation per step and no promoted GEMM operand.
 # Writes gpu-check.log and gpu-check.json (plus JUnit XML and gemm.json) to $OUT, or to
 # .bundle/out without it. Exit 0 only if every test passed, none skipped for want of a GPU,
 # and the GEMM results check out. Budget: under 8 minutes on an H200 (the timeouts add up to
@@ -132,9 +133,16 @@ if ! timeout 90 "$java" "${jvm_opts[@]}" -cp "$classpath" org.fsdp4j.cli.Main be
   problem "fsdp4j bench gemm failed or found wrong results"
 fi
 
-say "fsdp4j bench step on cuda: gpt2-124m, batch 8 x 1024, fp32 (tokens/s and MFU; informational)"
-timeout 90 "$java" "${jvm_opts[@]}" -cp "$classpath" org.fsdp4j.cli.Main bench step --device cuda \
-  --preset gpt2-124m --batch-size 8 --seq-len 1024 --warmup 5 --steps 10 --out "$out" \
-  || say "note: fsdp4j bench step did not finish cleanly"
+say "fsdp4j bench step on cuda: gpt2-124m, batch 8 x 1024, bf16 compute (tokens/s and MFU; one host sync per step)"
+if timeout 90 "$java" "${jvm_opts[@]}" -cp "$classpath" org.fsdp4j.cli.Main bench step --device cuda \
+     --preset gpt2-124m --batch-size 8 --seq-len 1024 --param-dtype bf16 --warmup 5 --steps 10 --out "$out"; then
+  syncs=$(grep -oE '"host_syncs_per_step" *: *[0-9]+' "$out/step.json" | grep -oE '[0-9]+$')
+  promoted=$(grep -oE '"promoted_copies" *: *[0-9]+' "$out/step.json" | grep -oE '[0-9]+$')
+  say "bench step: host syncs per step ${syncs:-?}, promoted copies ${promoted:-?}"
+  [[ ${syncs:-9} -le 1 ]] || problem "a bf16 step synchronised the host ${syncs:-?} times (budget 1)"
+  [[ ${promoted:-9} -eq 0 ]] || problem "${promoted:-?} GEMM operands were promoted by a copy in bf16"
+else
+  say "note: fsdp4j bench step did not finish cleanly"
+fi
 
 finish

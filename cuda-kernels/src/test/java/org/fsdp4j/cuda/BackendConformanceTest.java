@@ -17,6 +17,7 @@ import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Device;
+import org.fsdp4j.tensor.MemoryCategory;
 import org.fsdp4j.tensor.MemoryTracker;
 import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.api.AfterEach;
@@ -459,6 +460,19 @@ abstract class BackendConformanceTest {
                     // fp64 accumulation: only the order of additions differs from the reference
                     assertEquals(sq, be.sumOfSquares(t), 1e-9 * sq, "sumOfSquares " + d + " seed " + c.seed);
                     assertEquals(sum, be.sum(t), 1e-9 * sq, "sum " + d + " seed " + c.seed);
+                    try (Tensor acc = be.allocate(DType.F32, MemoryCategory.WORKSPACE, 1)) {
+                        // on the device: acc += 0.5·Σx, then += 2·Σx², each rounded once to fp32
+                        float start = 3.25f;
+                        be.copyFromHost(new float[] {start}, 0, acc);
+                        be.sumInto(t, 0.5f, acc);
+                        float afterSum = (float) (start + 0.5 * sum);
+                        assertEquals(afterSum, be.toHost(acc)[0], 1e-9 * sq + Math.ulp(afterSum),
+                                "sumInto " + d + " seed " + c.seed);
+                        be.sumOfSquaresInto(t, 2f, acc);
+                        float afterSq = (float) (afterSum + 2 * sq);
+                        assertEquals(afterSq, be.toHost(acc)[0], 2e-9 * sq + Math.ulp(afterSq),
+                                "sumOfSquaresInto " + d + " seed " + c.seed);
+                    }
                     assertFalse(be.hasNonFinite(t), "finite data reported non-finite, " + d);
                     float[] bad = {Float.POSITIVE_INFINITY};
                     be.copyFromHost(bad, 0, t.view(nel - 2, 1));
