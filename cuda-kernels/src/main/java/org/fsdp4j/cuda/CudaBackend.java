@@ -65,8 +65,7 @@ public final class CudaBackend implements Backend {
 
     private final CudaModule module;
     private final CachingAllocator allocator;
-    private final PinnedBuffer pinned;              // downloads (they wait anyway)
-    private final PinnedStaging staging;            // uploads, without waiting
+    private final PinnedStaging staging;            // host↔device copies
     private final AtomicLong hostSyncs = new AtomicLong();
     private final AtomicLong promotedCopies = new AtomicLong();
     /** The default stream of every thread: the forward/backward compute. */
@@ -116,7 +115,6 @@ public final class CudaBackend implements Backend {
                 + " SMs, " + (props.totalGlobalMem() >> 30) + " GiB" + (options.allowTf32() ? ", TF32" : "") + ")";
         this.module = new CudaModule(index);
         this.allocator = new CachingAllocator(index);
-        this.pinned = new PinnedBuffer(index);
         this.staging = new PinnedStaging(index);
         this.compute = new CudaStream("compute", index, this::beforeStreamDestroy, hostSyncs);
         this.current = ThreadLocal.withInitial(() -> compute);
@@ -270,8 +268,8 @@ public final class CudaBackend implements Backend {
         on("copyToHost", src);
         int n = Shapes.hostRange("copyToHost", dst.length, dstOffset, src);
         CudaStream s = currentStream();
-        synchronized (pinned) {
-            BytePointer h = download(src, s);
+        try (PinnedStaging.Lease lease = download(src, s)) {
+            BytePointer h = lease.bytes();
             switch (src.dtype()) {
                 case F32 -> new FloatPointer(h).get(dst, dstOffset, n);
                 case I32 -> {
@@ -307,8 +305,8 @@ public final class CudaBackend implements Backend {
         Shapes.dtype("copyToHost", DType.I32, src);
         int n = Shapes.hostRange("copyToHost", dst.length, dstOffset, src);
         CudaStream s = currentStream();
-        synchronized (pinned) {
-            new IntPointer(download(src, s)).get(dst, dstOffset, n);
+        try (PinnedStaging.Lease lease = download(src, s)) {
+            new IntPointer(lease.bytes()).get(dst, dstOffset, n);
         }
     }
 
@@ -319,13 +317,18 @@ public final class CudaBackend implements Backend {
         lease.copied(s);
     }
 
-    /** Copies src into the pinned download buffer and waits for it: a host synchronisation. */
-    private BytePointer download(Tensor src, CudaStream s) {
-        BytePointer h = pinned.atLeast(src.numBytes());
-        CudaCheck.check(cudaMemcpyAsync(h, ptr(src), src.numBytes(), cudaMemcpyDeviceToHost, s.handle()),
-                "cudaMemcpyAsync(device→host, " + src.numBytes() + " bytes)", index);
-        s.synchronize();
-        return h;
+    /** Copies src into a pinned buffer and waits for it (a host synchronisation); close the lease once read. */
+    private PinnedStaging.Lease download(Tensor src, CudaStream s) {
+        PinnedStaging.Lease lease = staging.take(src.numBytes());
+        try {
+            CudaCheck.check(cudaMemcpyAsync(lease.bytes(), ptr(src), src.numBytes(), cudaMemcpyDeviceToHost,
+                    s.handle()), "cudaMemcpyAsync(device→host, " + src.numBytes() + " bytes)", index);
+            s.synchronize();
+            return lease;
+        } catch (RuntimeException e) {
+            lease.close();
+            throw e;
+        }
     }
 
     // ------------------------------------------------------------------ GEMM
@@ -567,8 +570,8 @@ public final class CudaBackend implements Backend {
         try (Tensor scratch = allocate(DType.F32, MemoryCategory.WORKSPACE, partialFloats + 2)) {
             Tensor result = scratch.view(partialFloats, 2);
             reductions.sum(s, t, squared, scratch.view(0, partialFloats), result);
-            synchronized (pinned) {
-                return new DoublePointer(download(result, s)).get(0);
+            try (PinnedStaging.Lease lease = download(result, s)) {
+                return new DoublePointer(lease.bytes()).get(0);
             }
         }
     }
@@ -581,8 +584,8 @@ public final class CudaBackend implements Backend {
         try (Tensor flag = allocate(DType.I32, MemoryCategory.WORKSPACE, 1)) {
             CudaCheck.check(cudaMemsetAsync(ptr(flag), 0, 4, s.handle()), "cudaMemsetAsync(flag)", index);
             reductions.nonFinite(s, t, flag);
-            synchronized (pinned) {
-                return new IntPointer(download(flag, s)).get(0) != 0;
+            try (PinnedStaging.Lease lease = download(flag, s)) {
+                return new IntPointer(lease.bytes()).get(0) != 0;
             }
         }
     }
@@ -647,8 +650,8 @@ public final class CudaBackend implements Backend {
         return promotedCopies.get();
     }
 
-    /** Page-locked buffers uploads have pinned so far (steady after the first step). */
-    public int pinnedUploadBuffers() {
+    /** Page-locked staging buffers pinned so far (steady after the first step). */
+    public int pinnedStagingBuffers() {
         return staging.pinnedBuffers();
     }
 
@@ -684,7 +687,6 @@ public final class CudaBackend implements Backend {
         }
         compute.close();
         allocator.close();
-        pinned.close();
         staging.close();
         module.close();
         CudaCheck.checkDriver(cuDevicePrimaryCtxRelease(driverDevice), "cuDevicePrimaryCtxRelease", index);

@@ -1,7 +1,8 @@
-// Page-locked host buffers that host→device copies stage through without waiting: each upload
-// takes a buffer whose previous copy has completed (its event says so), or pins a new one, and
-// records an event after its cudaMemcpyAsync. So copyFromHost never blocks the host, and in the
-// steady state (the same uploads every step) no new buffer is pinned.
+// Page-locked host buffers that copies between host and device stage through, so each
+// cudaMemcpyAsync is a real DMA. An upload takes a buffer whose previous copy has completed (its
+// event says so), or pins a new one, and records an event after its copy: copyFromHost never
+// blocks the host. A download holds its buffer until the host has read it (it waits for the copy
+// anyway). In the steady state (the same copies every step) no new buffer is pinned.
 package org.fsdp4j.cuda;
 
 import static org.bytedeco.cuda.global.cudart.cudaFreeHost;
@@ -16,10 +17,11 @@ final class PinnedStaging implements AutoCloseable {
 
     private static final long MIN_BYTES = 1L << 16;
 
-    /** One pinned buffer and the event after the last copy out of it (null before its first use). */
+    /** One pinned buffer, whether a lease holds it, and the event after the last copy out of it. */
     private static final class Slot {
         final Pointer host;
         final long capacityBytes;
+        boolean held;
         CudaEvent lastCopy;
 
         Slot(Pointer host, long capacityBytes) {
@@ -36,14 +38,18 @@ final class PinnedStaging implements AutoCloseable {
         this.device = device;
     }
 
-    /** A free buffer of at least {@code numBytes}: fill it, copy out of it, then call copied(). */
+    /**
+     * A free buffer of at least {@code numBytes}: for an upload fill it, queue the copy out of it,
+     * then call copied(); for a download queue the copy into it, wait, read it, then close().
+     */
     synchronized Lease take(long numBytes) {
         if (closed) {
             throw new IllegalStateException("pinned staging of cuda:" + device + " is closed");
         }
         for (Slot s : slots) {
-            if (s.capacityBytes >= numBytes && (s.lastCopy == null || s.lastCopy.isDone())) {
+            if (!s.held && s.capacityBytes >= numBytes && (s.lastCopy == null || s.lastCopy.isDone())) {
                 s.lastCopy = null;
+                s.held = true;
                 return new Lease(s);
             }
         }
@@ -51,6 +57,7 @@ final class PinnedStaging implements AutoCloseable {
         Pointer p = new Pointer();
         CudaCheck.check(cudaMallocHost(p, size), "cudaMallocHost(" + size + " bytes)", device);
         Slot s = new Slot(p, size);
+        s.held = true;
         slots.add(s);
         return new Lease(s);
     }
@@ -60,8 +67,8 @@ final class PinnedStaging implements AutoCloseable {
         return slots.size();
     }
 
-    /** A buffer taken for one upload. */
-    final class Lease {
+    /** A buffer taken for one copy. */
+    final class Lease implements AutoCloseable {
         private final Slot slot;
 
         private Lease(Slot slot) {
@@ -76,6 +83,15 @@ final class PinnedStaging implements AutoCloseable {
         void copied(CudaStream stream) {
             synchronized (PinnedStaging.this) {
                 slot.lastCopy = stream.record();
+                slot.held = false;
+            }
+        }
+
+        /** The host has read what was copied into it: the buffer is free again. */
+        @Override
+        public void close() {
+            synchronized (PinnedStaging.this) {
+                slot.held = false;
             }
         }
     }

@@ -146,7 +146,7 @@ class CudaRuntimeTest {
                 be.sumOfSquaresInto(x, 1f, sum);
             }
             assertEquals(before, be.hostSyncs(), "uploads and device sums never block the host");
-            assertTrue(be.pinnedUploadBuffers() <= 2, "staging buffers are reused: " + be.pinnedUploadBuffers());
+            assertTrue(be.pinnedStagingBuffers() <= 2, "staging buffers are reused: " + be.pinnedStagingBuffers());
             assertEquals(5 * (1500 + 3000), be.toHost(sum)[0], 0f);
             assertEquals(before + 1, be.hostSyncs());
         }

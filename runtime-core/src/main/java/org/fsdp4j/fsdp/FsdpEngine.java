@@ -80,7 +80,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     }
 
     /** A gradient whose reduction is queued on the reduce stream, and the event after that reduction. */
-    private record Reduction_(Tensor grad, Backend.Event done) {
+    private record InFlightReduction(Tensor grad, Backend.Event done) {
     }
 
     private final TrainableModel model;
@@ -105,7 +105,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     private List<ShardedUnit> forwardOrder = new ArrayList<>();          // this pass's forward segments, in order
     private List<ShardedUnit> lastForwardOrder = List.of();              // the previous pass's
     private final List<ShardedUnit> postForwardOrder = new ArrayList<>(); // units by their last forward segment
-    private Reduction_ inFlight;                 // the last reduction queued whose gradient is still held
+    private InFlightReduction inFlight;                 // the last reduction queued whose gradient is still held
     private Backend.Event lastReduction;          // the event after the last reduction queued (this step)
     private boolean lastMicroBatch;
     private int optimizerSteps;
@@ -412,7 +412,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
             // the all-reduce stream waited for the reduce-scatter, so its event covers both
             lastReduction = (allReduceStream != null ? allReduceStream : reduceStream).record();
             if (grad != u.gradShard) {
-                inFlight = new Reduction_(grad, reduceStream.record());
+                inFlight = new InFlightReduction(grad, reduceStream.record());
             }
         }
     }
