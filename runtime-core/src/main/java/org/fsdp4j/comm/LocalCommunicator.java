@@ -1,19 +1,23 @@
-// One rank's view of an in-process group of CPU ranks. A collective is a host function queued on
-// the stream it is given (Backend.Stream.launchHostFunc), so it runs in that stream's order and
-// overlaps the work of the rank's other streams. Its body is a few rendezvous phases with the
-// other ranks' streams: deposit the buffers, let every rank read what it needs from the others
+// One rank's view of an in-process group. Every collective is the same three phases: the ranks
+// meet and deposit their buffers, each rank reads what it needs from the others with backend ops
 // (rank r reduces or copies only its own part, so the ranks' copies run in parallel like a ring),
-// then a final phase so no rank's stream goes on to reuse a buffer another is still reading. The
-// copies are CPU backend ops called from inside stream work, which run at once on that thread.
-// A group of one never meets anyone: its collectives are plain backend ops on the stream, so it
-// serves any backend (a single rank on a GPU).
+// and a final meeting so that no rank's stream goes on to reuse a buffer another still reads.
+// Where the phases run is the group's Dispatch:
+//   HOST_FUNCTIONS  (CPU ranks) the whole collective is a host function queued on the stream it is
+//                   given: the meetings happen when the streams get there, as NCCL's kernels meet,
+//                   and the copies are CPU ops called from inside stream work, which run at once.
+//   STREAM_EVENTS   (any backend, e.g. several ranks on one GPU) the ranks meet on the host when
+//                   they issue the collective, trading an event recorded on each stream: every
+//                   stream waits for the others' "inputs ready" events, its copies are issued on it
+//                   as ordinary ops, and it waits for the others' "done reading" events before its
+//                   later work. The host never waits for device work; it only meets the other hosts.
+// A group of one never meets anyone: its collectives are plain backend ops on the stream.
 package org.fsdp4j.comm;
 
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.function.Consumer;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.MemoryCategory;
@@ -21,22 +25,33 @@ import org.fsdp4j.tensor.Tensor;
 
 final class LocalCommunicator implements Communicator {
 
-    /** What every rank deposits for a collective: the call's signature (checked to match) and its buffer. */
-    private record Deposit(String signature, Tensor buffer, int color, int key) {
+    /**
+     * What every rank deposits for a collective: the call's signature (checked to match), its
+     * buffer and, under STREAM_EVENTS, the event after which its stream has the buffer ready.
+     */
+    private record Deposit(String signature, Tensor buffer, Backend.Event ready, int color, int key) {
+    }
+
+    /** A collective's reading phase, given every rank's buffer (index = rank); it issues backend ops. */
+    @FunctionalInterface
+    private interface Body {
+        void run(Tensor[] buffers);
     }
 
     private final Rendezvous group;
     private final int rank;
     private final Backend backend;
+    private final LocalGroup.Dispatch dispatch;
     private final CommCounters counters = new CommCounters();
     private final AtomicLong issued = new AtomicLong();
     private Backend.Stream stream;      // the one stream this communicator's collectives run on, once used
     private volatile boolean closed;
 
-    LocalCommunicator(Rendezvous group, int rank, Backend backend) {
+    LocalCommunicator(Rendezvous group, int rank, Backend backend, LocalGroup.Dispatch dispatch) {
         this.group = group;
         this.rank = rank;
         this.backend = backend;
+        this.dispatch = dispatch;
     }
 
     static CommException rankFailure(int rank, Throwable cause) {
@@ -92,8 +107,7 @@ final class LocalCommunicator implements Communicator {
             });
             return;
         }
-        submit(CommOp.ALL_GATHER, stream, where -> {
-            Tensor[] inputs = exchangeBuffers(new Deposit(signature, input, 0, 0), where);
+        collective(CommOp.ALL_GATHER, stream, signature, input, inputs -> {
             for (int q = 0; q < size(); q++) {
                 if (q == rank && inPlace) {
                     continue;
@@ -102,7 +116,6 @@ final class LocalCommunicator implements Communicator {
                     backend.copy(inputs[q].reshape(n), output.view(q * n, n));
                 }
             }
-            group.barrier(rank, where + " (completion)");
         });
         record(CommOp.ALL_GATHER, output.numBytes(), 0);
     }
@@ -124,11 +137,8 @@ final class LocalCommunicator implements Communicator {
             alone(stream, () -> reduceInto(new Tensor[] {input}, 0, n, reduction, List.of(output.reshape(n))));
             return;
         }
-        submit(CommOp.REDUCE_SCATTER, stream, where -> {
-            Tensor[] inputs = exchangeBuffers(new Deposit(signature, input, 0, 0), where);
-            reduceInto(inputs, rank * n, n, reduction, List.of(output.reshape(n)));
-            group.barrier(rank, where + " (completion)");
-        });
+        collective(CommOp.REDUCE_SCATTER, stream, signature, input,
+                inputs -> reduceInto(inputs, rank * n, n, reduction, List.of(output.reshape(n))));
         record(CommOp.REDUCE_SCATTER, input.numBytes(), 0);
     }
 
@@ -141,8 +151,7 @@ final class LocalCommunicator implements Communicator {
                     List.of(buffer.reshape(buffer.numel()))));
             return;
         }
-        submit(CommOp.ALL_REDUCE, stream, where -> {
-            Tensor[] buffers = exchangeBuffers(new Deposit(signature, buffer, 0, 0), where);
+        collective(CommOp.ALL_REDUCE, stream, signature, buffer, buffers -> {
             // Rank r owns chunk r: it reads chunk r of every buffer and writes the result back to all
             // of them. Chunks are disjoint, so no rank reads what another is writing.
             long total = buffer.numel();
@@ -153,7 +162,6 @@ final class LocalCommunicator implements Communicator {
                 destinations.add(b.reshape(total).view(lo, hi - lo));
             }
             reduceInto(buffers, lo, hi - lo, reduction, destinations);
-            group.barrier(rank, where + " (completion)");
         });
         record(CommOp.ALL_REDUCE, buffer.numBytes(), 0);
     }
@@ -170,12 +178,10 @@ final class LocalCommunicator implements Communicator {
             bind(stream);
             return;
         }
-        submit(CommOp.BROADCAST, stream, where -> {
-            Tensor[] buffers = exchangeBuffers(new Deposit(signature, buffer, 0, 0), where);
+        collective(CommOp.BROADCAST, stream, signature, buffer, buffers -> {
             if (rank != root && buffer.numel() > 0) {
                 backend.copy(buffers[root], buffer);
             }
-            group.barrier(rank, where + " (completion)");
         });
         record(CommOp.BROADCAST, buffer.numBytes(), root);
     }
@@ -187,7 +193,7 @@ final class LocalCommunicator implements Communicator {
             bind(stream);
             return;
         }
-        submit(CommOp.BARRIER, stream, where -> exchangeBuffers(new Deposit("barrier()", null, 0, 0), where));
+        collective(CommOp.BARRIER, stream, "barrier()", null, buffers -> { });
     }
 
     @Override
@@ -201,7 +207,7 @@ final class LocalCommunicator implements Communicator {
         String where = label(CommOp.SPLIT, seq);
         Communicator[] made = new Communicator[1];
         Runnable body = () -> made[0] = guarded(where, () -> {
-            Object[] all = group.exchange(rank, new Deposit("split()", null, color, key), where);
+            Object[] all = group.exchange(rank, new Deposit("split()", null, null, color, key), where);
             checkSignatures(all, where);
             List<Integer> members = new ArrayList<>();
             for (int m = 0; m < all.length; m++) {
@@ -217,10 +223,10 @@ final class LocalCommunicator implements Communicator {
             String subName = group.name() + "/" + name;
             Rendezvous sub = group.fate().subgroup(group.name() + "#" + seq + ":" + color,
                     k -> new Rendezvous(subName, globalRanks, group.timeout(), group.fate()));
-            return new LocalCommunicator(sub, members.indexOf(rank), backend);
+            return new LocalCommunicator(sub, members.indexOf(rank), backend, dispatch);
         });
-        if (bound == null) {
-            body.run();                        // nothing queued on this communicator: meet the others now
+        if (bound == null || dispatch == LocalGroup.Dispatch.STREAM_EVENTS) {
+            body.run();                        // the ranks meet on the host now, in issue order
         } else {
             bound.launchHostFunc(body);        // after the collectives already queued on its stream
             bound.synchronize();
@@ -240,16 +246,39 @@ final class LocalCommunicator implements Communicator {
 
     // ------------------------------------------------------------------ machinery
 
-    /** Queues {@code body} (given the collective's label) on {@code stream} as a host function. */
-    private void submit(CommOp op, Backend.Stream stream, Consumer<String> body) {
+    /** Runs a collective of two or more ranks on {@code stream}: meet, read with {@code body}, meet again. */
+    private void collective(CommOp op, Backend.Stream stream, String signature, Tensor mine, Body body) {
         checkOpen();
         bind(stream);
-        requireCpuStreams(op);
         String where = label(op, issued.incrementAndGet());
-        stream.launchHostFunc(() -> guarded(where, () -> {
-            body.accept(where);
+        if (dispatch == LocalGroup.Dispatch.HOST_FUNCTIONS) {
+            requireCpuStreams(op);
+            stream.launchHostFunc(() -> guarded(where, () -> {
+                Tensor[] buffers = buffers(exchange(new Deposit(signature, mine, null, 0, 0), where));
+                body.run(buffers);
+                group.barrier(rank, where + " (completion)");
+                return null;
+            }));
+            return;
+        }
+        guarded(where, () -> {
+            Object[] all = exchange(new Deposit(signature, mine, stream.record(), 0, 0), where);
+            for (int q = 0; q < all.length; q++) {
+                if (q != rank) {
+                    stream.waitFor(((Deposit) all[q]).ready());     // their inputs are written
+                }
+            }
+            try (Backend.StreamScope on = backend.onStream(stream)) {
+                body.run(buffers(all));
+            }
+            Object[] done = group.exchange(rank, stream.record(), where + " (completion)");
+            for (int q = 0; q < done.length; q++) {
+                if (q != rank) {
+                    stream.waitFor((Backend.Event) done[q]);           // they have read ours
+                }
+            }
             return null;
-        }));
+        });
     }
 
     /**
@@ -296,7 +325,7 @@ final class LocalCommunicator implements Communicator {
         }
     }
 
-    /** The copies inside a collective's host function are backend ops, which only the CPU backend runs there. */
+    /** The copies inside a collective's host function are backend ops, which only the CPU backend runs there (CUDA forbids it). */
     private void requireCpuStreams(CommOp op) {
         if (!backend.device().isCpu()) {
             throw new IllegalArgumentException(op.label() + " on '" + name() + "': the in-process group moves data"
@@ -312,12 +341,17 @@ final class LocalCommunicator implements Communicator {
         }
     }
 
-    private Tensor[] exchangeBuffers(Deposit mine, String where) {
+    /** Deposits {@code mine}, meets every rank, and checks that they all issued the same collective. */
+    private Object[] exchange(Deposit mine, String where) {
         Object[] all = group.exchange(rank, mine, where);
         checkSignatures(all, where);
-        Tensor[] buffers = new Tensor[all.length];
-        for (int i = 0; i < all.length; i++) {
-            buffers[i] = ((Deposit) all[i]).buffer;
+        return all;
+    }
+
+    private static Tensor[] buffers(Object[] deposits) {
+        Tensor[] buffers = new Tensor[deposits.length];
+        for (int i = 0; i < deposits.length; i++) {
+            buffers[i] = ((Deposit) deposits[i]).buffer;
         }
         return buffers;
     }

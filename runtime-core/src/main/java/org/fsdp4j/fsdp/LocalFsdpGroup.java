@@ -1,7 +1,7 @@
 // N in-process FSDP ranks that live across steps: each rank owns a backend (a CPU backend with
-// cores/N threads, so the ranks share the cores without oversubscribing them; or, for a single
-// rank, a GPU), its own memory tracker, a model built by the caller's factory, its mesh and its
-// engine. A step runs every rank on its own thread (LocalLauncher: the first failure aborts the
+// cores/N threads, so the ranks share the cores without oversubscribing them; or a GPU, which
+// several ranks may share), its own memory tracker, a model built by the caller's factory, its
+// mesh and its engine. A step runs every rank on its own thread (LocalLauncher: the first failure aborts the
 // group, so every rank stops with an error naming the failed one). One rank is the same engine
 // at N = 1: the trainer and the tests both drive this for every run.
 package org.fsdp4j.fsdp;
@@ -123,14 +123,20 @@ public final class LocalFsdpGroup implements AutoCloseable {
      */
     public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed, int globalBatch,
                           int seqLen, Device device, BackendOptions perRank, UnaryOperator<Communicator> link) {
-        if (!device.isCpu() && config.worldSize() > 1) {
-            throw new IllegalArgumentException("in-process ranks share data through the CPU backend; " + config.worldSize()
-                    + " ranks on " + device + " need the NCCL communicator, which this build does not have yet:"
-                    + " use --device cpu, or --world-size 1 on " + device);
-        }
+        this(config, models, optimizer, seed, globalBatch, seqLen, device, perRank, link,
+                device.isCpu() ? LocalGroup.Dispatch.HOST_FUNCTIONS : LocalGroup.Dispatch.STREAM_EVENTS);
+    }
+
+    /**
+     * As above, with the in-process group's {@code dispatch} given: CPU ranks default to host
+     * functions, ranks sharing a GPU need stream events (tests run CPU ranks both ways).
+     */
+    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed, int globalBatch,
+                          int seqLen, Device device, BackendOptions perRank, UnaryOperator<Communicator> link,
+                          LocalGroup.Dispatch dispatch) {
         config.checkBatch(globalBatch);
         this.config = config;
-        this.group = new LocalGroup(config.worldSize(), config.collectiveTimeout());
+        this.group = new LocalGroup(config.worldSize(), config.collectiveTimeout(), dispatch);
         this.globalBatch = globalBatch;
         this.seqLen = seqLen;
         int microBatchSize = globalBatch / config.worldSize() / config.microBatches();

@@ -42,6 +42,10 @@ final class CommTestSupport {
         return onRanks(new LocalGroup(n, Duration.ofSeconds(20)), body);
     }
 
+    static <T> List<T> onRanks(int n, LocalGroup.Dispatch dispatch, RankTest<T> body) {
+        return onRanks(new LocalGroup(n, Duration.ofSeconds(20), dispatch), body);
+    }
+
     /** Waits on the host for the collectives issued on the compute stream (their failure is rethrown here). */
     static void sync(Backend backend) {
         backend.computeStream().synchronize();

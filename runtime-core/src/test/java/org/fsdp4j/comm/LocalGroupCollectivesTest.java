@@ -1,7 +1,8 @@
 // The in-process group's collectives on real CPU-backend buffers: every op, every dtype, sizes
 // that N does not divide, checked against the fp64 result (tolerance of one rounding to the
 // dtype) and bit for bit against "fp32 sum in rank order, rounded once"; plus the byte counts,
-// sub-groups of a 2-D mesh, and the latency decorator.
+// sub-groups of a 2-D mesh, and the latency decorator. The collectives are checked both ways
+// the group can run them (host functions on the streams, and stream events as for a shared GPU).
 package org.fsdp4j.comm;
 
 import static org.fsdp4j.comm.CommTestSupport.exactSum;
@@ -22,6 +23,8 @@ import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.MemoryCategory;
 import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 class LocalGroupCollectivesTest {
 
@@ -33,13 +36,14 @@ class LocalGroupCollectivesTest {
         return dtype == DType.F32 ? 1e-6 : dtype == DType.F16 ? 1e-3 : 8e-3;
     }
 
-    @Test
-    void allGatherConcatenatesEveryRanksInputExactly() {
+    @ParameterizedTest
+    @EnumSource(LocalGroup.Dispatch.class)
+    void allGatherConcatenatesEveryRanksInputExactly(LocalGroup.Dispatch dispatch) {
         for (int n : new int[] {1, 2, 3, 4}) {
             for (DType dtype : List.of(DType.F32, DType.F16, DType.BF16)) {
                 int shard = 37;
                 float[][] data = randomPerRank(random, n, shard, dtype);
-                List<float[]> out = onRanks(n, (rank, backend, world) -> {
+                List<float[]> out = onRanks(n, dispatch, (rank, backend, world) -> {
                     try (Tensor in = tensorOf(backend, dtype, data[rank]);
                          Tensor gathered = backend.allocate(dtype, MemoryCategory.GATHERED, (long) n * shard)) {
                         world.allGather(in, gathered, backend.computeStream());
@@ -56,12 +60,13 @@ class LocalGroupCollectivesTest {
         }
     }
 
-    @Test
-    void inPlaceAllGatherKeepsTheOwnChunkAndFillsTheRest() {
+    @ParameterizedTest
+    @EnumSource(LocalGroup.Dispatch.class)
+    void inPlaceAllGatherKeepsTheOwnChunkAndFillsTheRest(LocalGroup.Dispatch dispatch) {
         int n = 3;
         int shard = 10;
         float[][] data = randomPerRank(random, n, shard, DType.BF16);
-        List<float[]> out = onRanks(n, (rank, backend, world) -> {
+        List<float[]> out = onRanks(n, dispatch, (rank, backend, world) -> {
             try (Tensor flat = backend.allocate(DType.BF16, MemoryCategory.GATHERED, (long) n * shard)) {
                 backend.fill(flat, Float.NaN);
                 Tensor own = flat.view((long) rank * shard, shard);
@@ -77,14 +82,15 @@ class LocalGroupCollectivesTest {
         }
     }
 
-    @Test
-    void reduceScatterSumsInRankOrderAndRoundsOnce() {
+    @ParameterizedTest
+    @EnumSource(LocalGroup.Dispatch.class)
+    void reduceScatterSumsInRankOrderAndRoundsOnce(LocalGroup.Dispatch dispatch) {
         for (int n : new int[] {1, 2, 3, 4}) {
             for (DType dtype : List.of(DType.F32, DType.F16, DType.BF16)) {
                 for (Reduction red : List.of(Reduction.SUM, Reduction.AVG, Reduction.fp16Average(n))) {
                     int shard = 29;
                     float[][] data = randomPerRank(random, n, n * shard, dtype);
-                    List<float[]> out = onRanks(n, (rank, backend, world) -> {
+                    List<float[]> out = onRanks(n, dispatch, (rank, backend, world) -> {
                         try (Tensor in = tensorOf(backend, dtype, data[rank]);
                              Tensor shardOut = backend.allocate(dtype, MemoryCategory.GRADS, shard)) {
                             world.reduceScatter(in, shardOut, red, backend.computeStream());
@@ -106,13 +112,14 @@ class LocalGroupCollectivesTest {
         }
     }
 
-    @Test
-    void allReduceGivesEveryRankTheSameBits() {
+    @ParameterizedTest
+    @EnumSource(LocalGroup.Dispatch.class)
+    void allReduceGivesEveryRankTheSameBits(LocalGroup.Dispatch dispatch) {
         for (int n : new int[] {1, 2, 3, 4}) {
             for (DType dtype : List.of(DType.F32, DType.F16, DType.BF16)) {
                 int numel = 50;   // not a multiple of 3 or 4: uneven chunks
                 float[][] data = randomPerRank(random, n, numel, dtype);
-                List<float[]> out = onRanks(n, (rank, backend, world) -> {
+                List<float[]> out = onRanks(n, dispatch, (rank, backend, world) -> {
                     try (Tensor buf = tensorOf(backend, dtype, data[rank])) {
                         world.allReduce(buf, Reduction.AVG, backend.computeStream());
                         return backend.toHost(buf);
@@ -130,11 +137,12 @@ class LocalGroupCollectivesTest {
         }
     }
 
-    @Test
-    void broadcastCopiesTheRootsBuffer() {
+    @ParameterizedTest
+    @EnumSource(LocalGroup.Dispatch.class)
+    void broadcastCopiesTheRootsBuffer(LocalGroup.Dispatch dispatch) {
         int n = 4;
         float[][] data = randomPerRank(random, n, 21, DType.F16);
-        List<float[]> out = onRanks(n, (rank, backend, world) -> {
+        List<float[]> out = onRanks(n, dispatch, (rank, backend, world) -> {
             try (Tensor buf = tensorOf(backend, DType.F16, data[rank])) {
                 world.broadcast(buf, 2, backend.computeStream());
                 return backend.toHost(buf);
@@ -210,11 +218,12 @@ class LocalGroupCollectivesTest {
         }
     }
 
-    @Test
-    void meshSubGroupsReduceOverTheRightRanks() {
+    @ParameterizedTest
+    @EnumSource(LocalGroup.Dispatch.class)
+    void meshSubGroupsReduceOverTheRightRanks(LocalGroup.Dispatch dispatch) {
         int n = 4;
         float[][] data = randomPerRank(random, n, 8, DType.F32);
-        List<float[]> out = onRanks(n, (rank, backend, world) -> {
+        List<float[]> out = onRanks(n, dispatch, (rank, backend, world) -> {
             try (DeviceMesh mesh = DeviceMesh.create(world, 2);
                  Tensor a = tensorOf(backend, DType.F32, data[rank]);
                  Tensor b = tensorOf(backend, DType.F32, data[rank])) {

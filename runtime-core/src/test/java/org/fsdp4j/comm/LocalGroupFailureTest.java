@@ -1,5 +1,6 @@
 // What happens when a rank fails, never arrives, or calls the wrong collective: every other
-// rank ends with an error that names the culprit, within the timeout, and no thread is left.
+// rank ends with an error that names the culprit, within the timeout, and no thread is left
+// (whether the ranks meet inside their streams or on the host when they issue).
 package org.fsdp4j.comm;
 
 import static org.fsdp4j.comm.CommTestSupport.liveProjectThreads;
@@ -19,6 +20,8 @@ import org.fsdp4j.tensor.MemoryCategory;
 import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 class LocalGroupFailureTest {
 
@@ -27,9 +30,10 @@ class LocalGroupFailureTest {
         assertEquals(List.of(), liveProjectThreads());
     }
 
-    @Test
-    void aRankThatNeverArrivesIsNamedAfterTheTimeout() {
-        LocalGroup group = new LocalGroup(3, Duration.ofMillis(300));
+    @ParameterizedTest
+    @EnumSource(LocalGroup.Dispatch.class)
+    void aRankThatNeverArrivesIsNamedAfterTheTimeout(LocalGroup.Dispatch dispatch) {
+        LocalGroup group = new LocalGroup(3, Duration.ofMillis(300), dispatch);
         long t0 = System.nanoTime();
         RanksFailedException e = assertThrows(RanksFailedException.class, () -> onRanks(group, (rank, backend, world) -> {
             if (rank == 2) {
@@ -52,9 +56,10 @@ class LocalGroupFailureTest {
         assertTrue(elapsedMs < 3000, "took " + elapsedMs + " ms");
     }
 
-    @Test
-    void aFailedRankAbortsTheOthersPromptlyAndIsNamed() {
-        LocalGroup group = new LocalGroup(4, Duration.ofSeconds(60));
+    @ParameterizedTest
+    @EnumSource(LocalGroup.Dispatch.class)
+    void aFailedRankAbortsTheOthersPromptlyAndIsNamed(LocalGroup.Dispatch dispatch) {
+        LocalGroup group = new LocalGroup(4, Duration.ofSeconds(60), dispatch);
         long t0 = System.nanoTime();
         RanksFailedException e = assertThrows(RanksFailedException.class, () -> onRanks(group, (rank, backend, world) -> {
             try (Tensor buf = backend.zeros(DType.F32, MemoryCategory.WORKSPACE, 8)) {

@@ -19,6 +19,7 @@ import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.comm.Communicator;
+import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.model.GptModel;
 import org.fsdp4j.model.ParameterStore;
@@ -54,8 +55,14 @@ final class FsdpTestSupport {
     final Random random = new Random(seed);
     final int[][] tokens = new int[STEPS][];
     final int[][] targets = new int[STEPS][];
+    final LocalGroup.Dispatch dispatch;     // how the in-process group runs its collectives
 
     FsdpTestSupport() {
+        this(LocalGroup.Dispatch.HOST_FUNCTIONS);
+    }
+
+    FsdpTestSupport(LocalGroup.Dispatch dispatch) {
+        this.dispatch = dispatch;
         for (int s = 0; s < STEPS; s++) {
             tokens[s] = randomTokens();
             targets[s] = randomTokens();
@@ -175,7 +182,7 @@ final class FsdpTestSupport {
             out.add(new RankTrajectory(new ArrayList<>(), new ArrayList<>()));
         }
         try (LocalFsdpGroup group = new LocalFsdpGroup(config, (r, b) -> new GptModel(TINY, b, checkpoint), optimizer,
-                seed, BATCH, SEQ, org.fsdp4j.tensor.Device.CPU, FsdpTestSupport.RANK_BACKEND, link)) {
+                seed, BATCH, SEQ, org.fsdp4j.tensor.Device.CPU, FsdpTestSupport.RANK_BACKEND, link, dispatch)) {
             group.onEachRank((r, engine) -> {
                 setUp.accept(engine);
                 return null;
