@@ -73,9 +73,12 @@ public final class LocalStepExecutor implements StepExecutor {
             sumOfSquares += backend.sumOfSquares(store.flatGrads(u));
         }
         double gradNorm = Math.sqrt(sumOfSquares);
-        optimizer.withLr(lr).step(backend, optimizerState.segments(), step,
-                GradientClipping.scale(gradNorm, maxGradNorm));
-        return new StepOutcome(loss, gradNorm, false);
+        boolean finite = Double.isFinite(gradNorm);     // inf/NaN gradients never reach the parameters
+        if (finite) {
+            optimizer.withLr(lr).step(backend, optimizerState.segments(), step,
+                    GradientClipping.scale(gradNorm, maxGradNorm));
+        }
+        return new StepOutcome(loss, gradNorm, !finite);
     }
 
     @Override

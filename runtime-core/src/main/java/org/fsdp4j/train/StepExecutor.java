@@ -62,7 +62,8 @@ public interface StepExecutor extends AutoCloseable {
 
     /**
      * What a step measured: the mean loss of the batch, the global gradient norm before clipping,
-     * and whether the update was skipped (fp16 loss scaling found inf/NaN gradients).
+     * and whether the update was skipped (the gradients held inf/NaN: fp16 loss scaling lowers
+     * its scale; in every precision a non-finite gradient is never applied to the parameters).
      */
     record StepOutcome(float loss, double gradNorm, boolean skipped) {
     }

@@ -38,13 +38,14 @@ import org.fsdp4j.tensor.Device;
  * @param prefetch              units all-gathered ahead of the one running
  * @param microBatches          forward/backward passes per step (gradient accumulation)
  * @param offload               keep master shard, gradient shard and optimizer state on the host
+ * @param onNonFinite           what a step with an inf/NaN loss or gradient norm does to the run
  */
 public record TrainConfig(String preset, GptConfig model, int steps, long seed, int batchSize, int seqLen,
                           float lr, float minLr, int warmupSteps, float weightDecay, float maxGradNorm,
                           boolean checkpointActivations, String device, int cpuThreads,
                           Optional<Path> dataFile, Optional<Path> outDir,
                           int worldSize, ShardingStrategy strategy, int shardGroupSize, MixedPrecisionPolicy precision,
-                          int prefetch, int microBatches, boolean offload) {
+                          int prefetch, int microBatches, boolean offload, NonFinitePolicy onNonFinite) {
 
     public TrainConfig {
         if (preset == null || model == null || device == null || dataFile == null || outDir == null) {
@@ -55,6 +56,11 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         }
         if (batchSize < 1) {
             throw new IllegalArgumentException("--batch-size must be at least 1, got " + batchSize);
+        }
+        if ((long) batchSize * Math.max(seqLen, 1) > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("--batch-size " + batchSize + " x --seq-len " + seqLen + " = "
+                    + (long) batchSize * seqLen + " tokens per step; at most " + Integer.MAX_VALUE
+                    + " are supported: lower --batch-size");
         }
         if (seqLen < 1) {
             throw new IllegalArgumentException("--seq-len must be at least 1, got " + seqLen);
@@ -82,6 +88,9 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         }
         if (cpuThreads < 0) {
             throw new IllegalArgumentException("--cpu-threads must be >= 0 (0 = all cores), got " + cpuThreads);
+        }
+        if (onNonFinite == null) {
+            throw new IllegalArgumentException("onNonFinite must be given (NonFinitePolicy.STOP by default)");
         }
         device = checkDevice(device);
         // the engine's validation is the one these flags get; then B must split into N ranks × M micro-batches
@@ -138,7 +147,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
                 .dataFile(dataFile.orElse(null)).outDir(outDir.orElse(null))
                 .worldSize(worldSize).strategy(strategy).shardGroupSize(shardGroupSize)
                 .paramDtype(precision.paramDtype()).reduceDtype(precision.reduceDtype()).prefetch(prefetch)
-                .microBatches(microBatches).offload(offload);
+                .microBatches(microBatches).offload(offload).onNonFinite(onNonFinite);
     }
 
     /**
@@ -180,6 +189,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         private int prefetch = 1;
         private int microBatches = 1;
         private boolean offload;
+        private NonFinitePolicy onNonFinite = NonFinitePolicy.STOP;
 
         private Builder() {
         }
@@ -312,6 +322,11 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
             return this;
         }
 
+        public Builder onNonFinite(NonFinitePolicy v) {
+            this.onNonFinite = v;
+            return this;
+        }
+
         public TrainConfig build() {
             GptConfig m = model != null ? model : GptConfig.preset(preset);
             int t = seqLen != null ? seqLen : m.maxSeqLen();
@@ -320,7 +335,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
             return new TrainConfig(preset, m, steps, seed, batchSize, t, lr, floorLr, warmup,
                     weightDecay, maxGradNorm, checkpointActivations, device, cpuThreads,
                     Optional.ofNullable(dataFile), Optional.ofNullable(outDir), worldSize, strategy, shardGroupSize,
-                    new MixedPrecisionPolicy(paramDtype, reduceDtype), prefetch, microBatches, offload);
+                    new MixedPrecisionPolicy(paramDtype, reduceDtype), prefetch, microBatches, offload, onNonFinite);
         }
     }
 }

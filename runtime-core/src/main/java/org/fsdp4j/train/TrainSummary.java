@@ -1,8 +1,10 @@
-// The record of a finished run that --out writes as summary.json (keys in snake_case). Arrays
-// named *_per_rank have one entry per rank, in rank order.
+// The record of a run that --out writes as summary.json (keys in snake_case), also when it
+// diverged or was interrupted (outcome says which). Arrays named *_per_rank have one entry per
+// rank, in rank order. A loss that was not finite is written as null, never as a string.
 package org.fsdp4j.train;
 
 import com.fasterxml.jackson.annotation.JsonInclude;
+import com.fasterxml.jackson.annotation.JsonUnwrapped;
 import java.util.Map;
 
 /**
@@ -12,15 +14,15 @@ import java.util.Map;
  * @param device                  resolved device
  * @param backend                 backend in words
  * @param data                    data source in words
- * @param steps                   steps run
+ * @param steps                   steps run (see outcome for the steps planned)
  * @param batchSize               B
  * @param seqLen                  T
  * @param seed                    the run's seed
  * @param lossFloor               the data's entropy rate in nats, absent when unknown
- * @param losses                  the loss of every step
- * @param finalLoss               the loss of the last step
+ * @param losses                  the loss of every step (NaN, written as null, where it was not finite)
+ * @param finalLoss               the loss of the last step (NaN when no step ran)
  * @param tailLossMean            mean loss of the last {@link Trainer#TAIL_STEPS} steps (less noisy than one batch)
- * @param stepTimeMsMedian        median step time
+ * @param stepTimeMsMedian        median step time (NaN when no step ran)
  * @param tokensPerSecond         B·T / median step time
  * @param totalTimeS              wall time of all steps
  * @param persistentBytesPerRank  params + grads + optimizer bytes live after the last step
@@ -37,6 +39,7 @@ import java.util.Map;
  * @param unitBufferBudgetBytes   (1 + prefetch) largest gathered units + one unit's gradient: the memory model's bound; absent unsharded
  * @param hostPersistentBytesPerRank offloaded state (master, gradient shard, optimizer) per rank; absent without --offload
  * @param hostPeakBytesPerRank    the highest host bytes per rank; absent without --offload
+ * @param outcome                 planned and skipped steps, and whether the run diverged or was interrupted (top-level keys)
  */
 public record TrainSummary(String preset, long params, int worldSize, String device, String backend, String data,
                            int steps, int batchSize, int seqLen, long seed,
@@ -50,5 +53,6 @@ public record TrainSummary(String preset, long params, int worldSize, String dev
                            @JsonInclude(JsonInclude.Include.NON_NULL) String unitBufferSchedule,
                            @JsonInclude(JsonInclude.Include.NON_NULL) Long unitBufferBudgetBytes,
                            @JsonInclude(JsonInclude.Include.NON_NULL) long[] hostPersistentBytesPerRank,
-                           @JsonInclude(JsonInclude.Include.NON_NULL) long[] hostPeakBytesPerRank) {
+                           @JsonInclude(JsonInclude.Include.NON_NULL) long[] hostPeakBytesPerRank,
+                           @JsonUnwrapped RunOutcome outcome) {
 }
