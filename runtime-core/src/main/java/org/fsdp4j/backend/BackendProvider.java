@@ -3,6 +3,7 @@
 package org.fsdp4j.backend;
 
 import java.util.Optional;
+import java.util.OptionalLong;
 import org.fsdp4j.tensor.Device;
 import org.fsdp4j.tensor.MemoryTracker;
 
@@ -22,4 +23,12 @@ public interface BackendProvider {
      * host threads this backend may keep busy (the CPU backend's parallelism; 0 = all cores).
      */
     Backend create(Device device, MemoryTracker tracker, int cpuThreads);
+
+    /**
+     * Bytes a run may still allocate on {@code device} (free GPU memory; available host RAM for
+     * the CPU), for the preflight; empty where the provider cannot tell.
+     */
+    default OptionalLong availableMemoryBytes(Device device) {
+        return OptionalLong.empty();
+    }
 }

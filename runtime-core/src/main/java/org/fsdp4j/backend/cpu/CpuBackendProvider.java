@@ -3,8 +3,10 @@
 package org.fsdp4j.backend.cpu;
 
 import java.util.Optional;
+import java.util.OptionalLong;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.BackendProvider;
+import org.fsdp4j.backend.HostMemory;
 import org.fsdp4j.tensor.Device;
 import org.fsdp4j.tensor.MemoryTracker;
 
@@ -53,5 +55,11 @@ public final class CpuBackendProvider implements BackendProvider {
         }
         int threads = cpuThreads == 0 ? Runtime.getRuntime().availableProcessors() : cpuThreads;
         return new CpuBackend(tracker, threads);
+    }
+
+    /** CPU tensors live in host RAM, off the Java heap. */
+    @Override
+    public OptionalLong availableMemoryBytes(Device device) {
+        return HostMemory.availableBytes();
     }
 }
