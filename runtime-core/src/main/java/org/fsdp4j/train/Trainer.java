@@ -46,6 +46,7 @@ public final class Trainer implements AutoCloseable {
     private double[] stepTimesMs;
     private int completedSteps;
     private volatile String stopRequestedBy;
+    private String failure;                 // a step threw: "step 12: ...", for the summary
 
     /**
      * Loads the data, resolves the device ({@code log} receives the line explaining a fallback
@@ -99,9 +100,10 @@ public final class Trainer implements AutoCloseable {
         return config;
     }
 
-    /** Whether another step is due: not all have run, the run has not diverged and no stop was requested. */
+    /** Whether another step is due: not all have run, the run has not diverged or failed, and no stop was requested. */
     public synchronized boolean hasNextStep() {
-        return completedSteps < config.steps() && watch.divergence().isEmpty() && stopRequestedBy == null;
+        return completedSteps < config.steps() && watch.divergence().isEmpty() && stopRequestedBy == null
+                && failure == null;
     }
 
     /**
@@ -116,8 +118,9 @@ public final class Trainer implements AutoCloseable {
     public StepResult step() {
         if (!hasNextStep()) {
             throw new IllegalStateException(watch.divergence().isPresent() ? "the run diverged at step "
-                    + watch.divergence().get().step() : stopRequestedBy != null ? "the run was stopped ("
-                    + stopRequestedBy + ")" : "all " + config.steps() + " steps have run");
+                    + watch.divergence().get().step() : failure != null ? "the run failed at " + failure
+                    : stopRequestedBy != null ? "the run was stopped (" + stopRequestedBy + ")"
+                    : "all " + config.steps() + " steps have run");
         }
         int step = completedSteps + 1;
         float lr = schedule.lr(step);
@@ -129,8 +132,11 @@ public final class Trainer implements AutoCloseable {
         boolean atLossScaleFloor = false;
         try {
             outcome = executor.step(batch, step, lr);
-        } catch (RuntimeException e) {
+        } catch (RuntimeException | Error e) {
             if (!LossScaleFloorException.isCauseOf(e)) {
+                synchronized (this) {
+                    failure = "step " + step + ": " + e;     // the summary of the steps before still tells
+                }
                 throw e;
             }
             atLossScaleFloor = true;        // fp16: no scale makes the gradients finite; loss unknown
@@ -227,9 +233,10 @@ public final class Trainer implements AutoCloseable {
     /** How the run ended so far. */
     public synchronized RunOutcome outcome() {
         var d = watch.divergence();
-        boolean interrupted = stopRequestedBy != null && completedSteps < config.steps() && d.isEmpty();
+        boolean interrupted = stopRequestedBy != null && completedSteps < config.steps() && d.isEmpty() && failure == null;
         return new RunOutcome(config.steps(), watch.skippedSteps(), interrupted, interrupted ? stopRequestedBy : null,
-                d.map(DivergenceWatch.Divergence::step).orElse(null), d.map(v -> v.kind().jsonName()).orElse(null));
+                d.map(DivergenceWatch.Divergence::step).orElse(null), d.map(v -> v.kind().jsonName()).orElse(null),
+                failure);
     }
 
     /** The step executor (for tests that inspect parameters). */

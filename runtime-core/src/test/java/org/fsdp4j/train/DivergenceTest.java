@@ -177,6 +177,22 @@ class DivergenceTest {
     }
 
     @Test
+    void aStepThatFailsIsRecordedAndTheStepsBeforeItStillSummarised() {
+        Supplier<StepExecutor.StepOutcome> oom = () -> {
+            throw new OutOfMemoryError("malloc of 8 GiB failed");
+        };
+        try (Trainer trainer = new Trainer(config(10).build(), line -> { },
+                (c, d) -> new ScriptedExecutor(List.of(ok(5f), ok(4f), oom)))) {
+            org.junit.jupiter.api.Assertions.assertThrows(OutOfMemoryError.class, () -> trainer.run(r -> { }));
+            TrainSummary s = trainer.summary();
+            assertEquals(2, s.steps());
+            assertTrue(s.outcome().failure().startsWith("step 3: java.lang.OutOfMemoryError: malloc"), s.outcome().failure());
+            assertFalse(s.outcome().interrupted() || s.outcome().diverged());
+            assertFalse(trainer.hasNextStep());
+        }
+    }
+
+    @Test
     void aSummaryBeforeTheFirstStepHasNoNumbersToShow() {
         try (Trainer trainer = new Trainer(config(10).build(), line -> { }, (c, d) -> new ScriptedExecutor(List.of()))) {
             trainer.requestStop("SIGINT");

@@ -44,7 +44,11 @@ final class SignalStop implements AutoCloseable {
     static SignalStop install(Trainer trainer, Consumer<String> abandon) {
         SignalStop stop = new SignalStop(trainer, abandon);
         for (String name : SIGNALS.keySet()) {
-            stop.previous.put(name, Signal.handle(new Signal(name), stop::handle));
+            try {
+                stop.previous.put(name, Signal.handle(new Signal(name), stop::handle));
+            } catch (IllegalArgumentException e) {
+                // the JVM keeps this signal (-Xrs): its default handling stays
+            }
         }
         return stop;
     }

@@ -74,7 +74,12 @@ final class TrainCommand implements Callable<Integer> {
                 RunLog.header(out, "train", trainer.info());
                 RunLog.preflight(out, preflight, config.steps(), force);
                 boolean lossScaled = config.precision().needsLossScaling();
-                TrainSummary summary = trainer.run(r -> RunLog.step(out, r, lossScaled));
+                TrainSummary summary;
+                try {
+                    summary = trainer.run(r -> RunLog.step(out, r, lossScaled));
+                } catch (RuntimeException | OutOfMemoryError e) {
+                    throw withSummary(e, trainer, dir);
+                }
                 if (!stop.claimEnding()) {
                     waitForHalt();              // a signal abandoned the run and is writing its summary
                 }
@@ -146,6 +151,25 @@ final class TrainCommand implements Callable<Integer> {
                     + (fixes.isEmpty() ? ": even one sequence per rank does not fit; use a smaller preset" : fixes)
                     + "; --force runs it anyway");
         }
+    }
+
+    /**
+     * A step failed: the summary of the steps before it is written, and a user-facing failure
+     * says where it is (a bug keeps its own exception and trace).
+     */
+    private static RuntimeException withSummary(Throwable e, Trainer trainer, OutputDir dir) {
+        String where;
+        try {
+            where = dir.write(SUMMARY_FILE, trainer.summary()).map(f -> "; summary of the steps before: " + f).orElse("");
+        } catch (RuntimeException writeFailed) {
+            e.addSuppressed(writeFailed);
+            where = "";
+        }
+        UserError u = ErrorHandler.classify(e);
+        if (u != null) {
+            return new UserError(u.exitCode(), u.getMessage() + where, e);
+        }
+        return e instanceof RuntimeException r ? r : new IllegalStateException(e);
     }
 
     /** From the signal watchdog, mid-step: the summary of the completed steps, and one line. */
