@@ -89,7 +89,10 @@ public final class Preflight {
         return sharing * (cost.peakBytesPerRank() + (cpu ? cost.hostBytesPerRank() : 0));
     }
 
-    /** The smallest changes that fit: more micro-batches, activation checkpointing, a smaller batch. */
+    /**
+     * The smallest changes that fit: more micro-batches, activation checkpointing, a smaller
+     * batch, and on the CPU (where in-process ranks share the host's memory) fewer ranks.
+     */
     private static List<Fix> fixes(TrainConfig config, StepCostModel model, int sharing, boolean cpu,
                                    OptionalLong available, long limit) {
         List<Fix> fixes = new ArrayList<>();
@@ -122,6 +125,19 @@ public final class Preflight {
         if (lo > 0 && lo * unit < config.batchSize()) {
             fitsWith(config.toBuilder().batchSize(lo * unit).build(), model, sharing, cpu, available, limit, fixes,
                     "--batch-size " + lo * unit);
+        }
+        if (cpu && config.worldSize() > 1) {
+            for (int n = config.worldSize() - 1; n >= 1; n--) {       // the most ranks that fit
+                TrainConfig c;
+                try {
+                    c = config.toBuilder().worldSize(n).build();
+                } catch (IllegalArgumentException e) {
+                    continue;                   // the batch or the shard groups do not split over n ranks
+                }
+                if (fitsWith(c, model, c.sharded() ? n : 1, cpu, available, limit, fixes, "--world-size " + n)) {
+                    break;
+                }
+            }
         }
         return List.copyOf(fixes);
     }

@@ -7,6 +7,7 @@ package org.fsdp4j.train;
 import java.nio.file.Path;
 import java.util.Locale;
 import java.util.Optional;
+import org.fsdp4j.backend.cpu.CpuBackendProvider;
 import org.fsdp4j.fsdp.FsdpConfig;
 import org.fsdp4j.fsdp.MixedPrecisionPolicy;
 import org.fsdp4j.fsdp.ShardingStrategy;
@@ -86,8 +87,9 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         if (!(maxGradNorm >= 0) || !Float.isFinite(maxGradNorm)) {
             throw new IllegalArgumentException("--max-grad-norm must be >= 0 (0 turns clipping off), got " + maxGradNorm);
         }
-        if (cpuThreads < 0) {
-            throw new IllegalArgumentException("--cpu-threads must be >= 0 (0 = all cores), got " + cpuThreads);
+        if (cpuThreads < 0 || cpuThreads > CpuBackendProvider.MAX_THREADS) {
+            throw new IllegalArgumentException("--cpu-threads must be between 0 (all cores) and "
+                    + CpuBackendProvider.MAX_THREADS + ", got " + cpuThreads);
         }
         if (onNonFinite == null) {
             throw new IllegalArgumentException("onNonFinite must be given (NonFinitePolicy.STOP by default)");

@@ -49,7 +49,7 @@ final class ErrorHandler implements IExecutionExceptionHandler, IParameterExcept
         if (ex instanceof UserError u) {
             return u;
         }
-        if (ex instanceof IllegalArgumentException) {
+        if (ex instanceof IllegalArgumentException && ex.getMessage() != null) {   // without a message: not ours, a bug
             return new UserError(ExitCode.BAD_INPUT, ex.getMessage(), ex);
         }
         for (Throwable t = ex; t != null; t = t.getCause() == t ? null : t.getCause()) {

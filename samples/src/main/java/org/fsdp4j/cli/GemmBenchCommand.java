@@ -14,6 +14,7 @@ import java.util.OptionalDouble;
 import java.util.concurrent.Callable;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Backends;
+import org.fsdp4j.backend.cpu.CpuBackendProvider;
 import org.fsdp4j.bench.GemmBenchmark;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Device;
@@ -88,8 +89,9 @@ final class GemmBenchCommand implements Callable<Integer> {
         if (iters < 1) {
             throw new IllegalArgumentException("--iters must be at least 1, got " + iters);
         }
-        if (cpuThreads < 0) {
-            throw new IllegalArgumentException("--cpu-threads must be >= 0 (0 = all cores), got " + cpuThreads);
+        if (cpuThreads < 0 || cpuThreads > CpuBackendProvider.MAX_THREADS) {
+            throw new IllegalArgumentException("--cpu-threads must be between 0 (all cores) and "
+                    + CpuBackendProvider.MAX_THREADS + ", got " + cpuThreads);
         }
         List<GemmBenchmark.Result> results = new ArrayList<>();
         try (OutputDir dir = OutputDir.claim(Optional.ofNullable(outDir), "bench gemm", REPORT_FILE);

@@ -78,6 +78,9 @@ final class TrainCommand implements Callable<Integer> {
                 try {
                     summary = trainer.run(r -> RunLog.step(out, r, lossScaled));
                 } catch (RuntimeException | OutOfMemoryError e) {
+                    if (!stop.claimEnding()) {
+                        waitForHalt();          // a signal's watchdog is writing the summary already
+                    }
                     throw withSummary(e, trainer, dir);
                 }
                 if (!stop.claimEnding()) {
@@ -148,7 +151,8 @@ final class TrainCommand implements Callable<Integer> {
         }
         if (!p.fitsMemory() && !force) {
             throw new UserError(ExitCode.OUT_OF_MEMORY, need
-                    + (fixes.isEmpty() ? ": even one sequence per rank does not fit; use a smaller preset" : fixes)
+                    + (fixes.isEmpty() ? ": no smaller batch, no checkpointing and no micro-batching fits;"
+                            + " use a smaller preset or a machine with more memory" : fixes)
                     + "; --force runs it anyway");
         }
     }

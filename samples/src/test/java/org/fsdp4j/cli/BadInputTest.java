@@ -111,6 +111,10 @@ class BadInputTest {
         assertOneLineError("--iters must be at least 1, got 0", "bench", "gemm", "--iters", "0", "--sizes", "64");
         assertOneLineError("tokens per step; at most 2147483647 are supported", "train", "--batch-size", "2000000000");
         assertOneLineError("one buffer of the step needs", "train", "--batch-size", "2000000", "--device", "cpu");
+        assertOneLineError("--cpu-threads must be between 0 (all cores) and 32767, got 100000", "train",
+                "--cpu-threads", "100000");
+        assertOneLineError("--cpu-threads must be between 0 (all cores) and 32767", "bench", "gemm", "--cpu-threads",
+                "40000");
     }
 
     @Test

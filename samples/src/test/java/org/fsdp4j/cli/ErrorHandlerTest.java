@@ -52,6 +52,7 @@ class ErrorHandlerTest {
     @Test
     void onlyTheRestIsABug() {
         assertNull(ErrorHandler.classify(new NullPointerException()));
+        assertNull(ErrorHandler.classify(new IllegalArgumentException()), "a JDK check without a message is not ours");
         assertNull(ErrorHandler.classify(fromRanks(new IllegalStateException("engine state"))));
         assertEquals(ExitCode.INTERNAL, code(new CudaException("cudart", "cudaMemcpy", 700, "cudaErrorIllegalAddress",
                 "an illegal memory access", 0)));

@@ -12,6 +12,9 @@ import org.fsdp4j.tensor.MemoryTracker;
 
 public final class CpuBackendProvider implements BackendProvider {
 
+    /** The most threads a CPU backend can have (its ForkJoinPool's limit). */
+    public static final int MAX_THREADS = 0x7fff;
+
     /** Empty when OpenBLAS loaded; otherwise why not. Probed once per JVM. */
     private static final class Probe {
         static final Optional<String> REASON = probe();
@@ -46,8 +49,9 @@ public final class CpuBackendProvider implements BackendProvider {
         if (!device.isCpu()) {
             throw new IllegalArgumentException("the CPU backend serves device cpu, not " + device);
         }
-        if (cpuThreads < 0) {
-            throw new IllegalArgumentException("cpuThreads must be >= 0 (0 = all cores), got " + cpuThreads);
+        if (cpuThreads < 0 || cpuThreads > MAX_THREADS) {
+            throw new IllegalArgumentException("cpuThreads must be between 0 (all cores) and " + MAX_THREADS + ", got "
+                    + cpuThreads);
         }
         Optional<String> why = unavailableReason();
         if (why.isPresent()) {
