@@ -5,8 +5,6 @@ package org.fsdp4j.train;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.Arrays;
-import org.fsdp4j.fsdp.ShardingStrategy;
-import org.fsdp4j.tensor.DType;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
@@ -28,8 +26,6 @@ class AnalyticStepCostTest {
             measured = Arrays.stream(trainer.summary().peakBytesPerRank()).max().orElseThrow();
         }
         double error = (double) estimate.peakBytesPerRank() / measured - 1;
-        System.out.printf("%s N=%d %s: estimate %d measured %d error %+.1f%%%n", config.preset(), config.worldSize(),
-                config.precision(), estimate.peakBytesPerRank(), measured, 100 * error);
         assertTrue(Math.abs(error) <= tolerance, config.preset() + " at N = " + config.worldSize() + ": estimate "
                 + estimate.peakBytesPerRank() + " B vs measured peak " + measured + " B (" + Math.round(100 * error) + "%)");
     }

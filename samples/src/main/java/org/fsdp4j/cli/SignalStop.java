@@ -6,7 +6,8 @@
 // which would free native buffers a running GEMM still reads (a crash seen with the JVM's own
 // SIGINT handling); a step cannot be interrupted inside native code. Only the train command
 // installs this; where the signal was ignored when the JVM started (nohup, a background job),
-// it stays ignored.
+// it stays ignored. sun.misc.Signal (module jdk.unsupported) is the JDK's only way to handle a
+// signal; javac warns about it, and nothing else in the build needs it.
 package org.fsdp4j.cli;
 
 import java.time.Duration;
