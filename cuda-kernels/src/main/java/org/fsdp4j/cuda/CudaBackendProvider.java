@@ -3,6 +3,8 @@
 package org.fsdp4j.cuda;
 
 import java.util.Optional;
+import java.util.OptionalLong;
+import org.bytedeco.javacpp.SizeTPointer;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.BackendProvider;
@@ -33,5 +35,22 @@ public final class CudaBackendProvider implements BackendProvider {
             throw new IllegalArgumentException("the CUDA provider cannot create a backend for " + device);
         }
         return new CudaBackend(device.index(), tracker, CudaOptions.fromSystemProperties());
+    }
+
+    /**
+     * Free memory on the GPU (cudaMemGetInfo), what other processes hold already subtracted;
+     * empty when CUDA is not usable. Creates the device's primary context, as a run would.
+     */
+    @Override
+    public OptionalLong availableMemoryBytes(Device device) {
+        if (device.kind() != Device.Kind.CUDA || !CudaProbe.probe().usable()) {
+            return OptionalLong.empty();
+        }
+        int index = device.index();
+        CudaCheck.check(org.bytedeco.cuda.global.cudart.cudaSetDevice(index), "cudaSetDevice(" + index + ")", index);
+        try (SizeTPointer free = new SizeTPointer(1); SizeTPointer total = new SizeTPointer(1)) {
+            CudaCheck.check(org.bytedeco.cuda.global.cudart.cudaMemGetInfo(free, total), "cudaMemGetInfo", index);
+            return OptionalLong.of(free.get());
+        }
     }
 }

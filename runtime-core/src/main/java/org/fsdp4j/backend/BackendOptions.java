@@ -16,10 +16,13 @@ public record BackendOptions(int cpuThreads, boolean debugStreams) {
 
     /** The system property that turns the debug mode on for backends built with defaults. */
     public static final String DEBUG_STREAMS_PROPERTY = "fsdp4j.debugStreams";
+    /** The most CPU threads a backend may be given (far above any machine; it keeps the arithmetic in int). */
+    public static final int MAX_CPU_THREADS = 0x7fff;
 
     public BackendOptions {
-        if (cpuThreads < 0) {
-            throw new IllegalArgumentException("cpuThreads must be >= 0 (0 = all cores), got " + cpuThreads);
+        if (cpuThreads < 0 || cpuThreads > MAX_CPU_THREADS) {
+            throw new IllegalArgumentException("cpuThreads must be between 0 (all cores) and " + MAX_CPU_THREADS
+                    + ", got " + cpuThreads);
         }
     }
 

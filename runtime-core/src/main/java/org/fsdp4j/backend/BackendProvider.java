@@ -3,6 +3,7 @@
 package org.fsdp4j.backend;
 
 import java.util.Optional;
+import java.util.OptionalLong;
 import org.fsdp4j.tensor.Device;
 import org.fsdp4j.tensor.MemoryTracker;
 
@@ -19,4 +20,12 @@ public interface BackendProvider {
 
     /** A backend for {@code device} reporting to {@code tracker}, built as {@code options} say. */
     Backend create(Device device, MemoryTracker tracker, BackendOptions options);
+
+    /**
+     * Bytes a run may still allocate on {@code device} (free GPU memory; available host RAM for
+     * the CPU), for the preflight; empty where the provider cannot tell.
+     */
+    default OptionalLong availableMemoryBytes(Device device) {
+        return OptionalLong.empty();
+    }
 }

@@ -63,6 +63,11 @@ public final class StepBenchmark {
             onStart.accept(trainer.info());
             double[] timesMs = new double[timedSteps];
             for (int s = 0; s < total; s++) {
+                if (!trainer.hasNextStep()) {     // a non-finite step ended the run: nothing sensible to time
+                    throw new IllegalArgumentException("the benchmark's run diverged at step "
+                            + trainer.outcome().divergedAtStep() + " (" + trainer.outcome().divergence()
+                            + "): benchmark a configuration that trains, e.g. with a lower --lr");
+                }
                 StepResult r = trainer.step();
                 onStep.accept(r);
                 if (s >= untimedSteps) {

@@ -1,7 +1,9 @@
 // Dynamic loss scaling for fp16 (as torch.amp's GradScaler and DeepSpeed do): the loss is
 // multiplied by a scale before backward so small gradients survive fp16; a step whose gradients
 // hold inf/NaN is skipped and the scale halved; after growthInterval good steps in a row the
-// scale doubles. With bf16/fp32 the scale is fixed at 1 and no step is ever skipped.
+// scale doubles. With bf16/fp32 the scale is fixed at 1; a step whose gradients are not finite
+// is skipped there too (non-finite gradients never reach the parameters), and the trainer's
+// NonFinitePolicy decides whether the run goes on.
 package org.fsdp4j.fsdp;
 
 public final class LossScaler {
@@ -40,9 +42,9 @@ public final class LossScaler {
         return scale;
     }
 
-    /** Whether a step whose gradients are {@code finite} or not must be skipped. */
+    /** Whether a step whose gradients are {@code finite} or not must be skipped: whenever they are not. */
     public boolean skips(boolean finite) {
-        return dynamic && !finite;
+        return !finite;
     }
 
     /** Records the outcome of a step: halve on overflow, double after growthInterval finite steps in a row. */
@@ -54,7 +56,7 @@ public final class LossScaler {
             scale *= 0.5f;
             goodSteps = 0;
             if (scale < MIN_SCALE) {
-                throw new IllegalStateException("loss scale fell below 2^-24: the gradients are non-finite at every "
+                throw new LossScaleFloorException("loss scale fell below 2^-24: the gradients are non-finite at every "
                         + "scale, so training has diverged (lower the learning rate or use bf16)");
             }
             return;

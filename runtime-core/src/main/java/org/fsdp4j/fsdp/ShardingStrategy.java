@@ -37,12 +37,12 @@ public enum ShardingStrategy {
     }
 
     /** Parameters stay unsharded (gathered) for the whole run on every rank. */
-    boolean replicatesParams() {
+    public boolean replicatesParams() {
         return this == OPTIMIZER_ONLY || this == NO_SHARD;
     }
 
     /** A unit's gathered parameters are freed after its forward (and gathered again for backward). */
-    boolean reshardsAfterForward() {
+    public boolean reshardsAfterForward() {
         return this == FULL_SHARD || this == HYBRID_SHARD;
     }
 }

@@ -62,9 +62,10 @@ public interface StepExecutor extends AutoCloseable {
 
     /**
      * What a step measured: the mean loss of the batch, the global gradient norm before clipping,
-     * whether the update was skipped (fp16 loss scaling found inf/NaN gradients), the most times a
-     * rank's host waited for its device during the step, and the GEMMs whose operand dtypes
-     * differed (summed over ranks).
+     * whether the update was skipped (the gradients held inf/NaN: fp16 loss scaling lowers its
+     * scale; in every precision a non-finite gradient is never applied to the parameters), the
+     * most times a rank's host waited for its device during the step, and the GEMMs whose operand
+     * dtypes differed (summed over ranks).
      */
     record StepOutcome(float loss, double gradNorm, boolean skipped, long hostSyncs, long promotedCopies) {
     }

@@ -7,6 +7,7 @@ package org.fsdp4j.train;
 import java.nio.file.Path;
 import java.util.Locale;
 import java.util.Optional;
+import org.fsdp4j.backend.cpu.CpuBackendProvider;
 import org.fsdp4j.fsdp.FsdpConfig;
 import org.fsdp4j.fsdp.MixedPrecisionPolicy;
 import org.fsdp4j.fsdp.ShardingStrategy;
@@ -40,13 +41,15 @@ import org.fsdp4j.tensor.Device;
  * @param offload               keep master shard, gradient shard and optimizer state on the host
  * @param debugStreams          run every CPU stream on its own worker with random delays and poison freed
  *                              memory, so that missing stream orderings show up (see BackendOptions)
+ * @param onNonFinite           what a step with an inf/NaN loss or gradient norm does to the run
  */
 public record TrainConfig(String preset, GptConfig model, int steps, long seed, int batchSize, int seqLen,
                           float lr, float minLr, int warmupSteps, float weightDecay, float maxGradNorm,
                           boolean checkpointActivations, String device, int cpuThreads,
                           Optional<Path> dataFile, Optional<Path> outDir,
                           int worldSize, ShardingStrategy strategy, int shardGroupSize, MixedPrecisionPolicy precision,
-                          int prefetch, int microBatches, boolean offload, boolean debugStreams) {
+                          int prefetch, int microBatches, boolean offload, boolean debugStreams,
+                          NonFinitePolicy onNonFinite) {
 
     public TrainConfig {
         if (preset == null || model == null || device == null || dataFile == null || outDir == null) {
@@ -57,6 +60,11 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         }
         if (batchSize < 1) {
             throw new IllegalArgumentException("--batch-size must be at least 1, got " + batchSize);
+        }
+        if ((long) batchSize * Math.max(seqLen, 1) > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("--batch-size " + batchSize + " x --seq-len " + seqLen + " = "
+                    + (long) batchSize * seqLen + " tokens per step; at most " + Integer.MAX_VALUE
+                    + " are supported: lower --batch-size");
         }
         if (seqLen < 1) {
             throw new IllegalArgumentException("--seq-len must be at least 1, got " + seqLen);
@@ -82,8 +90,12 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         if (!(maxGradNorm >= 0) || !Float.isFinite(maxGradNorm)) {
             throw new IllegalArgumentException("--max-grad-norm must be >= 0 (0 turns clipping off), got " + maxGradNorm);
         }
-        if (cpuThreads < 0) {
-            throw new IllegalArgumentException("--cpu-threads must be >= 0 (0 = all cores), got " + cpuThreads);
+        if (cpuThreads < 0 || cpuThreads > CpuBackendProvider.MAX_THREADS) {
+            throw new IllegalArgumentException("--cpu-threads must be between 0 (all cores) and "
+                    + CpuBackendProvider.MAX_THREADS + ", got " + cpuThreads);
+        }
+        if (onNonFinite == null) {
+            throw new IllegalArgumentException("onNonFinite must be given (NonFinitePolicy.STOP by default)");
         }
         device = checkDevice(device);
         // the engine's validation is the one these flags get; then B must split into N ranks × M micro-batches
@@ -140,7 +152,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
                 .dataFile(dataFile.orElse(null)).outDir(outDir.orElse(null))
                 .worldSize(worldSize).strategy(strategy).shardGroupSize(shardGroupSize)
                 .paramDtype(precision.paramDtype()).reduceDtype(precision.reduceDtype()).prefetch(prefetch)
-                .microBatches(microBatches).offload(offload).debugStreams(debugStreams);
+                .microBatches(microBatches).offload(offload).debugStreams(debugStreams).onNonFinite(onNonFinite);
     }
 
     /**
@@ -183,6 +195,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         private int microBatches = 1;
         private boolean offload;
         private boolean debugStreams = Boolean.getBoolean(org.fsdp4j.backend.BackendOptions.DEBUG_STREAMS_PROPERTY);
+        private NonFinitePolicy onNonFinite = NonFinitePolicy.STOP;
 
         private Builder() {
         }
@@ -320,6 +333,11 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
             return this;
         }
 
+        public Builder onNonFinite(NonFinitePolicy v) {
+            this.onNonFinite = v;
+            return this;
+        }
+
         public TrainConfig build() {
             GptConfig m = model != null ? model : GptConfig.preset(preset);
             int t = seqLen != null ? seqLen : m.maxSeqLen();
@@ -328,7 +346,8 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
             return new TrainConfig(preset, m, steps, seed, batchSize, t, lr, floorLr, warmup,
                     weightDecay, maxGradNorm, checkpointActivations, device, cpuThreads,
                     Optional.ofNullable(dataFile), Optional.ofNullable(outDir), worldSize, strategy, shardGroupSize,
-                    new MixedPrecisionPolicy(paramDtype, reduceDtype), prefetch, microBatches, offload, debugStreams);
+                    new MixedPrecisionPolicy(paramDtype, reduceDtype), prefetch, microBatches, offload, debugStreams,
+                    onNonFinite);
         }
     }
 }

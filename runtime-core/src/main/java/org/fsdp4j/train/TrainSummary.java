@@ -1,8 +1,10 @@
-// The record of a finished run that --out writes as summary.json (keys in snake_case). Arrays
-// named *_per_rank have one entry per rank, in rank order.
+// The record of a run that --out writes as summary.json (keys in snake_case), also when it
+// diverged or was interrupted (outcome says which). Arrays named *_per_rank have one entry per
+// rank, in rank order. A loss that was not finite is written as null, never as a string.
 package org.fsdp4j.train;
 
 import com.fasterxml.jackson.annotation.JsonInclude;
+import com.fasterxml.jackson.annotation.JsonUnwrapped;
 import java.util.Map;
 
 /**
@@ -12,15 +14,15 @@ import java.util.Map;
  * @param device                  resolved device
  * @param backend                 backend in words
  * @param data                    data source in words
- * @param steps                   steps run
+ * @param steps                   steps run (see outcome for the steps planned)
  * @param batchSize               B
  * @param seqLen                  T
  * @param seed                    the run's seed
  * @param lossFloor               the data's entropy rate in nats, absent when unknown
- * @param losses                  the loss of every step
- * @param finalLoss               the loss of the last step
+ * @param losses                  the loss of every step (NaN, written as null, where it was not finite)
+ * @param finalLoss               the loss of the last step (NaN when no step ran)
  * @param tailLossMean            mean loss of the last {@link Trainer#TAIL_STEPS} steps (less noisy than one batch)
- * @param stepTimeMsMedian        median step time
+ * @param stepTimeMsMedian        median step time (NaN when no step ran)
  * @param tokensPerSecond         B·T / median step time
  * @param totalTimeS              wall time of all steps
  * @param persistentBytesPerRank  params + grads + optimizer bytes live after the last step
@@ -42,6 +44,7 @@ import java.util.Map;
  * @param promotedCopies          GEMMs whose operand dtypes differed, each a promoting copy on CUDA, over the run (0
  *                                when compute runs in the parameter dtype)
  * @param debugStreams            the run used the debug streams (slow: random delays, poisoned memory)
+ * @param outcome                 planned and skipped steps, and whether the run diverged or was interrupted (top-level keys)
  */
 public record TrainSummary(String preset, long params, int worldSize, String device, String backend, String data,
                            int steps, int batchSize, int seqLen, long seed,
@@ -56,5 +59,6 @@ public record TrainSummary(String preset, long params, int worldSize, String dev
                            @JsonInclude(JsonInclude.Include.NON_NULL) Long unitBufferBudgetBytes,
                            @JsonInclude(JsonInclude.Include.NON_NULL) long[] hostPersistentBytesPerRank,
                            @JsonInclude(JsonInclude.Include.NON_NULL) long[] hostPeakBytesPerRank,
-                           long hostSyncsPerStep, long promotedCopies, boolean debugStreams) {
+                           long hostSyncsPerStep, long promotedCopies, boolean debugStreams,
+                           @JsonUnwrapped RunOutcome outcome) {
 }

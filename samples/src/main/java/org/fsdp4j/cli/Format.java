@@ -59,6 +59,44 @@ final class Format {
         return String.format(Locale.ROOT, "%.1e", lr);
     }
 
+    /** 850 ms, 42 s, 7 min, 2 h 13 min, 3.4 days. */
+    static String duration(double seconds) {
+        if (!Double.isFinite(seconds)) {
+            return "unknown";
+        }
+        if (seconds < 1) {
+            return f("%.0f ms", seconds * 1e3);
+        }
+        if (seconds < 90) {
+            return f("%.0f s", seconds);
+        }
+        if (seconds < 90 * 60) {
+            return f("%.0f min", seconds / 60);
+        }
+        if (seconds < 48 * 3600) {
+            long minutes = Math.round(seconds / 60);
+            return f("%d h %02d min", minutes / 60, minutes % 60);
+        }
+        return f("%.1f days", seconds / 86400);
+    }
+
+    /** Parses "512MiB", "12GiB", "1.5G", "800m" or plain bytes; binary units (K, M, G, T = 2^10...). */
+    static long parseBytes(String text) {
+        String t = text.trim().toUpperCase(Locale.ROOT).replace("IB", "").replace("B", "");
+        int u = "KMGT".indexOf(t.isEmpty() ? ' ' : t.charAt(t.length() - 1)) + 1;
+        try {
+            double v = Double.parseDouble(u > 0 ? t.substring(0, t.length() - 1).trim() : t);
+            double bytes = v * Math.pow(1024, u);
+            if (!(bytes >= 1) || bytes > Long.MAX_VALUE) {
+                throw new NumberFormatException();
+            }
+            return (long) bytes;
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("'" + text + "' is not a size: use bytes or a number with KiB, MiB, GiB"
+                    + " or TiB, e.g. 12GiB");
+        }
+    }
+
     /** Printf with the root locale, so logs parse the same everywhere. */
     static String f(String format, Object... args) {
         return String.format(Locale.ROOT, format, args);

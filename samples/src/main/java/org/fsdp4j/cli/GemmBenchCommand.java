@@ -1,6 +1,7 @@
 // `fsdp4j bench gemm`: the backend's GEMM at several sizes, one table row each: TFLOP/s, the
 // share of the device's peak where the backend knows it, and the sampled fp64 check (#wrong).
-// Exits 1 when an entry is off by more than the dtype's worst-case error, so scripts can rely on it.
+// Exits 8 (ExitCode.WRONG_RESULTS) when an entry is off by more than the dtype's worst-case
+// error, so scripts can rely on it. Sizes, warm-up, iterations and --out are checked first.
 package org.fsdp4j.cli;
 
 import java.io.PrintWriter;
@@ -8,12 +9,13 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.OptionalDouble;
 import java.util.concurrent.Callable;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Backends;
+import org.fsdp4j.backend.cpu.CpuBackendProvider;
 import org.fsdp4j.bench.GemmBenchmark;
-import org.fsdp4j.metrics.JsonFiles;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Device;
 import org.fsdp4j.tensor.MemoryTracker;
@@ -23,7 +25,7 @@ import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
 
 @Command(name = "gemm", mixinStandardHelpOptions = true,
-        description = "Time C = A·B for square sizes (TFLOP/s, % of the device's peak); check sampled entries against fp64.")
+        description = "Time C = A·B for square sizes (TFLOP/s, %% of the device's peak); check sampled entries against fp64.")
 final class GemmBenchCommand implements Callable<Integer> {
 
     @Spec
@@ -43,7 +45,8 @@ final class GemmBenchCommand implements Callable<Integer> {
     @Option(names = "--warmup", defaultValue = "3", description = "untimed calls per size (default: ${DEFAULT-VALUE})")
     int warmup;
 
-    @Option(names = "--iters", defaultValue = "10", description = "timed calls per size, median reported (default: ${DEFAULT-VALUE})")
+    @Option(names = "--iters", defaultValue = "10",
+            description = "timed back-to-back calls per size, their mean reported (default: ${DEFAULT-VALUE})")
     int iters;
 
     @Option(names = "--cpu-threads", defaultValue = "0", description = "CPU backend threads, 0 = all cores (default: ${DEFAULT-VALUE})")
@@ -52,24 +55,50 @@ final class GemmBenchCommand implements Callable<Integer> {
     @Option(names = "--seed", defaultValue = "1", description = "seed of the random matrices (default: ${DEFAULT-VALUE})")
     long seed;
 
-    @Option(names = "--out", paramLabel = "DIR", description = "write DIR/gemm.json")
+    static final String REPORT_FILE = "gemm.json";
+
+    @Option(names = "--out", paramLabel = "DIR", description = "write DIR/gemm.json (checked and locked before the first GEMM)")
     Path outDir;
+
+    /**
+     * The largest size: an N×N fp32 matrix must fit one Java array and one CPU buffer (2^31 − 1
+     * bytes), and the benchmark keeps two of them on the heap for its fp64 check.
+     */
+    static final int MAX_SIZE = (int) Math.sqrt(Integer.MAX_VALUE / 4.0);
 
     @Override
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
         DType type = DType.parseFloating(dtype);
+        long heapBytes = 0;
         for (int s : sizes) {
-            if (s < 1) {
-                throw new IllegalArgumentException("--sizes must be positive, got " + s);
+            if (s < 1 || s > MAX_SIZE) {
+                throw new IllegalArgumentException("--sizes must be between 1 and " + MAX_SIZE + ", got " + s);
             }
+            heapBytes = Math.max(heapBytes, 2L * 4 * s * s);
         }
-        if (cpuThreads < 0) {
-            throw new IllegalArgumentException("--cpu-threads must be >= 0 (0 = all cores), got " + cpuThreads);
+        if (heapBytes > Runtime.getRuntime().maxMemory()) {
+            throw new UserError(ExitCode.OUT_OF_MEMORY, "--sizes " + sizes.stream().mapToInt(Integer::intValue).max()
+                    .orElseThrow() + " needs " + Format.bytes(heapBytes) + " of Java heap for the inputs the check reads,"
+                    + " the JVM may use " + Format.bytes(Runtime.getRuntime().maxMemory())
+                    + ": use smaller --sizes or give it more heap (FSDP4J_JAVA_OPTS=-Xmx...)");
         }
-        Device d = Backends.resolve(device, out::println);
+        if (warmup < 0) {
+            throw new IllegalArgumentException("--warmup must be >= 0, got " + warmup);
+        }
+        if (iters < 1) {
+            throw new IllegalArgumentException("--iters must be at least 1, got " + iters);
+        }
+        if (cpuThreads < 0 || cpuThreads > CpuBackendProvider.MAX_THREADS) {
+            throw new IllegalArgumentException("--cpu-threads must be between 0 (all cores) and "
+                    + CpuBackendProvider.MAX_THREADS + ", got " + cpuThreads);
+        }
         List<GemmBenchmark.Result> results = new ArrayList<>();
-        try (Backend backend = Backends.create(d, new MemoryTracker("bench " + d), cpuThreads)) {
+        try (OutputDir dir = OutputDir.claim(Optional.ofNullable(outDir), "bench gemm", REPORT_FILE);
+             Backend backend = Backends.create(Backends.resolve(device, out::println), new MemoryTracker("bench"),
+                     cpuThreads)) {
+            Device d = backend.device();
+            dir.removeEarlierReports();
             OptionalDouble peak = backend.peakTflops(type);
             out.println("# fsdp4j bench gemm | " + d + ": " + backend.name() + " | C = A·B, row-major, " + type.shortName()
                     + ", mean of " + iters + " back-to-back calls after " + warmup + " warm-up");
@@ -85,18 +114,13 @@ final class GemmBenchCommand implements Callable<Integer> {
                 out.flush();
                 results.add(r);
             }
-            if (outDir != null) {
-                Path file = outDir.resolve("gemm.json");
-                JsonFiles.writeAtomically(file, Map.of("device", d.toString(), "backend", backend.name(),
-                        "results", results));
-                out.println("results: " + file);
-            }
+            dir.write(REPORT_FILE, Map.of("device", d.toString(), "backend", backend.name(), "results", results))
+                    .ifPresent(file -> out.println("results: " + file));
         }
         int wrong = results.stream().mapToInt(GemmBenchmark.Result::wrong).sum();
         if (wrong > 0) {
-            spec.commandLine().getErr().println("bench gemm: " + wrong + " checked entries are off by more than the"
-                    + " worst case for a correct " + type.shortName() + " GEMM (see #wrong): the backend's GEMM is wrong");
-            return 1;
+            throw new UserError(ExitCode.WRONG_RESULTS, "bench gemm: " + wrong + " checked entries are off by more than"
+                    + " the worst case for a correct " + type.shortName() + " GEMM (see #wrong): the backend's GEMM is wrong");
         }
         return 0;
     }

@@ -1,17 +1,25 @@
 // The fsdp4j command line: `train` and `bench` (more commands join as the runtime grows).
-// Only main() exits the JVM; everything else returns an exit code so tests run it in-process.
+// Only main() exits the JVM; everything else returns an exit code so tests run it in-process
+// (SignalStop's halt after an abandoned step is the one exception). ExitCode lists the codes.
 package org.fsdp4j.cli;
 
+import java.nio.file.InvalidPathException;
+import java.nio.file.Path;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.ExecutionException;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.ParseResult;
 import picocli.CommandLine.Spec;
+import picocli.CommandLine.TypeConversionException;
 
-@Command(name = "fsdp4j", mixinStandardHelpOptions = true, version = "fsdp4j 0.1.0",
+@Command(name = "fsdp4j", mixinStandardHelpOptions = true, version = Main.VERSION,
         description = "Fully Sharded Data Parallel (ZeRO-3) training on the JVM.",
         subcommands = {TrainCommand.class, BenchCommand.class, CommandLine.HelpCommand.class})
 public final class Main implements Runnable {
+
+    static final String VERSION = "fsdp4j 0.1.0";
 
     @Spec
     CommandSpec spec;
@@ -24,9 +32,46 @@ public final class Main implements Runnable {
     /** The command line with fsdp4j's error handling; set its out/err to capture output. */
     public static CommandLine commandLine() {
         ErrorHandler handler = new ErrorHandler();
-        return new CommandLine(new Main())
+        CommandLine cl = new CommandLine(new Main())
+                .registerConverter(Path.class, Main::path)
                 .setExecutionExceptionHandler(handler)
-                .setParameterExceptionHandler(handler);
+                .setParameterExceptionHandler(handler)
+                .setExecutionStrategy(Main::execute);
+        setVersion(cl);
+        return cl;
+    }
+
+    /** -V answers on every subcommand, not only the top one. */
+    private static void setVersion(CommandLine cl) {
+        cl.getCommandSpec().version(VERSION);
+        cl.getSubcommands().values().forEach(Main::setVersion);
+    }
+
+    /**
+     * Runs the command; an OutOfMemoryError (an Error, which picocli lets through) goes to the
+     * ErrorHandler like any failure, as "out of memory" with its exit code.
+     */
+    private static int execute(ParseResult parseResult) {
+        try {
+            return new CommandLine.RunLast().execute(parseResult);
+        } catch (OutOfMemoryError e) {
+            ParseResult last = parseResult;
+            while (last.hasSubcommand()) {
+                last = last.subcommand();
+            }
+            throw new ExecutionException(last.commandSpec().commandLine(), "out of memory", e);
+        }
+    }
+
+    /** A path argument; one the JVM cannot represent names the locale as the reason. */
+    private static Path path(String value) {
+        try {
+            return Path.of(value);
+        } catch (InvalidPathException e) {
+            throw new TypeConversionException("'" + value + "' is not a path this JVM can open under its file-name"
+                    + " encoding " + System.getProperty("sun.jnu.encoding") + " (" + e.getReason()
+                    + "): run with a UTF-8 locale, e.g. LC_ALL=C.UTF-8 (./fsdp4j picks one itself)");
+        }
     }
 
     public static void main(String[] args) {

@@ -1,10 +1,11 @@
-// The lines a training run prints: the resolved configuration once, one line per step, and
-// the closing line with the gap to the loss floor. Used by `train` and `bench step`, so both
-// read the same.
+// The lines a training run prints: the resolved configuration once, the preflight's estimate,
+// one line per step (saying why a step was skipped), and the closing line with the gap to the
+// loss floor. Used by `train` and the step benchmarks, so they read the same.
 package org.fsdp4j.cli;
 
 import java.io.PrintWriter;
 import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.train.Preflight;
 import org.fsdp4j.train.RunInfo;
 import org.fsdp4j.train.StepResult;
 import org.fsdp4j.train.TrainConfig;
@@ -44,20 +45,67 @@ final class RunLog {
         out.flush();
     }
 
-    static void step(PrintWriter out, StepResult r) {
+    /** One step; {@code lossScaled}: fp16's loss scaler skips on inf/NaN gradients and lowers its scale. */
+    static void step(PrintWriter out, StepResult r, boolean lossScaled) {
         out.println(Format.f("step %d/%d | loss %.4f | norm %.4f | lr %s | %.1f ms | %s tok/s | mem %s%s%s",
                 r.step(), r.totalSteps(), r.loss(), r.gradNorm(), Format.lr(r.lr()), r.timeMs(),
                 Format.count(r.tokensPerSecond()), Format.bytesSplit(r.peakBytes(), r.peakSplit()),
-                r.commBytes() > 0 ? " | comm " + Format.bytes(r.commBytes()) : "",
-                r.skipped() ? " | skipped: inf/NaN gradients, loss scale lowered" : ""));
+                r.commBytes() > 0 ? " | comm " + Format.bytes(r.commBytes()) : "", skipped(r, lossScaled)));
+        out.flush();
+    }
+
+    /** Why a step was skipped: fp16 says whether the loss itself or only the gradients overflowed. */
+    private static String skipped(StepResult r, boolean lossScaled) {
+        if (!r.skipped()) {
+            return "";
+        }
+        if (!Float.isFinite(r.loss())) {
+            return " | skipped: the loss is not finite, parameters not updated";
+        }
+        return lossScaled ? " | skipped: gradients overflowed fp16, loss scale lowered"
+                : " | skipped: inf/NaN gradients, parameters not updated";
+    }
+
+    /**
+     * The preflight's estimate, once, after the header: the peak per rank against what the device
+     * has, and the time a step and the whole run will take.
+     */
+    static void preflight(PrintWriter out, Preflight.Report p, int steps, boolean forced) {
+        StringBuilder line = new StringBuilder("  preflight: peak ≈ ").append(Format.bytes(p.cost().peakBytesPerRank()))
+                .append(" per rank");
+        if (p.sharingRanks() > 1 || p.neededBytes() != p.cost().peakBytesPerRank()) {
+            line.append(" (").append(Format.bytes(p.neededBytes())).append(" for ").append(p.sharingRanks())
+                    .append(p.sharingRanks() == 1 ? " rank" : " ranks").append(p.cost().hostBytesPerRank() > 0
+                            ? " with offloaded state" : "").append(")");
+        }
+        if (p.availableBytes().isPresent()) {
+            long available = p.availableBytes().getAsLong();
+            line.append(Format.f(", %s %s available", Format.bytes(available), p.memoryKind()));
+            if (!p.fitsMemory()) {
+                line.append(forced ? " (OVER: --force)" : " (OVER)");
+            } else if (p.neededBytes() > 0.8 * available) {
+                line.append(" (close to the limit)");
+            }
+        }
+        p.stepTimeMs().ifPresent(ms -> line.append(" | ≈ ").append(Format.duration(ms / 1e3)).append("/step, about ")
+                .append(Format.duration(ms / 1e3 * steps)).append(" for ").append(steps).append(steps == 1 ? " step" : " steps"));
+        out.println(line);
         out.flush();
     }
 
     static void footer(PrintWriter out, TrainSummary s) {
+        if (s.steps() == 0) {
+            out.println("done: no step completed");
+            out.flush();
+            return;
+        }
         String line = Format.f("done: %d steps in %.1f s | median %.1f ms/step, %s tok/s | final loss %.4f | mean of last %d %.4f",
                 s.steps(), s.totalTimeS(), s.stepTimeMsMedian(), Format.count(s.tokensPerSecond()), s.finalLoss(),
                 Math.min(Trainer.TAIL_STEPS, s.steps()), s.tailLossMean());
-        if (s.lossFloor() != null) {
+        if (s.outcome().skippedSteps() > 0) {
+            line += " | " + s.outcome().skippedSteps() + " skipped";
+        }
+        if (s.lossFloor() != null && Double.isFinite(s.tailLossMean())) {
             line += Format.f(" | floor %.4f | gap %.4f nats", s.lossFloor(), s.tailLossMean() - s.lossFloor());
         }
         out.println(line);

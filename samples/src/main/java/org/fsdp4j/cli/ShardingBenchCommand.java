@@ -3,11 +3,9 @@
 package org.fsdp4j.cli;
 
 import java.io.PrintWriter;
-import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.Callable;
 import org.fsdp4j.bench.ShardingBenchmark;
-import org.fsdp4j.metrics.JsonFiles;
 import org.fsdp4j.train.TrainConfig;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -38,9 +36,24 @@ final class ShardingBenchCommand implements Callable<Integer> {
         TrainConfig.Builder defaults = TrainConfig.builder().preset(StepBenchCommand.DEFAULT_PRESET)
                 .batchSize(StepBenchCommand.DEFAULT_BATCH_SIZE).seqLen(StepBenchCommand.DEFAULT_SEQ_LEN)
                 .steps(StepBenchCommand.DEFAULT_TIMED_STEPS);
+        if (options.worldSize != null) {
+            throw new IllegalArgumentException("bench sharding times every world size in --world-sizes (default 1,2,4);"
+                    + " --world-size does not apply: use --world-sizes " + options.worldSize);
+        }
         TrainConfig config = options.applyTo(defaults).build();
+        try (OutputDir dir = OutputDir.claim(config.outDir(), "bench sharding", REPORT_FILE)) {
+            dir.removeEarlierReports();
+            report(out, config, dir);
+        }
+        return 0;
+    }
+
+    static final String REPORT_FILE = "sharding.json";
+
+    private void report(PrintWriter out, TrainConfig config, OutputDir dir) {
         List<ShardingBenchmark.Row> rows = ShardingBenchmark.run(config, worldSizes, warmup, config.steps(), out::println,
-                info -> RunLog.header(out, "bench sharding", info), step -> RunLog.step(out, step));
+                info -> RunLog.header(out, "bench sharding", info),
+                step -> RunLog.step(out, step, config.precision().needsLossScaling()));
         out.println(Format.f("# %5s %12s %8s %12s %14s %14s", "ranks", "time(ms)", "vs N=" + worldSizes[0], "tok/s",
                 "comm/rank/step", "peak/rank"));
         for (ShardingBenchmark.Row r : rows) {
@@ -50,11 +63,6 @@ final class ShardingBenchCommand implements Callable<Integer> {
         }
         out.println(Format.f("  (%d cores; each of N ranks computes with max(1, cores/N) threads)",
                 Runtime.getRuntime().availableProcessors()));
-        config.outDir().ifPresent(dir -> {
-            Path file = dir.resolve("sharding.json");
-            JsonFiles.writeAtomically(file, rows);
-            out.println("results: " + file);
-        });
-        return 0;
+        dir.write(REPORT_FILE, rows).ifPresent(file -> out.println("results: " + file));
     }
 }

@@ -6,10 +6,8 @@
 package org.fsdp4j.cli;
 
 import java.io.PrintWriter;
-import java.nio.file.Path;
 import java.util.concurrent.Callable;
 import org.fsdp4j.bench.StepBenchmark;
-import org.fsdp4j.metrics.JsonFiles;
 import org.fsdp4j.train.TrainConfig;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -42,8 +40,19 @@ final class StepBenchCommand implements Callable<Integer> {
         TrainConfig.Builder defaults = TrainConfig.builder().preset(DEFAULT_PRESET).batchSize(DEFAULT_BATCH_SIZE)
                 .seqLen(DEFAULT_SEQ_LEN).steps(DEFAULT_TIMED_STEPS);
         TrainConfig config = options.applyTo(defaults).build();
+        try (OutputDir dir = OutputDir.claim(config.outDir(), "bench step", REPORT_FILE)) {
+            dir.removeEarlierReports();
+            report(out, config, dir);
+        }
+        return 0;
+    }
+
+    static final String REPORT_FILE = "step.json";
+
+    private void report(PrintWriter out, TrainConfig config, OutputDir dir) {
         StepBenchmark.Result r = StepBenchmark.run(config, warmup, config.steps(), out::println,
-                info -> RunLog.header(out, "bench step", info), step -> RunLog.step(out, step));
+                info -> RunLog.header(out, "bench step", info),
+                step -> RunLog.step(out, step, config.precision().needsLossScaling()));
         out.println(Format.f("# %8s %10s %12s %12s %10s %10s %8s %11s", "batch", "seq", "time(ms)", "tok/s",
                 "GFLOP/step", "GFLOP/s", "MFU", "syncs/step"));
         out.println(Format.f("  %8d %10d %12.2f %12.0f %10.3f %10.2f %8s %11d", r.batchSize(), r.seqLen(),
@@ -52,11 +61,6 @@ final class StepBenchCommand implements Callable<Integer> {
         if (r.mfu() == null) {
             out.println("# MFU n/a: the backend does not know this device's peak");
         }
-        config.outDir().ifPresent(dir -> {
-            Path file = dir.resolve("step.json");
-            JsonFiles.writeAtomically(file, r);
-            out.println("results: " + file);
-        });
-        return 0;
+        dir.write(REPORT_FILE, r).ifPresent(file -> out.println("results: " + file));
     }
 }

@@ -9,6 +9,7 @@ import java.util.Iterator;
 import org.fsdp4j.fsdp.ShardingStrategy;
 import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.tensor.DType;
+import org.fsdp4j.train.NonFinitePolicy;
 import org.fsdp4j.train.TrainConfig;
 import picocli.CommandLine.Option;
 
@@ -67,7 +68,9 @@ final class TrainOptions {
             description = "train on this file's bytes (default: the embedded Markov source, whose loss floor is known)")
     Path dataFile;
 
-    @Option(names = "--out", paramLabel = "DIR", description = "write DIR/summary.json")
+    @Option(names = "--out", paramLabel = "DIR",
+            description = "write DIR/summary.json (bench step: DIR/step.json, bench sharding: DIR/sharding.json);"
+                    + " checked and locked before the first step")
     Path outDir;
 
     @Option(names = "--world-size", paramLabel = "N",
@@ -107,6 +110,16 @@ final class TrainOptions {
             + "poison freed memory, so that work the engine forgot to order shows up as a wrong result (slow; "
             + "also -Dfsdp4j.debugStreams=true)")
     boolean debugStreams;
+
+    @Option(names = "--on-nonfinite", paramLabel = "stop|skip",
+            description = "a step whose loss or gradient norm is inf/NaN: stop the run there, or skip it (the parameters"
+                    + " are not updated) up to --max-skipped-steps times (default: stop)")
+    String onNonFinite;
+
+    @Option(names = "--max-skipped-steps", paramLabel = "K",
+            description = "with --on-nonfinite skip: non-finite steps skipped before the run stops (default: "
+                    + NonFinitePolicy.DEFAULT_MAX_SKIPPED_STEPS + ")")
+    Integer maxSkippedSteps;
 
     /** The model presets, listed in --help. */
     static final class PresetNames implements Iterable<String> {
@@ -189,6 +202,9 @@ final class TrainOptions {
         }
         if (debugStreams) {
             b.debugStreams(true);
+        }
+        if (onNonFinite != null || maxSkippedSteps != null) {
+            b.onNonFinite(NonFinitePolicy.parse(onNonFinite == null ? "stop" : onNonFinite, maxSkippedSteps));
         }
         return b;
     }

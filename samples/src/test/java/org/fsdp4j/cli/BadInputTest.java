@@ -76,4 +76,54 @@ class BadInputTest {
         Path file = Files.writeString(dir.resolve("taken"), "x");
         assertOneLineError("is not a directory", "train", "--steps", "1", "--out", file.toString());
     }
+
+    /**
+     * An --out that cannot be written fails before the first step: a million steps would take
+     * hours, so a generous bound on the time proves nothing ran (nor did "step 1/" print).
+     */
+    @Test
+    void unwritableOutputFailsBeforeTheFirstStep() throws IOException {
+        Path file = Files.writeString(dir.resolve("a-file"), "x");
+        List<String[]> cases = new java.util.ArrayList<>(List.of(
+                new String[] {"cannot create output directory", file.resolve("sub").toString()},
+                new String[] {"--out is empty", ""}));
+        if (Files.isDirectory(Path.of("/proc/self"))) {
+            cases.add(new String[] {"cannot create output directory /proc/fsdp4j", "/proc/fsdp4j"});
+        }
+        Path readOnly = Files.createDirectory(dir.resolve("read-only"));
+        if (readOnly.toFile().setWritable(false, false) && !Files.isWritable(readOnly)) {   // root writes anyway
+            cases.add(new String[] {"pass --out a directory you can write", readOnly.resolve("run").toString()});
+        }
+        for (String[] c : cases) {
+            long start = System.nanoTime();
+            assertOneLineError(c[0], "train", "--steps", "1000000", "--device", "cpu", "--out", c[1]);
+            double seconds = (System.nanoTime() - start) / 1e9;
+            assertTrue(seconds < 10, "--out '" + c[1] + "' took " + seconds + " s to fail");
+            assertOneLineError(c[0], "bench", "gemm", "--device", "cpu", "--sizes", "64", "--out", c[1]);
+        }
+        assertEquals(ExitCode.BAD_INPUT.code(), CliRunner.run("train", "--out", file.toString()).exitCode());
+    }
+
+    @Test
+    void sizesThatOverflowAreRejectedWithTheirLimits() {
+        assertOneLineError("--sizes must be between 1 and 23170, got 100000", "bench", "gemm", "--sizes", "100000");
+        assertOneLineError("--warmup must be >= 0, got -1", "bench", "gemm", "--warmup", "-1", "--sizes", "64");
+        assertOneLineError("--iters must be at least 1, got 0", "bench", "gemm", "--iters", "0", "--sizes", "64");
+        assertOneLineError("tokens per step; at most 2147483647 are supported", "train", "--batch-size", "2000000000");
+        assertOneLineError("one buffer of the step needs", "train", "--batch-size", "2000000", "--device", "cpu");
+        assertOneLineError("--cpu-threads must be between 0 (all cores) and 32767, got 100000", "train",
+                "--cpu-threads", "100000");
+        assertOneLineError("--cpu-threads must be between 0 (all cores) and 32767", "bench", "gemm", "--cpu-threads",
+                "40000");
+    }
+
+    @Test
+    void divergenceAndOtherNewFlagsAreChecked() {
+        assertOneLineError("unknown --on-nonfinite 'maybe': use stop or skip", "train", "--on-nonfinite", "maybe");
+        assertOneLineError("--max-skipped-steps applies to --on-nonfinite skip only", "train", "--max-skipped-steps", "3");
+        assertOneLineError("--max-skipped-steps must be at least 1", "train", "--on-nonfinite", "skip",
+                "--max-skipped-steps", "0");
+        assertOneLineError("'lots' is not a size", "train", "--memory-limit", "lots");
+        assertOneLineError("--world-size does not apply: use --world-sizes 2", "bench", "sharding", "--world-size", "2");
+    }
 }

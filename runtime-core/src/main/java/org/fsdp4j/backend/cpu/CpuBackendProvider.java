@@ -3,13 +3,18 @@
 package org.fsdp4j.backend.cpu;
 
 import java.util.Optional;
+import java.util.OptionalLong;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.BackendProvider;
+import org.fsdp4j.backend.HostMemory;
 import org.fsdp4j.tensor.Device;
 import org.fsdp4j.tensor.MemoryTracker;
 
 public final class CpuBackendProvider implements BackendProvider {
+
+    /** The most threads a CPU backend can have (its ForkJoinPool's limit). */
+    public static final int MAX_THREADS = BackendOptions.MAX_CPU_THREADS;
 
     /** Empty when OpenBLAS loaded; otherwise why not. Probed once per JVM. */
     private static final class Probe {
@@ -51,5 +56,11 @@ public final class CpuBackendProvider implements BackendProvider {
         }
         int threads = options.cpuThreads() == 0 ? Runtime.getRuntime().availableProcessors() : options.cpuThreads();
         return new CpuBackend(tracker, threads, options.debugStreams());
+    }
+
+    /** CPU tensors live in host RAM, off the Java heap. */
+    @Override
+    public OptionalLong availableMemoryBytes(Device device) {
+        return HostMemory.availableBytes();
     }
 }

@@ -61,8 +61,10 @@ public final class CpuStorage extends Storage {
         }
         if (numBytes > MAX_BYTES) {
             throw new IllegalArgumentException("a CPU tensor holds at most " + MAX_BYTES + " bytes (Java buffers are"
-                    + " int-indexed), but " + numBytes + " bytes of " + category.label() + " were requested; split it"
-                    + " (e.g. shard over more ranks, or smaller units) or use the CUDA backend");
+                    + " int-indexed), but " + numBytes + " bytes of " + category.label() + " were requested; "
+                    + (category == MemoryCategory.ACTIVATIONS
+                            ? "lower --batch-size or --seq-len, or raise --micro-batches, so that one micro-batch fits"
+                            : "split it (e.g. shard over more ranks, or smaller units) or use the CUDA backend"));
         }
         boolean inWork = CpuStream.inStreamWork();
         Pointer raw = allocator.allocate(numBytes, stream, inWork);

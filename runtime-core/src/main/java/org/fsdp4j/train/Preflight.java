@@ -1,0 +1,176 @@
+// The checks a run makes before its first step allocates anything: will the step fit in the
+// memory the device has left (every in-process CPU rank shares the host's RAM; a GPU rank has
+// its GPU), is no single buffer over the CPU backend's 2 GiB limit, and about how long will a
+// step take. A run that does not fit gets the figures and the flags that would make it fit.
+// The memory figures come from a StepCostModel (AnalyticStepCost until the planner exists).
+package org.fsdp4j.train;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.OptionalDouble;
+import java.util.OptionalLong;
+import org.fsdp4j.backend.Backend;
+import org.fsdp4j.backend.Backends;
+import org.fsdp4j.backend.cpu.CpuStorage;
+import org.fsdp4j.bench.GemmBenchmark;
+import org.fsdp4j.tensor.DType;
+import org.fsdp4j.tensor.Device;
+import org.fsdp4j.tensor.MemoryTracker;
+
+public final class Preflight {
+
+    /**
+     * A measured GEMM of the model's shape runs this much faster than a whole training step does
+     * per FLOP (the step adds attention, element-wise ops, the optimizer and communication):
+     * measured on the CPU backend for tiny, small and bench-4x256 after the JIT has warmed up.
+     */
+    static final double STEP_EFFICIENCY = 0.5;
+
+    /**
+     * A suggested fix must leave this share of the available memory free: the estimate is off
+     * by up to ~15% (AnalyticStepCostTest), and the JVM and the host block cache need room too.
+     */
+    static final double FIX_HEADROOM = 0.1;
+
+    /**
+     * @param cost          the model's estimate for one rank
+     * @param sharingRanks  ranks whose memory comes from the same pool (N on the CPU, 1 per GPU)
+     * @param neededBytes   what those ranks need together at the step's peak (with offloaded state)
+     * @param availableBytes what the device has left, as the OS or the driver says (or as the caller limits it)
+     * @param memoryKind    "host RAM" or "GPU memory", for messages
+     * @param bufferLimitBytes the largest single buffer the backend allows (0: no limit)
+     * @param fixes         flag changes that would make a run that does not fit, fit
+     * @param stepTimeMs    estimated time of a step once warmed up; empty when not measured
+     */
+    public record Report(StepCost cost, int sharingRanks, long neededBytes, OptionalLong availableBytes,
+                         String memoryKind, long bufferLimitBytes, List<Fix> fixes, OptionalDouble stepTimeMs) {
+
+        /** Whether the needed bytes fit in the available ones (true when the available amount is unknown). */
+        public boolean fitsMemory() {
+            return availableBytes.isEmpty() || neededBytes <= availableBytes.getAsLong();
+        }
+
+        /** Whether some buffer is larger than the backend can allocate in one piece. */
+        public boolean bufferTooLarge() {
+            return bufferLimitBytes > 0 && cost.largestBufferBytes() > bufferLimitBytes;
+        }
+    }
+
+    /** A change of flags and what the run would need with it. */
+    public record Fix(String flags, long neededBytes) {
+    }
+
+    private Preflight() {
+    }
+
+    /**
+     * Estimates {@code config} on {@code device} (already resolved). {@code availableBytes}
+     * empty asks the device's provider; {@code measureTime} times a GEMM of the model's shape.
+     */
+    public static Report check(TrainConfig config, Device device, StepCostModel model, OptionalLong availableBytes,
+                               boolean measureTime) {
+        boolean cpu = device.isCpu();
+        int sharing = cpu ? (config.sharded() ? config.worldSize() : 1) : 1;
+        OptionalLong available = availableBytes.isPresent() ? availableBytes
+                : Backends.provider(device.kind()).map(p -> p.availableMemoryBytes(device)).orElse(OptionalLong.empty());
+        long limit = cpu ? CpuStorage.MAX_BYTES : 0;
+        StepCost cost = model.estimate(config);
+        long needed = needed(cost, sharing, cpu);
+        boolean fits = available.isEmpty() || needed <= available.getAsLong();
+        boolean bufferFits = limit == 0 || cost.largestBufferBytes() <= limit;
+        OptionalLong target = available.isEmpty() ? available
+                : OptionalLong.of((long) (available.getAsLong() * (1 - FIX_HEADROOM)));
+        List<Fix> fixes = fits && bufferFits ? List.of() : fixes(config, model, sharing, cpu, target, limit);
+        OptionalDouble timeMs = measureTime ? OptionalDouble.of(stepTimeMs(config, device, cost)) : OptionalDouble.empty();
+        return new Report(cost, sharing, needed, available, cpu ? "host RAM" : "GPU memory", limit, fixes, timeMs);
+    }
+
+    private static long needed(StepCost cost, int sharing, boolean cpu) {
+        return sharing * (cost.peakBytesPerRank() + (cpu ? cost.hostBytesPerRank() : 0));
+    }
+
+    /**
+     * The smallest changes that fit: more micro-batches, activation checkpointing, a smaller
+     * batch, and on the CPU (where in-process ranks share the host's memory) fewer ranks.
+     */
+    private static List<Fix> fixes(TrainConfig config, StepCostModel model, int sharing, boolean cpu,
+                                   OptionalLong available, long limit) {
+        List<Fix> fixes = new ArrayList<>();
+        int perRank = config.batchSize() / config.worldSize();
+        for (int m = config.microBatches() + 1; m <= perRank; m++) {
+            if (perRank % m == 0) {
+                TrainConfig c = config.toBuilder().microBatches(m).build();
+                if (fitsWith(c, model, sharing, cpu, available, limit, fixes, "--micro-batches " + m)) {
+                    break;
+                }
+            }
+        }
+        if (!config.checkpointActivations()) {
+            fitsWith(config.toBuilder().checkpointActivations(true).build(), model, sharing, cpu, available, limit,
+                    fixes, "--checkpoint-activations");
+        }
+        // the largest batch (a multiple of N·M) that fits: the need grows with the batch
+        int unit = config.worldSize() * config.microBatches();
+        int lo = 0;
+        int hi = config.batchSize() / unit;
+        while (lo < hi) {
+            int mid = (lo + hi + 1) >>> 1;
+            TrainConfig c = config.toBuilder().batchSize(mid * unit).build();
+            if (fits(model.estimate(c), sharing, cpu, available, limit)) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        if (lo > 0 && lo * unit < config.batchSize()) {
+            fitsWith(config.toBuilder().batchSize(lo * unit).build(), model, sharing, cpu, available, limit, fixes,
+                    "--batch-size " + lo * unit);
+        }
+        if (cpu && config.worldSize() > 1) {
+            for (int n = config.worldSize() - 1; n >= 1; n--) {       // the most ranks that fit
+                TrainConfig c;
+                try {
+                    c = config.toBuilder().worldSize(n).build();
+                } catch (IllegalArgumentException e) {
+                    continue;                   // the batch or the shard groups do not split over n ranks
+                }
+                if (fitsWith(c, model, c.sharded() ? n : 1, cpu, available, limit, fixes, "--world-size " + n)) {
+                    break;
+                }
+            }
+        }
+        return List.copyOf(fixes);
+    }
+
+    private static boolean fitsWith(TrainConfig c, StepCostModel model, int sharing, boolean cpu, OptionalLong available,
+                                    long limit, List<Fix> fixes, String flags) {
+        StepCost cost = model.estimate(c);
+        if (!fits(cost, sharing, cpu, available, limit)) {
+            return false;
+        }
+        fixes.add(new Fix(flags, needed(cost, sharing, cpu)));
+        return true;
+    }
+
+    private static boolean fits(StepCost cost, int sharing, boolean cpu, OptionalLong available, long limit) {
+        return (available.isEmpty() || needed(cost, sharing, cpu) <= available.getAsLong())
+                && (limit == 0 || cost.largestBufferBytes() <= limit);
+    }
+
+    /**
+     * A step's time from its FLOPs and the measured rate of a GEMM of the model's shape (the MLP's
+     * (B·T) × C by C × 4C product, at most 1024 rows), with all the threads the run's ranks share,
+     * timed over about 30 ms so that it stays quick but is not one noisy call.
+     */
+    private static double stepTimeMs(TrainConfig config, Device device, StepCost cost) {
+        int c = config.model().embedDim();
+        int rows = (int) Math.min(1024, config.tokensPerStep());
+        DType dtype = config.precision().paramDtype();
+        try (Backend backend = Backends.create(device, new MemoryTracker("preflight " + device), config.cpuThreads())) {
+            GemmBenchmark.Result first = GemmBenchmark.run(backend, rows, 4 * c, c, dtype, 1, 1, 1);
+            int iters = (int) Math.max(3, Math.min(100, 30e3 / Math.max(1, first.timeUs())));
+            GemmBenchmark.Result r = GemmBenchmark.run(backend, rows, 4 * c, c, dtype, 1, iters, 1);
+            return cost.flopsPerStep() / (r.tflops() * 1e12 * STEP_EFFICIENCY) * 1e3;
+        }
+    }
+}

@@ -1,0 +1,72 @@
+// The preflight refuses a run whose estimated peak exceeds the memory it is given, names the
+// flags that would make it fit (each checked against the same model, with room to spare), and
+// flags a buffer over the CPU backend's 2 GiB limit. Its estimate is AnalyticStepCostTest's.
+package org.fsdp4j.train;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import java.util.OptionalLong;
+import org.fsdp4j.tensor.Device;
+import org.junit.jupiter.api.Test;
+
+class PreflightTest {
+
+    private static final StepCostModel MODEL = new AnalyticStepCost();
+
+    private static TrainConfig.Builder small() {
+        return TrainConfig.builder().preset("small").batchSize(8).device("cpu");
+    }
+
+    @Test
+    void refusesARunOverTheLimitAndNamesWhatWouldFit() {
+        TrainConfig config = small().build();
+        long peak = MODEL.estimate(config).peakBytesPerRank();
+        long checkpointed = MODEL.estimate(small().checkpointActivations(true).build()).peakBytesPerRank();
+        long limit = (long) (checkpointed / (1 - Preflight.FIX_HEADROOM)) + 1;   // checkpointing just fits
+        assertTrue(limit < peak, "the small preset's activations dominate its peak");
+        Preflight.Report r = Preflight.check(config, Device.CPU, MODEL, OptionalLong.of(limit), false);
+        assertFalse(r.fitsMemory());
+        assertEquals(peak, r.neededBytes());
+        assertFalse(r.fixes().isEmpty());
+        List<String> flags = r.fixes().stream().map(Preflight.Fix::flags).toList();
+        assertTrue(flags.contains("--checkpoint-activations"), flags.toString());
+        assertTrue(flags.stream().anyMatch(f -> f.startsWith("--micro-batches ")), flags.toString());
+        assertTrue(flags.stream().anyMatch(f -> f.startsWith("--batch-size ")), flags.toString());
+        for (Preflight.Fix f : r.fixes()) {
+            assertTrue(f.neededBytes() <= limit * (1 - Preflight.FIX_HEADROOM), f + " vs limit " + limit);
+        }
+        // the suggested batch size is the largest that fits: one more step up does not
+        int b = Integer.parseInt(flags.stream().filter(f -> f.startsWith("--batch-size ")).findFirst().orElseThrow()
+                .substring("--batch-size ".length()));
+        long next = MODEL.estimate(small().batchSize(b + 1).build()).peakBytesPerRank();
+        assertTrue(next > limit * (1 - Preflight.FIX_HEADROOM), "batch " + (b + 1) + " would fit too");
+
+        assertTrue(Preflight.check(config, Device.CPU, MODEL, OptionalLong.of(peak), false).fitsMemory(),
+                "exactly the estimate fits");
+        assertTrue(Preflight.check(config, Device.CPU, MODEL, OptionalLong.of(peak), false).fixes().isEmpty());
+    }
+
+    @Test
+    void inProcessRanksShareTheHostsMemory() {
+        TrainConfig config = small().worldSize(4).build();
+        Preflight.Report r = Preflight.check(config, Device.CPU, MODEL, OptionalLong.of(Long.MAX_VALUE), false);
+        assertEquals(4, r.sharingRanks());
+        assertEquals(4 * r.cost().peakBytesPerRank(), r.neededBytes());
+    }
+
+    @Test
+    void aBufferOverTheCpuLimitIsFlaggedWithABatchThatFits() {
+        // (b, H, T, T) attention probabilities of the small preset: 6 · 256² · 4 B = 1.5 MiB per sequence
+        TrainConfig config = small().batchSize(4096).build();
+        Preflight.Report r = Preflight.check(config, Device.CPU, MODEL, OptionalLong.of(Long.MAX_VALUE), false);
+        assertTrue(r.fitsMemory(), "with memory to spare only the buffer limit applies");
+        assertTrue(r.bufferTooLarge(), r.toString());
+        assertFalse(r.fixes().isEmpty());
+        for (Preflight.Fix f : r.fixes()) {
+            assertTrue(f.flags().startsWith("--micro-batches ") || f.flags().startsWith("--batch-size "), f.toString());
+        }
+    }
+}

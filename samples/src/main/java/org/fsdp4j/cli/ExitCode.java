@@ -1,0 +1,41 @@
+// The exit codes of the fsdp4j command line, one per kind of ending, as the README lists them.
+// A user-caused failure prints one line ("error: ...") and exits with its code; only
+// INTERNAL prints a stack trace, because only a bug should end a run that way.
+package org.fsdp4j.cli;
+
+enum ExitCode {
+    /** The command did what it was asked. */
+    OK(0),
+    /** A flag value, the data file or the output directory is not usable (found before step 1). */
+    BAD_INPUT(1),
+    /** A flag picocli cannot parse (unknown option, a word where a number belongs). */
+    USAGE(2),
+    /** Training diverged: a non-finite loss or gradients, or fp16's loss scale at its floor. The summary is written. */
+    DIVERGED(3),
+    /** The run does not fit in memory: refused by the preflight, or an allocation failed. */
+    OUT_OF_MEMORY(4),
+    /** Another run holds the --out directory. */
+    OUTPUT_IN_USE(5),
+    /** Writing a report failed during or after the run (disk full, directory removed). */
+    IO_ERROR(6),
+    /** A rank failed or stopped answering (collective timeout, a peer that died). */
+    RANK_FAILED(7),
+    /** bench gemm: the backend's results failed the fp64 check (#wrong > 0). */
+    WRONG_RESULTS(8),
+    /** A bug in fsdp4j: the message asks for a report and the stack trace follows. */
+    INTERNAL(70),
+    /** Interrupted by SIGINT (Ctrl-C), 128 + 2: the summary of the steps done is written. */
+    SIGINT(130),
+    /** Stopped by SIGTERM, 128 + 15: the summary of the steps done is written. */
+    SIGTERM(143);
+
+    private final int code;
+
+    ExitCode(int code) {
+        this.code = code;
+    }
+
+    int code() {
+        return code;
+    }
+}
