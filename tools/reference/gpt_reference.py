@@ -102,7 +102,8 @@ def layer_norm(ln, x):
 
 def embed(wte, tokens):
     """wte[tokens]; for a half wte as a one-hot matmul, whose backward sums each token's row
-    gradients in fp32 and rounds once (as CUDA's index backward does; the CPU's sums in bf16)."""
+    gradients in fp32 and rounds once (as F.embedding's CUDA backward does, and fsdp4j; torch 1.13's
+    CPU index backward rounds after each addition)."""
     if wte.dtype in HALF:
         return F.one_hot(tokens, wte.size(0)).to(wte.dtype) @ wte   # one term per output: exact
     return wte[tokens]
