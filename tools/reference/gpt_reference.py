@@ -13,12 +13,17 @@ Two dumps, same model, batch and hyperparameters, different initial weights:
                         N(0, 0.02/sqrt(2L)), biases 0, LayerNorm gains 1
     gpt_tiny_large.bin  every weight and bias N(0, 0.25), gains 1 + N(0, 0.25): GELU, softmax
                         and LayerNorm far from linear, and biases and gains that matter
+and a bf16 dump of each, the same weights rounded to bf16 (gpt_tiny_bf16.bin,
+gpt_tiny_large_bf16.bin).
 
 Precision: the weights are drawn in fp32 (so Java and PyTorch start from the same bits); all
 the reference computation runs in float64 and is stored rounded to fp32, so the Java test
 measures its own fp32 error against (nearly) exact values. The same computation in fp32
 PyTorch is run too, and its deviation from float64 is written to the header as a yardstick
 for what an fp32 implementation's error looks like (the "torchFp32Error" entry).
+The bf16 dumps hold what bf16 autocast computes (one forward and its backward, with CUDA
+autocast's numerics: see BF16_NUMERICS and fp32() below); their yardstick "torchBf16Error" is
+its deviation from the float64 run of the same bf16 weights.
 
 File format (all little-endian), version 1:
     bytes 0..7    magic  b"FSDP4JRF"
@@ -29,21 +34,23 @@ File format (all little-endian), version 1:
     from the start of the payload, row-major, dtype "f32" (IEEE float32) or "i32" (int32).
 Header keys: format, version, generator, torchVersion, seed, init, config {vocabSize, maxSeqLen,
 numLayers, numHeads, embedDim}, batch {batchSize, seqLen}, adamw {lr, beta1, beta2, eps,
-weightDecay, steps}, params (parameter names in module order), torchFp32Error, and tensors:
-a list of {name, dtype, shape, offset, numBytes}. Tensor names:
+weightDecay, steps} (fp32 dumps), params (parameter names in module order), torchFp32Error
+(fp32 dumps) or paramDtype "bf16", numerics and torchBf16Error (bf16 dumps), and tensors: a
+list of {name, dtype, shape, offset, numBytes}. Tensor names:
     tokens, targets      (B, T) i32
-    logits               (B, T, V) f32, of the first forward
+    logits               (B, T, V) f32, of the first forward (bf16 values in a bf16 dump)
     loss                 () f32, mean cross-entropy of the first forward
-    param.<name>         initial weights
-    grad.<name>          gradient of the first forward's loss
-    step1.<name>         weights after the first AdamW step
+    param.<name>         initial weights (bf16 values in a bf16 dump)
+    grad.<name>          gradient of the first forward's loss (bf16 values in a bf16 dump)
+    step1.<name>         weights after the first AdamW step (fp32 dumps)
     stepLosses           (steps,) f32, the loss of each forward in the AdamW loop; each
                          iteration is forward, loss, backward, step on the same batch, so
-                         stepLosses[0] == loss
+                         stepLosses[0] == loss (fp32 dumps)
 
 Run: /usr/bin/python3 tools/reference/gpt_reference.py [--out-dir DIR] (see README.md).
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -66,6 +73,40 @@ LARGE_STD = 0.25
 INITS = {"nanogpt": "nanoGPT: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), biases 0, gains 1",
          "large": f"every weight and bias N(0, {LARGE_STD}), LayerNorm gains 1 + N(0, {LARGE_STD})"}
 OUTPUTS = {"gpt_tiny.bin": "nanogpt", "gpt_tiny_large.bin": "large"}
+BF16_OUTPUTS = {"gpt_tiny_bf16.bin": "nanogpt", "gpt_tiny_large_bf16.bin": "large"}
+HALF = (torch.bfloat16, torch.float16)
+BF16_NUMERICS = ("parameters bf16; activations and gradients bf16; matmul/linear fp32 accumulation, one rounding"
+                 " (bias included); layer_norm, softmax, cross_entropy and GELU in fp32, one rounding of the"
+                 " output; embedding gradient summed in fp32; loss fp32")
+
+# The half run's numerics are CUDA autocast's (what FSDP2's MixedPrecisionPolicy(param_dtype=bf16)
+# trains with, and what fsdp4j computes): matmul/linear take half operands, accumulate in fp32 and
+# round once (bias included); layer_norm, softmax and cross_entropy run in fp32 (autocast's fp32
+# list), their outputs rounded once by the matmul that reads them; pointwise ops compute in fp32
+# and round once. torch 1.13's CPU autocast gets the matmuls right (oneDNN; check_bf16_gemm) but
+# has no layer_norm/softmax in its fp32 list, and its bf16 layer_norm and GELU kernels round
+# intermediates to bf16 (58% and 47% of outputs off by an ulp), its bf16 index backward sums in
+# bf16. The helpers below restore CUDA autocast's arithmetic in the half run and are the identity
+# (same ops, same bits) in the float64 and fp32 runs.
+
+
+def fp32(x):
+    """x in fp32 if it is a half activation or parameter, else x itself."""
+    return x.float() if x.dtype in HALF else x
+
+
+def layer_norm(ln, x):
+    """ln(x), in fp32 for a half x (CUDA autocast's fp32 list)."""
+    return F.layer_norm(fp32(x), ln.normalized_shape, fp32(ln.weight), fp32(ln.bias), ln.eps)
+
+
+def embed(wte, tokens):
+    """wte[tokens]; for a half wte as a one-hot matmul, whose backward sums each token's row
+    gradients in fp32 and rounds once (as F.embedding's CUDA backward does, and fsdp4j; torch 1.13's
+    CPU index backward rounds after each addition)."""
+    if wte.dtype in HALF:
+        return F.one_hot(tokens, wte.size(0)).to(wte.dtype) @ wte   # one term per output: exact
+    return wte[tokens]
 
 
 class CausalSelfAttention(nn.Module):
@@ -85,7 +126,7 @@ class CausalSelfAttention(nn.Module):
         v = v.view(b, t, self.n_head, hs).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, H, T, T)
         att = att.masked_fill(~self.mask[:t, :t], float("-inf"))
-        att = F.softmax(att, dim=-1)
+        att = F.softmax(fp32(att), dim=-1)                       # fp32 out, rounded by the next matmul
         y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
         return self.proj(y)
 
@@ -97,7 +138,8 @@ class Mlp(nn.Module):
         self.proj = nn.Linear(4 * c, c)
 
     def forward(self, x):
-        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+        h = self.fc(x)
+        return self.proj(F.gelu(fp32(h), approximate="tanh").to(h.dtype))   # one rounding in the half run
 
 
 class Block(nn.Module):
@@ -109,8 +151,8 @@ class Block(nn.Module):
         self.mlp = Mlp(c)
 
     def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+        x = x + self.attn(layer_norm(self.ln1, x))
+        return x + self.mlp(layer_norm(self.ln2, x))
 
 
 class Gpt(nn.Module):
@@ -135,11 +177,11 @@ class Gpt(nn.Module):
 
     def forward(self, tokens, targets):
         b, t = tokens.shape
-        x = self.wte[tokens] + self.wpe[:t]                  # (B, T, C)
+        x = embed(self.wte, tokens) + self.wpe[:t]           # (B, T, C)
         for block in self.h:
             x = block(x)
-        logits = self.lnf(x) @ self.wte.t()                  # (B, T, V), tied head
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        logits = layer_norm(self.lnf, x) @ self.wte.t()      # (B, T, V), tied head
+        loss = F.cross_entropy(fp32(logits).view(-1, logits.size(-1)), targets.view(-1))
         return logits, loss
 
 
@@ -163,15 +205,23 @@ def make_optimizer(model):
                              foreach=False)
 
 
+def forward_backward(model, tokens, targets, autocast_dtype=None):
+    """One forward (under CPU autocast to autocast_dtype, if given) and backward; returns the
+    logits, the loss and every gradient as fp32 tensors, and the loss tensor itself."""
+    model.zero_grad(set_to_none=True)
+    with torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext():
+        logits, loss = model(tokens, targets)
+    loss.backward()   # outside autocast, as PyTorch recommends: each op's backward runs in its forward's dtypes
+    out = {"logits": logits.detach().float(), "loss": loss.detach().float()}
+    for n, p in model.named_parameters():
+        out["grad." + n] = p.grad.detach().float().clone()
+    return out, loss
+
+
 def run(model, tokens, targets):
     """First forward/backward, then the AdamW loop on the same batch; returns fp32 results."""
-    model.zero_grad(set_to_none=True)
-    logits, loss = model(tokens, targets)
-    loss.backward()
-    out = {"logits": logits.detach().float(), "loss": loss.detach().float()}
+    out, loss = forward_backward(model, tokens, targets)
     params = dict(model.named_parameters())
-    for n, p in params.items():
-        out["grad." + n] = p.grad.detach().float().clone()
     opt = make_optimizer(model)
     step_losses = []
     for step in range(ADAMW["steps"]):
@@ -227,34 +277,76 @@ def model_with(weights, dtype):
     return model
 
 
+def deviation(run, ref, names):
+    """How far one run's logits, loss and gradients land from the float64 reference's."""
+    return {
+        "logitsMaxAbs": max_abs(run["logits"], ref["logits"]),
+        "logitsMaxAbsOverMaxAbsLogit": max_abs(run["logits"], ref["logits"]) / float(ref["logits"].abs().max()),
+        "lossAbs": max_abs(run["loss"], ref["loss"]),
+        "gradMaxAbs": max(max_abs(run["grad." + n], ref["grad." + n]) for n in names),
+        "gradMaxAbsOverMaxAbsGrad": max(max_abs(run["grad." + n], ref["grad." + n])
+                                        / float(ref["grad." + n].abs().max()) for n in names),
+    }
+
+
+def header(init_name, adamw=None, **entries):
+    """The header entries every dump has (adamw where it has AdamW results), then the given ones."""
+    h = {"format": "fsdp4j-reference", "version": FORMAT_VERSION, "generator": "tools/reference/gpt_reference.py",
+         "torchVersion": torch.__version__, "seed": SEED, "init": INITS[init_name], "config": CONFIG, "batch": BATCH}
+    if adamw:
+        h["adamw"] = adamw
+    return dict(h, params=param_names(CONFIG), **entries)
+
+
 def reference_case(init_name, tokens, targets):
     """(header entries, tensors) of one dump: fp32 initial weights, float64 results stored as fp32."""
     init = initial_weights(init_name)
     ref = run(model_with(init, torch.float64), tokens, targets)
-    fp32 = run(model_with(init, torch.float32), tokens, targets)
+    fp32_run = run(model_with(init, torch.float32), tokens, targets)
 
     names = param_names(CONFIG)
-    torch_fp32_error = {
-        "logitsMaxAbs": max_abs(fp32["logits"], ref["logits"]),
-        "logitsMaxAbsOverMaxAbsLogit": max_abs(fp32["logits"], ref["logits"]) / float(ref["logits"].abs().max()),
-        "lossAbs": max_abs(fp32["loss"], ref["loss"]),
-        "gradMaxAbs": max(max_abs(fp32["grad." + n], ref["grad." + n]) for n in names),
-        "gradMaxAbsOverMaxAbsGrad": max(max_abs(fp32["grad." + n], ref["grad." + n])
-                                        / float(ref["grad." + n].abs().max()) for n in names),
-        "stepLossesMaxRel": float(((fp32["stepLosses"].double() - ref["stepLosses"].double()).abs()
-                                   / ref["stepLosses"].double().abs()).max()),
-    }
+    torch_fp32_error = dict(deviation(fp32_run, ref, names), stepLossesMaxRel=float(
+        ((fp32_run["stepLosses"].double() - ref["stepLosses"].double()).abs()
+         / ref["stepLosses"].double().abs()).max()))
     tensors = [("tokens", tokens.to(torch.int32)), ("targets", targets.to(torch.int32)),
                ("logits", ref["logits"]), ("loss", ref["loss"])]
     tensors += [("param." + n, init[n]) for n in names]
     tensors += [("grad." + n, ref["grad." + n]) for n in names]
     tensors += [("step1." + n, ref["step1." + n]) for n in names]
     tensors.append(("stepLosses", ref["stepLosses"]))
-    header = {"format": "fsdp4j-reference", "version": FORMAT_VERSION,
-              "generator": "tools/reference/gpt_reference.py", "torchVersion": torch.__version__,
-              "seed": SEED, "init": INITS[init_name], "config": CONFIG, "batch": BATCH, "adamw": ADAMW,
-              "params": names, "torchFp32Error": torch_fp32_error}
-    return header, tensors
+    return header(init_name, adamw=ADAMW, torchFp32Error=torch_fp32_error), tensors
+
+
+def bf16_case(init_name, tokens, targets):
+    """(header entries, tensors) of one bf16 dump: the initial weights rounded to bf16 (as FSDP2's
+    MixedPrecisionPolicy(param_dtype=bfloat16) casts the unsharded parameters), one forward under
+    autocast to bf16 with CUDA autocast's numerics (see fp32() above) and its backward, results
+    (bf16 logits and gradients, fp32 loss) widened to fp32. The float64 run from the same bf16
+    weights gives the yardstick torchBf16Error: the rounding of activations and gradients alone."""
+    weights = {n: w.to(torch.bfloat16) for n, w in initial_weights(init_name).items()}
+    bf16, _ = forward_backward(model_with(weights, torch.bfloat16), tokens, targets, torch.bfloat16)
+    ref, _ = forward_backward(model_with(weights, torch.float64), tokens, targets)
+
+    names = param_names(CONFIG)
+    tensors = [("tokens", tokens.to(torch.int32)), ("targets", targets.to(torch.int32)),
+               ("logits", bf16["logits"]), ("loss", bf16["loss"])]
+    tensors += [("param." + n, weights[n].float()) for n in names]
+    tensors += [("grad." + n, bf16["grad." + n]) for n in names]
+    return header(init_name, paramDtype="bf16", numerics=BF16_NUMERICS,
+                  torchBf16Error=deviation(bf16, ref, names)), tensors
+
+
+def check_bf16_gemm():
+    """Refuses to write bf16 dumps unless this PyTorch's CPU bf16 linear accumulates in fp32 and
+    rounds once, bias included (oneDNN's path, taken on CPUs with AVX-512; the fallback differs)."""
+    gen = torch.Generator().manual_seed(SEED)
+    x, w, b = (torch.randn(shape, generator=gen).bfloat16() for shape in ((256, 128), (96, 128), (96,)))
+    once = (x.double() @ w.double().t() + b.double()).float().bfloat16()
+    off = float((F.linear(x, w, b) != once).float().mean())
+    if off > 0.01:   # fp32 summation order may flip a rare tie; bf16 accumulation or a second rounding: ~25%
+        raise SystemExit(f"this PyTorch's bf16 linear differs from fp32 accumulation with one rounding in {off:.0%}"
+                         " of its outputs (no oneDNN bf16 GEMM on this CPU?): the bf16 dumps would not be the"
+                         " reference fsdp4j is held to; generate them on a CPU with AVX-512")
 
 
 def write_dump(path, header, tensors):
@@ -286,13 +378,20 @@ def main():
     torch.use_deterministic_algorithms(True)
     tokens, targets = make_batch()
     for file_name, init_name in OUTPUTS.items():
-        header, tensors = reference_case(init_name, tokens, targets)
+        header_entries, tensors = reference_case(init_name, tokens, targets)
         path = os.path.join(os.path.abspath(args.out_dir), file_name)
-        write_dump(path, header, tensors)
+        write_dump(path, header_entries, tensors)
         losses = " ".join(f"{x:.6f}" for x in tensors[-1][1].tolist())
         print(f"wrote {path}: {os.path.getsize(path)} bytes, {len(tensors)} tensors")
         print(f"  step losses {losses}")
-        print(f"  PyTorch fp32 vs float64: {json.dumps(header['torchFp32Error'])}")
+        print(f"  PyTorch fp32 vs float64: {json.dumps(header_entries['torchFp32Error'])}")
+    check_bf16_gemm()
+    for file_name, init_name in BF16_OUTPUTS.items():
+        header_entries, tensors = bf16_case(init_name, tokens, targets)
+        path = os.path.join(os.path.abspath(args.out_dir), file_name)
+        write_dump(path, header_entries, tensors)
+        print(f"wrote {path}: {os.path.getsize(path)} bytes, {len(tensors)} tensors, loss {tensors[3][1].item():.6f}")
+        print(f"  PyTorch bf16 autocast vs float64: {json.dumps(header_entries['torchBf16Error'])}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 // The PyTorch parity checks of runtime-core (GptParityChecks, from its test-jar) on cuda:0: fp32
-// within the CPU backend's tolerances (TF32 off), and bf16 parameters within
-// bf16's. Skipped with the probe's reason where no GPU is usable.
+// within the CPU backend's tolerances (TF32 off), and bf16 against PyTorch's bf16 autocast with the
+// same rounding-point checks (cuBLAS sums in another order than oneDNN, which only flips rare
+// roundings). Skipped with the probe's reason where no GPU is usable.
 package org.fsdp4j.cuda;
 
 import static org.junit.jupiter.api.Assumptions.assumeTrue;

@@ -16,13 +16,20 @@ final class Linear {
         this.outFeatures = outFeatures;
     }
 
-    /** out (N, OC) = inp (N, IC) · weight (OC, IC)ᵀ + bias (OC); bias may be null. N = all leading dims. */
+    /**
+     * out (N, OC) = inp (N, IC) · weight (OC, IC)ᵀ + bias (OC); bias may be null. N = all leading dims.
+     * The bias goes into out first and the GEMM adds to it (beta = 1), so a half out is rounded once,
+     * after the bias is added in fp32, as PyTorch's bf16 linear does (oneDNN on the CPU, cuBLASLt's
+     * bias epilogue or addmm on a GPU). Adding it after the GEMM would round twice: a quarter of the
+     * outputs one ulp away from PyTorch's, at every biased Linear (tools/reference/README.md).
+     */
     void forward(Backend backend, Tensor inp, Tensor weight, Tensor bias, Tensor out) {
         int rows = rows(inp, out, weight, bias);
-        backend.gemm(false, true, rows, outFeatures, inFeatures, 1f, inp, weight, 0f, out);
         if (bias != null) {
-            backend.addBias(out.reshape(rows, outFeatures), bias);
+            backend.fill(out, 0f);
+            backend.addBias(out.reshape(rows, outFeatures), bias);   // exact: activations have the bias's dtype
         }
+        backend.gemm(false, true, rows, outFeatures, inFeatures, 1f, inp, weight, bias != null ? 1f : 0f, out);
     }
 
     /**

@@ -1,13 +1,16 @@
 // Parity with PyTorch (issues 2 and 4): the GPT and AdamW on a backend must reproduce what
 // tools/reference/gpt_reference.py computed in float64 for the same fp32 weights and batch —
 // logits, loss, every parameter gradient, one AdamW step, and the losses of 10 AdamW steps —
-// and, with the parameters and gradients bound as bf16 (FSDP mixed precision), the logits, loss
-// and gradients within bf16's tolerance. Two dumps: nanoGPT's init, and large weights where the
-// nonlinearities, biases and gains matter. A subclass names the backend (GptParityTest: the CPU;
-// cuda-kernels' CudaGptParityTest: a GPU, through runtime-core's test-jar). The dumps are fixed
-// (they are the point of comparison), so these checks' inputs are not re-drawn.
+// and, with bf16 parameters (FSDP mixed precision, so bf16 activations and gradients), the logits,
+// loss and gradients PyTorch's bf16 autocast computed from the same bf16 weights. Two dumps of each:
+// nanoGPT's init, and large weights where the nonlinearities, biases and gains matter. A subclass
+// names the backend (GptParityTest: the CPU; cuda-kernels' CudaGptParityTest: a GPU, through
+// runtime-core's test-jar). The dumps are fixed (they are the point of comparison), so these
+// checks' inputs are not re-drawn.
 package org.fsdp4j.model;
 
+import static org.fsdp4j.model.GradCheck.maxAbs;
+import static org.fsdp4j.model.GradCheck.maxAbsErr;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.fail;
@@ -47,19 +50,43 @@ public abstract class GptParityChecks {
     // for 0.95 moves them by 8e-4, decay on every parameter by 9e-5, eps 1e-6 for 1e-8 by 1.3e-5.
     static final double STEP_LOSS_RTOL = 1e-5;
 
-    // bf16 parameters and gradients (activations fp32). RNE rounding moves each value by at most
-    // u = 2^-9 relative (bf16 keeps 8 significant bits, spacing 2^-8 at 1). Each rounded parameter
-    // tensor on the way from the tokens to a logit perturbs it by about u of its own contribution:
-    // wte, wpe, then per block ln1, attention in and out, ln2, MLP in and out (6 weight/gain roundings),
-    // then lnf and the tied head, D = 6L + 4 = 16 for the dumps' L = 2. Worst case, the perturbations
-    // add up: |Δlogit| ≤ D·u·max|logit| = 3.1e-2·max|ref|. A gradient is a product of the same
-    // factors run backwards plus one more rounding when it is accumulated into its bf16 buffer, so
-    // (D + 1)·u = 3.3e-2·max|ref|. Loss: |∂loss/∂logit| summed over a row is ≤ 2 (softmax − one-hot)
-    // and the loss averages rows, so |Δloss| ≤ 2·max|Δlogit|.
-    static final int BF16_DEPTH = 16;
-    static final double BF16_UNIT_ROUNDOFF = 0x1p-9;
-    static final double BF16_LOGITS_ATOL = BF16_DEPTH * BF16_UNIT_ROUNDOFF;
-    static final double BF16_GRAD_ATOL = (BF16_DEPTH + 1) * BF16_UNIT_ROUNDOFF;
+    // bf16 (issue 8): parameters, activations and gradients in bf16, against PyTorch's bf16 autocast from
+    // the same bf16 weights (tools/reference/README.md gives its numerics). bf16 keeps 8 significant
+    // bits: the spacing (ulp) of x lies between 2^-8·|x| and 2^-7·|x|, and RNE moves x by at most
+    // u·|x|, u = 2^-8.
+    //
+    // Where fsdp4j and PyTorch round at the same points, their values before a rounding differ by fp32
+    // noise only (summation orders: OpenBLAS over widened operands, oneDNN's bf16 dot products, cuBLAS;
+    // LayerNorm statistics in fp64 or fp32; exp): ~2^-24·√K relative for a K-term sum. That changes the
+    // rounded value only when it straddles a rounding boundary, with probability ~2^-24·√K / 2^-8 ≈ 1e-4
+    // per element and rounding point (K ≤ 128 here), and then by one ulp, ≤ 2^-7·|x|; downstream values
+    // move by a fraction of their own ulp. So the results equal PyTorch's bit for bit but for rare flips:
+    //  - no element further than one ulp of the tensor's largest value, 2^-7·max|ref| (its own flip,
+    //    plus fractions of an ulp from flips upstream): catches any gross mistake;
+    //  - at most 2% of the elements differing at all, ~100x the measured rate on the CPU (1 of 4096
+    //    logits, 0 or 1 element of each gradient held to it). Mistakes in the rounding points move most
+    //    elements; each was made on purpose once (not committed) and failed here, on both dumps:
+    //    LayerNorm with bf16 mean and rstd (65% of the logits differ with nanoGPT's init, 80% with the
+    //    large weights), the GELU output, the attention probabilities or the attention residual left in
+    //    fp32 (49-74%), the logits not rounded (100%); in the backward, LayerNorm's with bf16 statistics,
+    //    the residual gradient or GELU's input gradient left in fp32 (41-72% of the last block's ln2 gain
+    //    gradient). An fp32 softmax input gradient (behind the first difference below) passed.
+    // Loss: per row, Σ_v |∂loss/∂logit_v| ≤ 2 and the loss averages rows, so |Δloss| ≤ 2·max|Δlogit|, plus
+    // the fp32 rounding of the losses (LOSS_RTOL).
+    static final double BF16_ULP_OF_MAX = 0x1p-7;
+    static final double BF16_MAX_DIFFERING = 0.02;
+    // The forward rounds where PyTorch's does (a Linear rounds once, bias included), so the logits and the
+    // loss are held to the above. The backward differs at two points of every block: LayerNorm's input
+    // gradient is added to the residual gradient in fp32 and rounded once (PyTorch rounds it to bf16 first,
+    // then rounds the sum), and the softmax backward reads the bf16 attention probabilities (PyTorch keeps
+    // its fp32 softmax output). So only the gradients complete before the last block's ln2 backward (lnf,
+    // that block's ln2 and MLP) are held to the above. Behind the first difference, every rounding flips with
+    // the probability the difference sets, and the two backward passes become independent bf16 computations
+    // from one forward: |a − b| ≤ |a − exact| + |b − exact| ≈ 2 × PyTorch's own bf16 error (the header's
+    // torchBf16Error, worst tensor: 1.0e-2·max|ref| for nanoGPT's init, 1.7e-2 for the large weights; measured
+    // |a − b| ≤ 1.2e-2). That still catches a wrong index, term or scale (O(max|ref|)), not a rounding point:
+    // the attention backward's rounding points and the embedding's gradient sums are not held to PyTorch's.
+    static final double BF16_DIVERGED_GRAD_FACTOR = 2;
 
     /** The backend under test, fresh for each check; may skip the check (a JUnit assumption) where it cannot run. */
     protected abstract Backend createBackend();
@@ -118,7 +145,7 @@ public abstract class GptParityChecks {
             System.out.printf("parity %s: logits max |err| %.3g = %.3g·max|ref| (PyTorch fp32: %.3g·max|ref|);"
                             + " loss %.7f vs %.7f%n", resource, maxAbsErr(logits, refLogits),
                     maxAbsErr(logits, refLogits) / maxAbs(refLogits),
-                    s.ref.torchFp32Error("logitsMaxAbsOverMaxAbsLogit"), loss, refLoss);
+                    s.ref.headerNumber("torchFp32Error", "logitsMaxAbsOverMaxAbsLogit"), loss, refLoss);
 
             s.model.backward(UnitHooks.NONE, 1f);
             String worst = null;
@@ -137,7 +164,7 @@ public abstract class GptParityChecks {
             }
             System.out.printf("parity %s: %d gradients, max |err| %.3g; worst %s at %.3g·max|ref|"
                     + " (PyTorch fp32: %.3g·max|ref|)%n", resource, s.ref.paramNames().size(), worstAbs, worst,
-                    worstNormalized, s.ref.torchFp32Error("gradMaxAbsOverMaxAbsGrad"));
+                    worstNormalized, s.ref.headerNumber("torchFp32Error", "gradMaxAbsOverMaxAbsGrad"));
         }
     }
 
@@ -187,57 +214,87 @@ public abstract class GptParityChecks {
                 }
             }
             System.out.printf("parity %s: %d AdamW step losses, max rel err %.3g (PyTorch fp32: %.3g)%s%n", resource,
-                    refLosses.length, worstRel, s.ref.torchFp32Error("stepLossesMaxRel"), log);
+                    refLosses.length, worstRel, s.ref.headerNumber("torchFp32Error", "stepLossesMaxRel"), log);
         }
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"/reference/gpt_tiny.bin", "/reference/gpt_tiny_large.bin"})
-    public void bf16ParamsLogitsLossAndGradientsMatchPyTorchWithinBf16Tolerance(String resource) {
+    @ValueSource(strings = {"/reference/gpt_tiny_bf16.bin", "/reference/gpt_tiny_large_bf16.bin"})
+    public void bf16LogitsLossAndEveryGradientMatchPyTorchAutocast(String resource) {
         GradCheck gc = new GradCheck();
         try (Setup s = new Setup(resource); HalfParams bf16 = new HalfParams(s.backend, s.store, DType.BF16)) {
             float loss = s.model.forward(s.tokens, s.targets, UnitHooks.NONE);
             float[] logits = s.backend.toHost(s.model.logits());
             double[] refLogits = s.ref("logits");
-            gc.assertClose(resource + " bf16 logits", logits, refLogits, BF16_LOGITS_ATOL, 0);
+            double logitsDiffering = assertSameRoundings(gc, resource + " bf16 logits", logits, refLogits);
             double refLoss = s.ref.floats("loss")[0];
-            double logitsErr = maxAbsErr(logits, refLogits);
-            assertEquals(refLoss, loss, 2 * BF16_LOGITS_ATOL * maxAbs(refLogits), resource + " bf16 loss");
+            double lossBound = 2 * maxAbsErr(logits, refLogits) + LOSS_RTOL * Math.abs(refLoss);
+            assertEquals(refLoss, loss, lossBound, resource + " bf16 loss");
+            System.out.printf("parity bf16 %s on %s: logits max |err| %.3g·max|ref| (bound %.3g), %.4f of them differ"
+                            + " (bound %.2f); loss %.7f vs %.7f (|err| %.3g, bound %.3g)%n", resource, s.backend.name(),
+                    maxAbsErr(logits, refLogits) / maxAbs(refLogits), BF16_ULP_OF_MAX, logitsDiffering,
+                    BF16_MAX_DIFFERING, loss, refLoss, Math.abs(loss - refLoss), lossBound);
 
             s.model.backward(UnitHooks.NONE, 1f);
-            double worstNormalized = 0;
-            String worst = null;
+            double torchError = s.ref.headerNumber("torchBf16Error", "gradMaxAbsOverMaxAbsGrad");
+            double divergedAtol = BF16_DIVERGED_GRAD_FACTOR * torchError;
+            double sameWorst = 0;
+            double sameDiffering = 0;
+            double divergedWorst = 0;
+            String divergedWorstName = null;
             for (String name : s.ref.paramNames()) {
                 float[] grad = bf16.grad(s.store.entry(name));
                 double[] refGrad = s.ref("grad." + name);
-                gc.assertClose(resource + " bf16 grad " + name, grad, refGrad, BF16_GRAD_ATOL, 0);
                 double normalized = maxAbsErr(grad, refGrad) / maxAbs(refGrad);
-                if (normalized > worstNormalized) {
-                    worstNormalized = normalized;
-                    worst = name;
+                if (reachedThroughTheSameRoundings(name, s.ref.config().numLayers())) {
+                    sameDiffering = Math.max(sameDiffering,
+                            assertSameRoundings(gc, resource + " bf16 grad " + name, grad, refGrad));
+                    sameWorst = Math.max(sameWorst, normalized);
+                } else {
+                    gc.assertClose(resource + " bf16 grad " + name, grad, refGrad, divergedAtol, 0);
+                    if (normalized > divergedWorst) {
+                        divergedWorst = normalized;
+                        divergedWorstName = name;
+                    }
                 }
             }
-            System.out.printf("parity bf16 %s on %s: logits max |err| %.3g·max|ref| (bound %.3g); loss %.6f vs %.6f"
-                            + " (|err| %.3g, bound %.3g); gradients worst %s at %.3g·max|ref| (bound %.3g)%n", resource,
-                    s.backend.name(), logitsErr / maxAbs(refLogits), BF16_LOGITS_ATOL, loss, refLoss,
-                    Math.abs(loss - refLoss), 2 * BF16_LOGITS_ATOL * maxAbs(refLogits), worst, worstNormalized,
-                    BF16_GRAD_ATOL);
+            System.out.printf("parity bf16 %s on %s: gradients of lnf and the last block's ln2 and MLP max |err|"
+                            + " %.3g·max|ref| (bound %.3g), at most %.4f of a tensor differ (bound %.2f); the others"
+                            + " worst %s at %.3g·max|ref| (bound %.3g = %.0f x PyTorch bf16's own error %.3g)%n",
+                    resource, s.backend.name(), sameWorst, BF16_ULP_OF_MAX, sameDiffering, BF16_MAX_DIFFERING,
+                    divergedWorstName, divergedWorst, divergedAtol, BF16_DIVERGED_GRAD_FACTOR, torchError);
         }
     }
 
-    private static double maxAbsErr(float[] actual, double[] ref) {
-        double m = 0;
+    /**
+     * The parameters whose gradients fsdp4j and PyTorch reach through the same rounding points: those
+     * complete before the last block's ln2 backward adds into the residual gradient (see BF16_DIVERGED_GRAD_FACTOR).
+     */
+    private static boolean reachedThroughTheSameRoundings(String name, int numLayers) {
+        String lastBlock = "h." + (numLayers - 1) + ".";
+        return name.startsWith("lnf.") || name.startsWith(lastBlock + "ln2.") || name.startsWith(lastBlock + "mlp.");
+    }
+
+    /**
+     * Holds a bf16 result to PyTorch's where both round at the same points (see BF16_ULP_OF_MAX): within
+     * one ulp of the largest value, and equal but for at most BF16_MAX_DIFFERING of the elements. Returns
+     * the fraction that differ.
+     */
+    private static double assertSameRoundings(GradCheck gc, String what, float[] actual, double[] ref) {
+        gc.assertClose(what, actual, ref, BF16_ULP_OF_MAX, 0);
+        int differing = 0;
         for (int i = 0; i < ref.length; i++) {
-            m = Math.max(m, Math.abs(actual[i] - ref[i]));
+            if (actual[i] != ref[i]) {
+                differing++;
+            }
         }
-        return m;
-    }
-
-    private static double maxAbs(double[] x) {
-        double m = 0;
-        for (double v : x) {
-            m = Math.max(m, Math.abs(v));
+        double fraction = (double) differing / ref.length;
+        if (!(fraction <= BF16_MAX_DIFFERING)) {
+            fail(String.format("%s: %d of %d elements differ from PyTorch's bf16 autocast (%.1f%%, at most %.0f%%"
+                            + " may, by rare one-ulp flips): the rounding points differ, e.g. a value left in fp32 or"
+                            + " rounded twice, or statistics taken in bf16; max |err| %.3g·max|ref|", what, differing,
+                    ref.length, 100 * fraction, 100 * BF16_MAX_DIFFERING, maxAbsErr(actual, ref) / maxAbs(ref)));
         }
-        return m;
+        return fraction;
     }
 }

@@ -1,6 +1,7 @@
 // Loads a PyTorch reference dump that tools/reference/gpt_reference.py writes (the parity
-// test's ground truth: gpt_tiny.bin, gpt_tiny_large.bin), so the test reads tensors by name
-// instead of by byte offset.
+// test's ground truth: gpt_tiny.bin, gpt_tiny_large.bin, and their bf16 autocast counterparts
+// gpt_tiny_bf16.bin, gpt_tiny_large_bf16.bin), so the test reads tensors by name instead of by
+// byte offset.
 //
 // File format (little-endian), version 1:
 //   bytes 0..7     magic "FSDP4JRF"
@@ -8,13 +9,15 @@
 //   bytes 12..15   uint32 H, the byte length of the header
 //   bytes 16..16+H UTF-8 JSON header: seed, init (how the weights were drawn), config
 //                  {vocabSize, maxSeqLen, numLayers, numHeads, embedDim}, batch {batchSize,
-//                  seqLen}, adamw {lr, beta1, beta2, eps, weightDecay, steps}, params (names in
-//                  PyTorch's module order), torchFp32Error (how far fp32 PyTorch lands from the
-//                  float64 reference), tensors [{name, dtype f32|i32, shape, offset, numBytes}]
+//                  seqLen}, adamw {lr, beta1, beta2, eps, weightDecay, steps} (fp32 dumps),
+//                  params (names in PyTorch's module order), torchFp32Error (fp32 dumps: how far
+//                  fp32 PyTorch lands from the float64 reference) or paramDtype, numerics and
+//                  torchBf16Error (bf16 dumps: how far bf16 autocast lands from float64),
+//                  tensors [{name, dtype f32|i32, shape, offset, numBytes}]
 //   then the payload: each tensor's row-major elements at `offset` bytes from the payload start.
 // Tensor names: tokens, targets (B, T) i32; logits (B, T, V); loss (); param.<name> (initial
 // weights); grad.<name> (gradient of the first loss); step1.<name> (weights after one AdamW
-// step); stepLosses (steps) — see the script for how each was computed.
+// step) and stepLosses (steps), fp32 dumps only — see the script for how each was computed.
 package org.fsdp4j.model;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -105,9 +108,12 @@ final class GptReference {
         return required(header.get("adamw"), key).asDouble();
     }
 
-    /** A number from torchFp32Error: how far fp32 PyTorch lands from the float64 reference. */
-    double torchFp32Error(String key) {
-        return required(header.get("torchFp32Error"), key).asDouble();
+    /**
+     * A number from a header object, e.g. ("torchFp32Error", "gradMaxAbs"): how far fp32 PyTorch lands
+     * from the float64 reference (fp32 dumps), or torchBf16Error, how far bf16 autocast does (bf16 dumps).
+     */
+    double headerNumber(String object, String key) {
+        return required(required(header, object), key).asDouble();
     }
 
     /** Parameter names in PyTorch's module order (root and block parameters interleave differently in fsdp4j). */

@@ -144,4 +144,22 @@ final class GradCheck {
             fail(what + ": the reference is all zeros, so this check would prove nothing (seed " + seed + ")");
         }
     }
+
+    /** max |actual − ref| over the elements. */
+    static double maxAbsErr(float[] actual, double[] ref) {
+        double m = 0;
+        for (int i = 0; i < ref.length; i++) {
+            m = Math.max(m, Math.abs(actual[i] - ref[i]));
+        }
+        return m;
+    }
+
+    /** max |x|. */
+    static double maxAbs(double[] x) {
+        double m = 0;
+        for (double v : x) {
+            m = Math.max(m, Math.abs(v));
+        }
+        return m;
+    }
 }

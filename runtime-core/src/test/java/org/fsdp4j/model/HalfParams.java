@@ -1,7 +1,7 @@
 // Binds half-precision copies of a store's parameters, and zeroed gradients of the same dtype,
 // to every unit: what FSDP's mixed precision hands the model (gathered bf16/fp16 parameters,
-// gradients reduced in that dtype). Activations stay fp32. Closing frees the copies; the store's
-// fp32 tensors stay as they were.
+// gradients reduced in that dtype); the model then computes its activations in that dtype too.
+// Closing frees the copies; the store's fp32 tensors stay as they were.
 package org.fsdp4j.model;
 
 import java.util.ArrayList;

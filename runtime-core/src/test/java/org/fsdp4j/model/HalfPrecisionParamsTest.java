@@ -1,6 +1,8 @@
-// The model is dtype-agnostic in its parameters and gradients, as FSDP's mixed precision needs:
-// with bf16 or fp16 copies of the parameters bound (and gradients in the same dtype), loss and
-// gradients match the fp32 run within the half format's precision. Activations stay fp32.
+// The model computes in its parameters' dtype, as FSDP's mixed precision needs: with bf16 or fp16
+// copies of the parameters bound (and gradients in the same dtype), activations and gradients are
+// computed in that dtype, and the loss and gradients match the fp32 run within the half format's
+// precision. fp16 is covered here only; the bf16 rounding points are held to PyTorch's autocast by
+// GptParityChecks.
 package org.fsdp4j.model;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -13,12 +15,23 @@ import org.junit.jupiter.params.provider.EnumSource;
 
 class HalfPrecisionParamsTest {
 
-    // bf16 keeps 8 significant bits (relative rounding 2^-9 ≈ 2e-3), fp16 11 bits (2^-12 ≈ 2.4e-4).
-    // Parameters are rounded once and gradients at every accumulation (wte gets ~B·T + 1 of them),
-    // so errors of several roundings are expected: measured up to 6e-3 (bf16) and 1.2e-3 (fp16) of
-    // each tensor's largest gradient. The bounds leave a 4-5× margin.
-    private static double tolerance(DType dtype) {
-        return dtype == DType.BF16 ? 3e-2 : 5e-3;
+    // Unit roundoff u: bf16 keeps 8 significant bits, u = 2^-8; fp16 11, u = 2^-11. Against the fp32 run
+    // (exact to ~1e-6 here), the half run's error is that of its roundings: the parameters (16 tensors on
+    // the way from the tokens to the loss), every activation (27 rounding points forward: the embedding;
+    // per block ln1, qkv, scores, probabilities, heads, projection, residual, ln2, fc, GELU, projection,
+    // residual; lnf, logits), about as many backward, and the gradient buffer: D ≈ 70 independent errors,
+    // each at most u and RMS u/√3 relative to the value it rounds, reaching a gradient with gain ~1
+    // relative to its scale (LayerNorm renormalises). They add in quadrature: RMS √(D/3)·u ≈ 4.8u, and a
+    // tensor's worst element lies within ~4 RMS, so GRAD_ULPS = 20u·max|ref|. Measured, 40 seeds each:
+    // worst 10.5u for both (4.1e-2 bf16, 5.2e-3 fp16): the error scales with u as this says. The loss
+    // averages B·T = 32 rows whose errors are each ≤ 2·max|Δlogit| (Σ_v |softmax − one-hot| ≤ 2), so it
+    // gets LOSS_ULPS = 2u relative; measured ≤ 0.19u. Bugs in the half path (a wrong conversion, a lost
+    // accumulation, an overflow) are O(1).
+    private static final double GRAD_ULPS = 20;
+    private static final double LOSS_ULPS = 2;
+
+    private static double unitRoundoff(DType dtype) {
+        return dtype == DType.BF16 ? 0x1p-8 : 0x1p-11;
     }
 
     @ParameterizedTest
@@ -43,11 +56,24 @@ class HalfPrecisionParamsTest {
             try (HalfParams half = new HalfParams(be, store, dtype)) {
                 float lossHalf = model.forward(tok, tgt, UnitHooks.NONE);
                 model.backward(UnitHooks.NONE, 1f);
-                assertEquals(lossFp32, lossHalf, tolerance(dtype) * lossFp32, dtype + " loss (seed " + gc.seed + ")");
+                double u = unitRoundoff(dtype);
+                assertEquals(lossFp32, lossHalf, LOSS_ULPS * u * lossFp32, dtype + " loss (seed " + gc.seed + ")");
+                double worst = 0;
+                String worstName = null;
                 for (ParameterStore.Entry e : store.entries()) {
-                    gc.assertClose(dtype + " d" + e.spec().name(), half.grad(e),
-                            GradCheck.widen(store.grad(e.spec().name())), tolerance(dtype), 0);
+                    float[] grad = half.grad(e);
+                    double[] ref = GradCheck.widen(store.grad(e.spec().name()));
+                    gc.assertClose(dtype + " d" + e.spec().name(), grad, ref, GRAD_ULPS * u, 0);
+                    double normalized = GradCheck.maxAbsErr(grad, ref) / GradCheck.maxAbs(ref);
+                    if (normalized > worst) {
+                        worst = normalized;
+                        worstName = e.spec().name();
+                    }
                 }
+                System.out.printf("%s vs fp32: loss rel err %.2fu (bound %.0fu), gradients worst d%s at"
+                                + " %.1fu·max|ref| (bound %.0fu), u = %.3g; seed %d%n", dtype,
+                        Math.abs(lossHalf - lossFp32) / lossFp32 / u, LOSS_ULPS, worstName, worst / u, GRAD_ULPS, u,
+                        gc.seed);
             }
         }
     }
