@@ -14,15 +14,18 @@ cd "$repo"
 rm -rf "$bundle"
 mkdir -p "$bundle/lib"
 
-echo "[bundle] building cuda-kernels and samples (and the modules they need) with Maven"
+echo "[bundle] building cuda-kernels, nccl-comm and samples (and the modules they need) with Maven"
 # Runtime scope only: JUnit comes as the console launcher below, which carries its own copy.
-mvn -B -q -pl cuda-kernels,samples -am package -DskipTests \
+mvn -B -q -pl cuda-kernels,nccl-comm,samples -am package -DskipTests \
   dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$bundle/lib"
-mvn -B -q -pl cuda-kernels -am test-compile
-# runtime-core-*-tests.jar comes too: the GPU parity test extends its GptParityChecks and reads its dumps.
-cp runtime-core/target/runtime-core-*.jar cuda-kernels/target/cuda-kernels-*.jar "$bundle/lib/"
+mvn -B -q -pl cuda-kernels,nccl-comm -am test-compile
+# runtime-core-*-tests.jar comes too: the GPU parity test extends its GptParityChecks and reads its
+# dumps, and the GPU equivalence test uses the engine tests' support.
+cp runtime-core/target/runtime-core-*.jar cuda-kernels/target/cuda-kernels-*.jar nccl-comm/target/nccl-comm-*.jar \
+  "$bundle/lib/"
 [[ -f $(ls runtime-core/target/runtime-core-*-tests.jar) ]]
 jar --create --file "$bundle/lib/cuda-kernels-tests.jar" -C cuda-kernels/target/test-classes .
+jar --create --file "$bundle/lib/nccl-comm-tests.jar" -C nccl-comm/target/test-classes .
 cp samples/target/samples-*.jar "$bundle/lib/"   # the fsdp4j CLI: gpu-check runs bench gemm and bench step with it
 
 echo "[bundle] fetching the JUnit console launcher ($junit_console)"

@@ -3,14 +3,17 @@
 # after scripts/device-bundle.sh built .bundle/ (jars + a Java runtime) elsewhere:
 #   1. finds the CUDA 13 libraries (driver, cudart, cuBLAS, NCCL; a Python env's
 #      nvidia/*/lib folders count) and puts their folders on LD_LIBRARY_PATH,
-#   2. runs the cuda-kernels test suite (GPU tests included) with the bundled Java,
+#   2. runs the cuda-kernels and nccl-comm test suites (GPU tests included) with the bundled Java,
 #   3. benchmarks bf16 GEMMs (4096³, 8192³) against the device's peak with the fsdp4j CLI
-#      (bench gemm, which also checks sampled entries against fp64), then bench step in bf16,
-#      whose JSON must show one host synchronisation per step and no promoted GEMM operand.
+#      (bench gemm, which also checks sampled entries against fp64), trains the default run on
+#      cuda and on the cpu (same final loss), then bench step for gpt2-124m (T = 1024) in fp32 and
+#      bf16 at N = 1 and 2 ranks on one GPU: each must show one host synchronisation per step
+#      and no promoted GEMM operand; a table sums it up.
 # Writes gpu-check.log and gpu-check.json (plus JUnit XML and gemm.json) to $OUT, or to
 # .bundle/out without it. Exit 0 only if every test passed, none skipped for want of a GPU,
-# and the GEMM results check out. Budget: under 8 minutes on an H200 (the timeouts add up to
-# 470 s at worst: library search 6 x 15 s, tests 200 s, bench gemm 90 s, bench step 90 s).
+# and the GEMM results check out. Budget: under 8 minutes on an H200; the timeouts add up to
+# 530 s at the very worst (library search 6 x 15 s, tests 150 s, bench gemm 45 s, train 105 s,
+# bench step 4 x 35 s), each far longer than it should need.
 #
 # From a session with the device tool: build the bundle in the checkout the tool sends, then
 #   run(command="bash scripts/gpu-check.sh", carry=[".bundle"], timeout_s=540)
@@ -114,10 +117,11 @@ say "GPU: $smi"
 jvm_opts=(-Xss4m -Xmx16g -Dorg.bytedeco.javacpp.maxPhysicalBytes=0)
 
 # ---- 2. tests -------------------------------------------------------------------------
-say "running the cuda-kernels tests (GPU tests included)"
-(cd cuda-kernels && timeout 200 "$java" "${jvm_opts[@]}" -jar "$bundle/junit-platform-console-standalone.jar" \
+say "running the cuda-kernels and nccl-comm tests (GPU tests included)"
+(cd cuda-kernels && timeout 150 "$java" "${jvm_opts[@]}" -jar "$bundle/junit-platform-console-standalone.jar" \
   execute --disable-banner --details=tree --class-path "$classpath" \
-  --scan-class-path "$bundle/lib/cuda-kernels-tests.jar" --reports-dir "$out/junit") | tee "$out/tests.txt"
+  --scan-class-path "$bundle/lib/cuda-kernels-tests.jar:$bundle/lib/nccl-comm-tests.jar" \
+  --reports-dir "$out/junit") | tee "$out/tests.txt"
 count() { grep -E "^\[ +[0-9]+ $1 +\]" "$out/tests.txt" | grep -oE '[0-9]+' | head -n 1; }
 tests_ok=$(count "tests successful"); tests_failed=$(count "tests failed")
 tests_skipped=$(count "tests skipped"); tests_aborted=$(count "tests aborted")
@@ -126,23 +130,46 @@ say "tests: ${tests_ok:-?} ok, ${tests_failed:-?} failed, ${tests_skipped:-?} sk
 [[ ${tests_failed:-0} -eq 0 ]] || problem "${tests_failed} test(s) failed"
 [[ ${tests_aborted:-0} -eq 0 ]] || problem "${tests_aborted} test(s) skipped by an assumption (GPU not usable?)"
 
-# ---- 3. benchmarks --------------------------------------------------------------------
+cli() { "$java" "${jvm_opts[@]}" -cp "$classpath" org.fsdp4j.cli.Main "$@"; }
+json_field() { grep -oE "\"$2\" *: *[0-9.eE+-]+" "$1" 2>/dev/null | head -n 1 | grep -oE '[0-9.eE+-]+$'; }
+
+# ---- 3. benchmarks and runs -----------------------------------------------------------
 say "fsdp4j bench gemm: bf16 4096³ and 8192³ against the device's peak (fp32 accumulation)"
-if ! timeout 90 "$java" "${jvm_opts[@]}" -cp "$classpath" org.fsdp4j.cli.Main bench gemm --device cuda \
-     --dtype bf16 --sizes 4096,8192 --warmup 3 --iters 20 --out "$out"; then
+if ! timeout 45 cli bench gemm --device cuda --dtype bf16 --sizes 4096,8192 --warmup 3 --iters 20 --out "$out"; then
   problem "fsdp4j bench gemm failed or found wrong results"
 fi
 
-say "fsdp4j bench step on cuda: gpt2-124m, batch 8 x 1024, bf16 compute (tokens/s and MFU; one host sync per step)"
-if timeout 90 "$java" "${jvm_opts[@]}" -cp "$classpath" org.fsdp4j.cli.Main bench step --device cuda \
-     --preset gpt2-124m --batch-size 8 --seq-len 1024 --param-dtype bf16 --warmup 5 --steps 10 --out "$out"; then
-  syncs=$(grep -oE '"host_syncs_per_step" *: *[0-9]+' "$out/step.json" | grep -oE '[0-9]+$')
-  promoted=$(grep -oE '"promoted_copies" *: *[0-9]+' "$out/step.json" | grep -oE '[0-9]+$')
-  say "bench step: host syncs per step ${syncs:-?}, promoted copies ${promoted:-?}"
-  [[ ${syncs:-9} -le 1 ]] || problem "a bf16 step synchronised the host ${syncs:-?} times (budget 1)"
-  [[ ${promoted:-9} -eq 0 ]] || problem "${promoted:-?} GEMM operands were promoted by a copy in bf16"
-else
-  say "note: fsdp4j bench step did not finish cleanly"
+say "fsdp4j train on the default data: cuda, then cpu (same losses expected)"
+timeout 45 cli train --device cuda --out "$out/train-cuda" || problem "train --device cuda failed"
+timeout 60 cli train --device cpu --out "$out/train-cpu" || say "note: train --device cpu did not finish"
+loss_cuda=$(json_field "$out/train-cuda/summary.json" final_loss)
+loss_cpu=$(json_field "$out/train-cpu/summary.json" final_loss)
+say "final loss: cuda ${loss_cuda:-?}, cpu ${loss_cpu:-?}"
+if [[ -n $loss_cuda && -n $loss_cpu ]] && ! awk -v a="$loss_cuda" -v b="$loss_cpu" \
+     'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-3 * b) }'; then
+  problem "train --device cuda ends at loss $loss_cuda, the cpu at $loss_cpu (more than 0.1% apart)"
 fi
+
+rows=()
+for dtype in fp32 bf16; do
+  for n in 1 2; do
+    dir=$out/step-$dtype-n$n
+    say "fsdp4j bench step: gpt2-124m, batch 8 x 1024, $dtype, $n rank(s) on cuda:0"
+    if timeout 35 cli bench step --device cuda:0 --world-size "$n" --preset gpt2-124m --batch-size 8 \
+         --seq-len 1024 --param-dtype "$dtype" --warmup 3 --steps 5 --out "$dir"; then
+      syncs=$(json_field "$dir/step.json" host_syncs_per_step)
+      promoted=$(json_field "$dir/step.json" promoted_copies)
+      rows+=("$(printf '%-5s %2d %10s %12s %8s %6s %9s' "$dtype" "$n" "$(json_field "$dir/step.json" step_time_ms_median)" \
+        "$(json_field "$dir/step.json" tokens_per_second)" "$(json_field "$dir/step.json" mfu)" "${syncs:-?}" "${promoted:-?}")")
+      [[ ${syncs:-9} -le 1 ]] || problem "$dtype N=$n: a step synchronised the host ${syncs:-?} times (budget 1)"
+      [[ ${promoted:-9} -eq 0 ]] || problem "$dtype N=$n: ${promoted:-?} GEMMs promoted an operand by a copy"
+    else
+      problem "bench step $dtype N=$n did not finish"
+    fi
+  done
+done
+say "summary: tests ${tests_ok:-?} ok / ${tests_failed:-?} failed / ${tests_skipped:-?} skipped; loss cuda ${loss_cuda:-?} vs cpu ${loss_cpu:-?}"
+printf '%-5s %2s %10s %12s %8s %6s %9s\n' dtype N "ms/step" "tok/s" MFU syncs promoted
+for r in "${rows[@]+"${rows[@]}"}"; do echo "$r"; done
 
 finish

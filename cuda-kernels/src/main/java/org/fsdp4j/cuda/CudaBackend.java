@@ -698,7 +698,7 @@ public final class CudaBackend implements Backend {
      * Makes this GPU current on the calling thread for the runtime API and, through its primary
      * context, for the driver API our kernel launches use (cheap; CUDA keeps both per thread).
      */
-    private void enter() {
+    void enter() {
         CudaCheck.check(cudaSetDevice(index), "cudaSetDevice(" + index + ")", index);
         CudaCheck.checkDriver(cuCtxSetCurrent(primaryContext), "cuCtxSetCurrent", index);
     }

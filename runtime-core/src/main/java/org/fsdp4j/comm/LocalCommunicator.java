@@ -87,17 +87,7 @@ final class LocalCommunicator implements Communicator {
     @Override
     public void allGather(Tensor input, Tensor output, Backend.Stream stream) {
         long n = input.numel();
-        requireSameDtype("allGather", input, output);
-        if (output.numel() != n * size()) {
-            throw new IllegalArgumentException("allGather on '" + name() + "': output has " + output.numel()
-                    + " elements, expected " + size() + " × " + n);
-        }
-        Tensor ownChunk = output.view(rank * n, n);
-        boolean inPlace = sameRegion(input, ownChunk);
-        if (!inPlace && overlaps(input, output)) {
-            throw new IllegalArgumentException("allGather on '" + name() + "': the input overlaps the output "
-                    + "other than as this rank's chunk");
-        }
+        boolean inPlace = CollectiveChecks.allGather(name(), size(), rank, input, output);
         String signature = "allGather(" + input.dtype().shortName() + ", " + n + ")";
         if (size() == 1) {
             alone(stream, () -> {
@@ -123,15 +113,7 @@ final class LocalCommunicator implements Communicator {
     @Override
     public void reduceScatter(Tensor input, Tensor output, Reduction reduction, Backend.Stream stream) {
         long n = output.numel();
-        requireSameDtype("reduceScatter", input, output);
-        requireFloating("reduceScatter", input);
-        if (input.numel() != n * size()) {
-            throw new IllegalArgumentException("reduceScatter on '" + name() + "': input has " + input.numel()
-                    + " elements, expected " + size() + " × " + n);
-        }
-        if (overlaps(input, output)) {
-            throw new IllegalArgumentException("reduceScatter on '" + name() + "': the output overlaps the input");
-        }
+        CollectiveChecks.reduceScatter(name(), size(), input, output);
         String signature = "reduceScatter(" + input.dtype().shortName() + ", " + input.numel() + ", " + reduction + ")";
         if (size() == 1) {
             alone(stream, () -> reduceInto(new Tensor[] {input}, 0, n, reduction, List.of(output.reshape(n))));
@@ -144,7 +126,7 @@ final class LocalCommunicator implements Communicator {
 
     @Override
     public void allReduce(Tensor buffer, Reduction reduction, Backend.Stream stream) {
-        requireFloating("allReduce", buffer);
+        CollectiveChecks.allReduce(name(), buffer);
         String signature = "allReduce(" + buffer.dtype().shortName() + ", " + buffer.numel() + ", " + reduction + ")";
         if (size() == 1) {
             alone(stream, () -> reduceInto(new Tensor[] {buffer}, 0, buffer.numel(), reduction,
@@ -168,10 +150,7 @@ final class LocalCommunicator implements Communicator {
 
     @Override
     public void broadcast(Tensor buffer, int root, Backend.Stream stream) {
-        if (root < 0 || root >= size()) {
-            throw new IllegalArgumentException("broadcast on '" + name() + "': root " + root
-                    + " is outside a group of " + size());
-        }
+        CollectiveChecks.broadcast(name(), size(), root);
         String signature = "broadcast(" + buffer.dtype().shortName() + ", " + buffer.numel() + ", root " + root + ")";
         if (size() == 1) {
             checkOpen();
@@ -379,7 +358,7 @@ final class LocalCommunicator implements Communicator {
             return;
         }
         boolean accumulateInPlace = destinations.size() == 1 && destinations.get(0).dtype() == DType.F32
-                && Arrays.stream(sources).noneMatch(s -> overlaps(s, destinations.get(0)));
+                && Arrays.stream(sources).noneMatch(s -> CollectiveChecks.overlaps(s, destinations.get(0)));
         Tensor acc = accumulateInPlace ? destinations.get(0) : backend.allocate(DType.F32, MemoryCategory.WORKSPACE, n);
         try {
             backend.copy(sources[0].reshape(sources[0].numel()).view(offset, n), acc);
@@ -405,27 +384,5 @@ final class LocalCommunicator implements Communicator {
     /** Counts the bytes of a collective when it is issued (what it will move is known then, as NCCL's would be). */
     private void record(CommOp op, long fullBytes, int root) {
         counters.record(op, op.sentBytes(fullBytes, size(), rank, root), op.receivedBytes(fullBytes, size(), rank, root));
-    }
-
-    private void requireSameDtype(String op, Tensor a, Tensor b) {
-        if (a.dtype() != b.dtype()) {
-            throw new IllegalArgumentException(op + " on '" + name() + "': input is " + a.dtype().shortName()
-                    + " but output is " + b.dtype().shortName() + "; cast before the collective so one dtype travels");
-        }
-    }
-
-    private void requireFloating(String op, Tensor t) {
-        if (!t.dtype().isFloating()) {
-            throw new IllegalArgumentException(op + " on '" + name() + "' reduces floating buffers, got " + t.dtype());
-        }
-    }
-
-    private static boolean sameRegion(Tensor a, Tensor b) {
-        return a.rawStorage() == b.rawStorage() && a.byteOffset() == b.byteOffset() && a.numBytes() == b.numBytes();
-    }
-
-    private static boolean overlaps(Tensor a, Tensor b) {
-        return a.rawStorage() == b.rawStorage() && a.byteOffset() < b.byteOffset() + b.numBytes()
-                && b.byteOffset() < a.byteOffset() + a.numBytes();
     }
 }

@@ -8,7 +8,7 @@ package org.fsdp4j.comm;
 import java.time.Duration;
 import org.fsdp4j.backend.Backend;
 
-public final class LocalGroup {
+public final class LocalGroup implements RankGroup {
 
     /** Where a collective's meetings run: inside the stream (CPU ranks), or on the host at issue time (any backend). */
     public enum Dispatch {
@@ -46,10 +46,12 @@ public final class LocalGroup {
         this.world = new Rendezvous("world", ranks, timeout, fate);
     }
 
+    @Override
     public int size() {
         return size;
     }
 
+    @Override
     public Duration timeout() {
         return timeout;
     }
@@ -59,6 +61,7 @@ public final class LocalGroup {
     }
 
     /** Rank {@code rank}'s communicator over the whole group, moving data with {@code backend}. */
+    @Override
     public Communicator communicator(int rank, Backend backend) {
         if (rank < 0 || rank >= size) {
             throw new IllegalArgumentException("rank " + rank + " is outside a group of " + size);
@@ -67,10 +70,12 @@ public final class LocalGroup {
     }
 
     /** Poisons the group because rank {@code rank} failed with {@code cause} (see Communicator.abort). */
+    @Override
     public void abort(int rank, Throwable cause) {
         fate.abort(LocalCommunicator.rankFailure(rank, cause));
     }
 
+    @Override
     public boolean isAborted() {
         return fate.isAborted();
     }

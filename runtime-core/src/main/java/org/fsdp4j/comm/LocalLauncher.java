@@ -45,7 +45,7 @@ public final class LocalLauncher {
      * Runs {@code body} for ranks 0..group.size()−1 on threads "fsdp4j-rank-r" and waits for all
      * of them (at most a few collective timeouts after the first failure).
      */
-    public static <T> List<T> run(LocalGroup group, RankBody<T> body) {
+    public static <T> List<T> run(RankGroup group, RankBody<T> body) {
         int n = group.size();
         List<T> results = new ArrayList<>();
         Throwable[] failures = new Throwable[n];

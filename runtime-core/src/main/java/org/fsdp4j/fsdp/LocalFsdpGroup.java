@@ -7,6 +7,7 @@
 package org.fsdp4j.fsdp;
 
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.function.UnaryOperator;
 import org.fsdp4j.backend.Backend;
@@ -16,6 +17,8 @@ import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.DeviceMesh;
 import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.comm.LocalLauncher;
+import org.fsdp4j.comm.RankGroup;
+import org.fsdp4j.comm.RankGroups;
 import org.fsdp4j.model.TrainableModel;
 import org.fsdp4j.optim.Optimizer;
 import org.fsdp4j.tensor.DType;
@@ -50,7 +53,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
         final List<MicroBatch> microBatches;  // (b, T) I32 token and target tensors, refilled each step
         private final List<AutoCloseable> made;
 
-        Rank(int rank, LocalGroup group, FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
+        Rank(int rank, RankGroup group, FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
              int microBatchSize, int seqLen, Device deviceKind, BackendOptions options, UnaryOperator<Communicator> link) {
             List<AutoCloseable> made = new ArrayList<>();
             try {
@@ -109,7 +112,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
     }
 
     private final FsdpConfig config;
-    private final LocalGroup group;
+    private final RankGroup group;
     private final int globalBatch;
     private final int seqLen;
     private final List<Rank> ranks;
@@ -123,27 +126,46 @@ public final class LocalFsdpGroup implements AutoCloseable {
      */
     public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed, int globalBatch,
                           int seqLen, Device device, BackendOptions perRank, UnaryOperator<Communicator> link) {
-        this(config, models, optimizer, seed, globalBatch, seqLen, device, perRank, link,
-                device.isCpu() ? LocalGroup.Dispatch.HOST_FUNCTIONS : LocalGroup.Dispatch.STREAM_EVENTS);
+        this(config, models, optimizer, seed, globalBatch, seqLen, Collections.nCopies(config.worldSize(), device),
+                perRank, link);
+    }
+
+    /** As above with rank r on {@code devices.get(r)}; the ranks talk as RankGroups picks from where they sit. */
+    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed, int globalBatch,
+                          int seqLen, List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link) {
+        this(config, models, optimizer, seed, globalBatch, seqLen, devices, perRank, link,
+                RankGroups.forDevices(devices, config.collectiveTimeout()));
     }
 
     /**
-     * As above, with the in-process group's {@code dispatch} given: CPU ranks default to host
-     * functions, ranks sharing a GPU need stream events (tests run CPU ranks both ways).
+     * As above, every rank on {@code device} with an in-process group that runs its collectives
+     * as {@code dispatch} says (tests run CPU ranks both ways).
      */
     public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed, int globalBatch,
                           int seqLen, Device device, BackendOptions perRank, UnaryOperator<Communicator> link,
                           LocalGroup.Dispatch dispatch) {
+        this(config, models, optimizer, seed, globalBatch, seqLen, Collections.nCopies(config.worldSize(), device),
+                perRank, link, new LocalGroup(config.worldSize(), config.collectiveTimeout(), dispatch));
+    }
+
+    /** As above, the ranks talking through {@code group} (NCCL, or an in-process group made by the caller). */
+    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed, int globalBatch,
+                          int seqLen, List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link,
+                          RankGroup group) {
+        if (devices.size() != config.worldSize() || group.size() != config.worldSize()) {
+            throw new IllegalArgumentException(config.worldSize() + " ranks, but " + devices.size()
+                    + " devices and a group of " + group.size());
+        }
         config.checkBatch(globalBatch);
         this.config = config;
-        this.group = new LocalGroup(config.worldSize(), config.collectiveTimeout(), dispatch);
+        this.group = group;
         this.globalBatch = globalBatch;
         this.seqLen = seqLen;
         int microBatchSize = globalBatch / config.worldSize() / config.microBatches();
         Rank[] made = new Rank[config.worldSize()];
         try {
             LocalLauncher.run(group, r -> made[r] = new Rank(r, group, config, models, optimizer, seed, microBatchSize,
-                    seqLen, device, perRank, link));
+                    seqLen, devices.get(r), perRank, link));
         } catch (RuntimeException e) {
             for (Rank r : made) {
                 if (r != null) {

@@ -39,8 +39,9 @@ public final class EngineStepExecutor implements StepExecutor {
                 : Math.max(1, config.cpuThreads() / n);
         this.group = new LocalFsdpGroup(config.fsdp(),
                 (rank, backend) -> new GptModel(config.model(), backend, config.checkpointActivations()),
-                optimizerFor(config), config.seed(), config.batchSize(), config.seqLen(), device,
-                new BackendOptions(threadsPerRank, config.debugStreams()), UnaryOperator.identity());
+                optimizerFor(config), config.seed(), config.batchSize(), config.seqLen(),
+                RankPlacement.place(config.device(), device, n), new BackendOptions(threadsPerRank, config.debugStreams()),
+                UnaryOperator.identity());
         this.commBytesPerRank = new long[n];
     }
 

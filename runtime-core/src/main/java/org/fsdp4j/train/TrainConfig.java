@@ -125,7 +125,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
     /** "auto" or a device Device.parse accepts, normalised to lower case. */
     private static String checkDevice(String device) {
         String d = device.trim().toLowerCase(Locale.ROOT);
-        if (d.equals("auto")) {
+        if (d.equals("auto") || d.equals("cuda")) {   // "cuda": every visible GPU, one rank each (RankPlacement)
             return d;
         }
         try {

@@ -142,7 +142,7 @@ public final class Trainer implements AutoCloseable {
                 throw e;
             }
             atLossScaleFloor = true;        // fp16: no scale makes the gradients finite; loss unknown
-            outcome = new StepExecutor.StepOutcome(Float.NaN, Double.NaN, true);
+            outcome = new StepExecutor.StepOutcome(Float.NaN, Double.NaN, true, 0, 0);
         }
         double timeMs = (System.nanoTime() - start) / 1e6;
         long live = 0;

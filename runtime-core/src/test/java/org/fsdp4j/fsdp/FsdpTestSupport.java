@@ -20,6 +20,8 @@ import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.LocalGroup;
+import org.fsdp4j.comm.RankGroup;
+import java.util.function.IntFunction;
 import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.model.GptModel;
 import org.fsdp4j.model.ParameterStore;
@@ -55,14 +57,21 @@ final class FsdpTestSupport {
     final Random random = new Random(seed);
     final int[][] tokens = new int[STEPS][];
     final int[][] targets = new int[STEPS][];
-    final LocalGroup.Dispatch dispatch;     // how the in-process group runs its collectives
+    final Device device;                          // where every rank runs
+    final IntFunction<RankGroup> groups;          // how N ranks talk
 
     FsdpTestSupport() {
         this(LocalGroup.Dispatch.HOST_FUNCTIONS);
     }
 
     FsdpTestSupport(LocalGroup.Dispatch dispatch) {
-        this.dispatch = dispatch;
+        this(Device.CPU, n -> new LocalGroup(n, Duration.ofSeconds(30), dispatch));
+    }
+
+    /** Ranks on {@code device}, talking through the group {@code groups} makes for N ranks (GPU tests). */
+    FsdpTestSupport(Device device, IntFunction<RankGroup> groups) {
+        this.device = device;
+        this.groups = groups;
         for (int s = 0; s < STEPS; s++) {
             tokens[s] = randomTokens();
             targets[s] = randomTokens();
@@ -182,7 +191,8 @@ final class FsdpTestSupport {
             out.add(new RankTrajectory(new ArrayList<>(), new ArrayList<>()));
         }
         try (LocalFsdpGroup group = new LocalFsdpGroup(config, (r, b) -> new GptModel(TINY, b, checkpoint), optimizer,
-                seed, BATCH, SEQ, org.fsdp4j.tensor.Device.CPU, FsdpTestSupport.RANK_BACKEND, link, dispatch)) {
+                seed, BATCH, SEQ, java.util.Collections.nCopies(config.worldSize(), device), RANK_BACKEND, link,
+                groups.apply(config.worldSize()))) {
             group.onEachRank((r, engine) -> {
                 setUp.accept(engine);
                 return null;

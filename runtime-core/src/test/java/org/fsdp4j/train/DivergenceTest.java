@@ -20,7 +20,7 @@ import org.fsdp4j.data.Batch;
 import org.fsdp4j.fsdp.LossScaleFloorException;
 import org.fsdp4j.metrics.JsonFiles;
 import org.fsdp4j.model.GptConfig;
-import org.fsdp4j.model.ParameterStore;
+import org.fsdp4j.fsdp.FsdpEngine;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.MemoryTracker;
 import org.junit.jupiter.api.Test;
@@ -70,12 +70,12 @@ class DivergenceTest {
     }
 
     private static Supplier<StepExecutor.StepOutcome> ok(float loss) {
-        return () -> new StepExecutor.StepOutcome(loss, 1.0, false);
+        return () -> new StepExecutor.StepOutcome(loss, 1.0, false, 1, 0);
     }
 
     /** What an executor reports for non-finite gradients: the update was skipped. */
     private static Supplier<StepExecutor.StepOutcome> nonFinite(float loss) {
-        return () -> new StepExecutor.StepOutcome(loss, Double.NaN, true);
+        return () -> new StepExecutor.StepOutcome(loss, Double.NaN, true, 1, 0);
     }
 
     private static TrainConfig.Builder config(int steps) {
@@ -211,12 +211,15 @@ class DivergenceTest {
             TrainSummary s = trainer.run(r -> { });
             assertTrue(s.outcome().diverged(), Arrays.toString(s.losses()));
             assertTrue(s.steps() < 20);
-            ParameterStore store = ((LocalStepExecutor) trainer.executor()).parameters();
-            for (ParameterStore.Entry e : store.entries()) {
-                for (float v : store.get(e.spec().name())) {
-                    assertTrue(Float.isFinite(v), e.spec().name() + " holds a non-finite value after the stop");
+            ((EngineStepExecutor) trainer.executor()).group().onEachRank((rank, engine) -> {
+                for (int u = 0; u < engine.layouts().size(); u++) {
+                    FsdpEngine.ShardView v = engine.shard(u);
+                    for (float x : v.master()) {
+                        assertTrue(Float.isFinite(x), v.unitName() + " holds a non-finite value after the stop");
+                    }
                 }
-            }
+                return null;
+            });
         }
     }
 }

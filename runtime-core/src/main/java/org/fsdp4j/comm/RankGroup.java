@@ -1,0 +1,25 @@
+// The ranks of one job that live in this process, as the code that starts them sees it: how many
+// there are, the communicator over all of them for each rank (made on that rank's thread, with
+// its backend), and the kill switch that makes every rank's pending and future collectives fail
+// promptly once one rank has failed. The in-process group of threads (LocalGroup) is one; NCCL
+// over the GPUs of this machine (nccl-comm) is another.
+package org.fsdp4j.comm;
+
+import java.time.Duration;
+import org.fsdp4j.backend.Backend;
+
+public interface RankGroup {
+
+    int size();
+
+    /** How long a rank waits for the others in one collective before the group is aborted. */
+    Duration timeout();
+
+    /** Rank {@code rank}'s communicator over the whole group, moving data with {@code backend}; call it on that rank's thread. */
+    Communicator communicator(int rank, Backend backend);
+
+    /** Poisons the group because rank {@code rank} failed with {@code cause}: every rank's collectives fail promptly, naming it. */
+    void abort(int rank, Throwable cause);
+
+    boolean isAborted();
+}

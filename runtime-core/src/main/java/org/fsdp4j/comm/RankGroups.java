@@ -1,0 +1,49 @@
+// Picks how the ranks of this process talk, from where they sit: CPU ranks are an in-process
+// group whose collectives are host functions on their streams; ranks that share one device an
+// in-process group whose streams trade events; ranks on different devices whatever provider
+// serves them (NCCL for several GPUs), found with ServiceLoader, or a clear error naming what
+// is missing.
+package org.fsdp4j.comm;
+
+import java.time.Duration;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Optional;
+import java.util.ServiceLoader;
+import org.fsdp4j.tensor.Device;
+
+public final class RankGroups {
+
+    private RankGroups() {
+    }
+
+    /** The group for ranks placed on {@code devices} (rank r on devices.get(r)). */
+    public static RankGroup forDevices(List<Device> devices, Duration timeout) {
+        if (devices.isEmpty()) {
+            throw new IllegalArgumentException("a group needs at least one rank");
+        }
+        if (devices.stream().allMatch(Device::isCpu)) {
+            return new LocalGroup(devices.size(), timeout, LocalGroup.Dispatch.HOST_FUNCTIONS);
+        }
+        if (new HashSet<>(devices).size() == 1) {
+            return new LocalGroup(devices.size(), timeout, LocalGroup.Dispatch.STREAM_EVENTS);
+        }
+        if (devices.stream().anyMatch(Device::isCpu)) {
+            throw new IllegalArgumentException("ranks on the CPU and on GPUs cannot form one group: " + devices);
+        }
+        StringBuilder why = new StringBuilder();
+        for (RankGroupProvider p : ServiceLoader.load(RankGroupProvider.class)) {
+            if (!p.serves(devices)) {
+                continue;
+            }
+            Optional<String> reason = p.unavailableReason();
+            if (reason.isEmpty()) {
+                return p.create(devices, timeout);
+            }
+            why.append("; ").append(p.name()).append(" is not usable: ").append(reason.get());
+        }
+        throw new IllegalArgumentException(devices.size() + " ranks on " + devices + " need a communicator between"
+                + " GPUs (NCCL, in nccl-comm)" + (why.length() == 0 ? ", which is not on the class path" : why)
+                + "; to run several ranks on one GPU, name it: --device cuda:0");
+    }
+}
