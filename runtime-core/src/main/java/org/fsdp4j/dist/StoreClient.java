@@ -45,7 +45,7 @@ public final class StoreClient implements AutoCloseable {
     private final Socket socket;
     private final DataInputStream in;
     private final DataOutputStream out;
-    private boolean closed;
+    private volatile boolean closed;
 
     private StoreClient(String host, int port, Duration timeout, Socket socket) throws IOException {
         this.host = host;
@@ -190,6 +190,10 @@ public final class StoreClient implements AutoCloseable {
             throw new RendezvousException("rendezvous store " + address() + " did not answer " + request.op() + " '"
                     + request.key() + "' within " + seconds(wait.plus(ANSWER_SLACK)), e);
         } catch (IOException e) {
+            if (closed) {
+                throw new IllegalStateException("the store client for " + address() + " was closed during "
+                        + request.op() + " '" + request.key() + "'", e);
+            }
             closeQuietly(socket);
             closed = true;
             throw new RendezvousException("lost the rendezvous store at " + address() + " (" + e.getMessage()
@@ -197,8 +201,9 @@ public final class StoreClient implements AutoCloseable {
         }
     }
 
+    /** Hangs up, also on a call in progress on another thread (which then fails). Idempotent. */
     @Override
-    public synchronized void close() {
+    public void close() {
         closed = true;
         closeQuietly(socket);
     }

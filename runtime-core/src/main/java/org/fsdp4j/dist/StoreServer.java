@@ -7,7 +7,9 @@
 // not a request gets an error response and is dropped; the others are not disturbed.
 // Liveness: a connection that sets "alive/NAME" owns that key; if the connection ends before it
 // deletes the key (its process was killed), the server replaces it with "dead/NAME" and sets
-// "dead" to NAME (the first), so the others can tell a dead process from a slow one.
+// "dead" to NAME (the first), so the others can tell a dead process from a slow one. A hang-up
+// is noticed when the request in progress on that connection ends (a wait of ProcessGroup's is
+// at most a second).
 package org.fsdp4j.dist;
 
 import java.io.BufferedInputStream;

@@ -113,7 +113,8 @@ class StoreTest {
             StoreClient quitter = client();
             quitter.set(StoreServer.ALIVE + "process 1", "1");
             ExecutorService pool = Executors.newSingleThreadExecutor();
-            Future<?> waiting = pool.submit(() -> quitter.get("never", Duration.ofSeconds(30)));
+            // the server notices a hang-up when the wait it serves ends (ProcessGroup waits in 1 s slices)
+            Future<?> waiting = pool.submit(() -> quitter.get("never", Duration.ofMillis(500)));
             Thread.sleep(100);
             quitter.close();                      // hangs up in the middle of its wait
             assertThrows(Exception.class, waiting::get);
