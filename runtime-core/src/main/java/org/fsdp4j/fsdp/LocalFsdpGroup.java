@@ -152,9 +152,9 @@ public final class LocalFsdpGroup implements AutoCloseable {
     public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed, int globalBatch,
                           int seqLen, List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link,
                           RankGroup group) {
-        if (devices.size() != config.worldSize() || group.size() != config.worldSize()) {
+        if (devices.size() != config.worldSize() || group.worldSize() != config.worldSize()) {
             throw new IllegalArgumentException(config.worldSize() + " ranks, but " + devices.size()
-                    + " devices and a group of " + group.size());
+                    + " devices and a group of " + group.worldSize());
         }
         config.checkBatch(globalBatch);
         this.config = config;
@@ -162,10 +162,10 @@ public final class LocalFsdpGroup implements AutoCloseable {
         this.globalBatch = globalBatch;
         this.seqLen = seqLen;
         int microBatchSize = globalBatch / config.worldSize() / config.microBatches();
-        Rank[] made = new Rank[config.worldSize()];
+        Rank[] made = new Rank[group.size()];     // the ranks of this process: group.firstRank() onwards
         try {
-            LocalLauncher.run(group, r -> made[r] = new Rank(r, group, config, models, optimizer, seed, microBatchSize,
-                    seqLen, devices.get(r), perRank, link));
+            LocalLauncher.run(group, r -> made[r - group.firstRank()] = new Rank(r, group, config, models, optimizer, seed,
+                    microBatchSize, seqLen, devices.get(r), perRank, link));
         } catch (RuntimeException e) {
             for (Rank r : made) {
                 if (r != null) {
@@ -184,7 +184,8 @@ public final class LocalFsdpGroup implements AutoCloseable {
 
     /**
      * One step on a global batch (tokens and targets, (B, T) row-major): rank r trains on rows
-     * [r·B/N, (r+1)·B/N), split into its micro-batches in order. Returns every rank's result.
+     * [r·B/N, (r+1)·B/N), split into its micro-batches in order. Returns the result of every rank
+     * this process runs (all of them unless the group spans processes), in rank order.
      */
     public List<FsdpStepResult> step(int[] tokens, int[] targets, float lr) {
         if (closed) {
@@ -196,7 +197,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
         }
         int perRank = globalBatch / config.worldSize() * seqLen;
         return LocalLauncher.run(group, r -> {
-            Rank rank = ranks.get(r);
+            Rank rank = ranks.get(r - group.firstRank());
             int offset = r * perRank;
             for (MicroBatch mb : rank.microBatches) {
                 rank.device.copyFromHost(tokens, offset, mb.tokens());
@@ -209,10 +210,10 @@ public final class LocalFsdpGroup implements AutoCloseable {
 
     /** Runs {@code task} on every rank's thread (as a step does) and returns the results in rank order. */
     public <T> List<T> onEachRank(RankTask<T> task) {
-        return LocalLauncher.run(group, r -> task.run(r, ranks.get(r).engine));
+        return LocalLauncher.run(group, r -> task.run(r, ranks.get(r - group.firstRank()).engine));
     }
 
-    /** Each rank's device tracker, in rank order. */
+    /** Each rank's device tracker, in rank order (the ranks of this process). */
     public List<MemoryTracker> deviceMemory() {
         return ranks.stream().map(r -> r.deviceMemory).toList();
     }
