@@ -41,6 +41,7 @@ import java.util.Set;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.comm.CommBytes;
 import org.fsdp4j.comm.Communicator;
+import org.fsdp4j.comm.CommTag;
 import org.fsdp4j.comm.DeviceMesh;
 import org.fsdp4j.comm.Reduction;
 import org.fsdp4j.model.TrainableModel;
@@ -290,7 +291,9 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
                 waitFor(compute, optimizerBackend.computeStream().record(), Wait.OFFLOAD_HANDOFF);
             }
             if (config.worldSize() > 1) {
-                mesh.world().allReduce(metrics, Reduction.SUM, compute);
+                try (CommTag.Scope tag = CommTag.of("the step's loss and gradient norm")) {
+                    mesh.world().allReduce(metrics, Reduction.SUM, compute);
+                }
             }
             device.copyToHost(metrics, out, 0);
         }
@@ -327,7 +330,9 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         }
         waitFor(gatherStream, compute.record(), Wait.ALL_GATHER_ON_COMPUTE);
         for (ShardedUnit u : units) {
-            mesh.shard().allGather(u.gatherInput, u.full, gatherStream);
+            try (CommTag.Scope tag = CommTag.of("unit " + u.unit.name())) {
+                mesh.shard().allGather(u.gatherInput, u.full, gatherStream);
+            }
         }
         waitFor(compute, gatherStream.record(), Wait.COMPUTE_ON_REPLICATED_GATHER);
     }
@@ -450,7 +455,9 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         if (after != null) {
             waitFor(gatherStream, after, Wait.ALL_GATHER_ON_REDUCTION);
         }
-        mesh.shard().allGather(u.gatherInput, out, gatherStream);
+        try (CommTag.Scope tag = CommTag.of("unit " + u.unit.name())) {
+            mesh.shard().allGather(u.gatherInput, out, gatherStream);
+        }
         u.pendingGather = new ShardedUnit.PendingGather(out, gatherStream.record());
     }
 

@@ -11,7 +11,10 @@ import java.util.Optional;
 import java.util.OptionalDouble;
 import java.util.function.UnaryOperator;
 import org.fsdp4j.backend.BackendOptions;
+import org.fsdp4j.comm.RankGroup;
+import org.fsdp4j.comm.RankGroups;
 import org.fsdp4j.data.Batch;
+import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.fsdp.FsdpStepResult;
 import org.fsdp4j.fsdp.LocalFsdpGroup;
 import org.fsdp4j.fsdp.UnitBufferPlan;
@@ -28,21 +31,36 @@ public final class EngineStepExecutor implements StepExecutor {
     private static final float EPS = 1e-8f;
 
     private final TrainConfig config;
+    private final ProcessGroup processes;     // null when every rank runs in this process
     private final LocalFsdpGroup group;
     private final long[] commBytesPerRank;
 
     /** Starts config.worldSize() ranks on {@code device}; each gets cpuThreads / N host threads (all cores when 0). */
     public EngineStepExecutor(TrainConfig config, Device device) {
+        this(config, device, null);
+    }
+
+    /**
+     * As above, but when {@code processes} is given this process runs only its share of the
+     * ranks (N / processes), which reach the others over TCP; the ranks of every process on this
+     * machine share its cores.
+     */
+    public EngineStepExecutor(TrainConfig config, Device device, ProcessGroup processes) {
         this.config = config;
+        this.processes = processes;
         int n = config.worldSize();
-        int threadsPerRank = config.cpuThreads() == 0 ? LocalFsdpGroup.defaultCpuThreads(n)
-                : Math.max(1, config.cpuThreads() / n);
+        List<Device> devices = RankPlacement.place(config.device(), device, n);
+        RankGroup ranks = processes == null ? RankGroups.forDevices(devices, config.collectiveTimeout())
+                : processes.ranks(n, config.collectiveTimeout());
+        int here = ranks.size();
+        int onThisMachine = processes == null ? n : here * processes.identity().localCount();
+        int threadsPerRank = config.cpuThreads() == 0 ? LocalFsdpGroup.defaultCpuThreads(onThisMachine)
+                : Math.max(1, config.cpuThreads() / here);
         this.group = new LocalFsdpGroup(config.fsdp(),
                 (rank, backend) -> new GptModel(config.model(), backend, config.checkpointActivations()),
-                optimizerFor(config), config.seed(), config.batchSize(), config.seqLen(),
-                RankPlacement.place(config.device(), device, n), new BackendOptions(threadsPerRank, config.debugStreams()),
-                UnaryOperator.identity());
-        this.commBytesPerRank = new long[n];
+                optimizerFor(config), config.seed(), config.batchSize(), config.seqLen(), devices,
+                new BackendOptions(threadsPerRank, config.debugStreams()), UnaryOperator.identity(), ranks);
+        this.commBytesPerRank = new long[here];
     }
 
     /** The AdamW every run trains with (the lr is replaced per step by the schedule's). */
@@ -108,6 +126,16 @@ public final class EngineStepExecutor implements StepExecutor {
     @Override
     public long[] commBytesPerRank() {
         return commBytesPerRank.clone();
+    }
+
+    @Override
+    public boolean agreesOnStops() {
+        return processes != null;
+    }
+
+    @Override
+    public String agreeToStop(int step, String requested) {
+        return processes == null ? requested : processes.agreeToStop(step, requested);
     }
 
     /** The group of ranks (for tests that inspect shards). */
