@@ -33,7 +33,9 @@ public final class Settings {
             }
             Object v;
             try {
-                v = c.getAccessor().invoke(r);
+                java.lang.reflect.Method accessor = c.getAccessor();
+                accessor.trySetAccessible();      // a record nested in a class of another package
+                v = accessor.invoke(r);
             } catch (ReflectiveOperationException e) {
                 throw new IllegalStateException("cannot read " + key + " of " + r.getClass().getSimpleName(), e);
             }

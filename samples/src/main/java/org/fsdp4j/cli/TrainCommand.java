@@ -3,7 +3,10 @@
 // preflight estimates the peak memory against what the device has and the time per step), then
 // prints the resolved configuration, one line per step and the gap to the loss floor, and
 // writes summary.json with --out. A run that diverges or is interrupted still writes its
-// summary; it then exits with the code ExitCode gives it.
+// summary; it then exits with the code ExitCode gives it. As one process of several (DistOptions:
+// flags, or torchrun's, Slurm's or Open MPI's variables) it first meets the others and checks
+// their settings are its own; process 0 prints and writes for the run, and a failure here is
+// left for the others to read, so that every process stops at once with the same reason.
 package org.fsdp4j.cli;
 
 import java.io.PrintWriter;
@@ -13,6 +16,8 @@ import java.util.OptionalLong;
 import java.util.concurrent.Callable;
 import java.util.stream.Collectors;
 import org.fsdp4j.backend.Backends;
+import org.fsdp4j.dist.ProcessGroup;
+import org.fsdp4j.dist.ProcessIdentity;
 import org.fsdp4j.tensor.Device;
 import org.fsdp4j.train.AnalyticStepCost;
 import org.fsdp4j.train.NonFinitePolicy;
@@ -58,45 +63,78 @@ final class TrainCommand implements Callable<Integer> {
         }
     }
 
+    @Mixin
+    DistOptions dist;
+
     @Override
     public Integer call() {
-        PrintWriter out = spec.commandLine().getOut();
-        TrainConfig asked = options.applyTo(TrainConfig.builder()).build();
-        try (OutputDir dir = OutputDir.claim(asked.outDir(), "train", SUMMARY_FILE)) {
+        Optional<ProcessIdentity> identity = dist.identity();           // empty: this process runs alone
+        boolean first = identity.map(id -> id.rank() == 0).orElse(true);
+        PrintWriter out = first ? spec.commandLine().getOut() : DistOptions.quiet();   // process 0 speaks for the run
+        TrainConfig.Builder builder = options.applyTo(TrainConfig.builder());
+        if (identity.isPresent() && options.worldSize == null) {
+            builder.worldSize(identity.get().count());                  // one rank per process
+        }
+        TrainConfig asked = builder.build();
+        try (OutputDir dir = OutputDir.claim(first ? asked.outDir() : Optional.empty(), "train", SUMMARY_FILE)) {
             Device device = Backends.resolve(asked.device(), out::println);
+            if (identity.isPresent() && !device.isCpu()) {
+                throw new UserError(ExitCode.BAD_INPUT, "a run over several processes trains on the CPU (the ranks talk"
+                        + " over TCP), but --device resolved to " + device + ": pass --device cpu");
+            }
             TrainConfig config = asked.toBuilder().device(device.toString()).build();
-            Preflight.Report preflight = Preflight.check(config, device, new AnalyticStepCost(),
-                    memoryLimit == null ? OptionalLong.empty() : OptionalLong.of(memoryLimit), true);
-            refuseUnlessItFits(preflight);
-            dir.removeEarlierReports();
-            try (Trainer trainer = new Trainer(config, out::println);
-                 SignalStop stop = SignalStop.install(trainer, why -> abandon(trainer, dir, why))) {
-                RunLog.header(out, "train", trainer.info());
-                RunLog.preflight(out, preflight, config.steps(), force);
-                boolean lossScaled = config.precision().needsLossScaling();
-                TrainSummary summary;
+            try (ProcessGroup processes = identity.isPresent()
+                    ? DistOptions.join(identity.get(), config, config.collectiveTimeout()) : null) {
                 try {
-                    summary = trainer.run(r -> RunLog.step(out, r, lossScaled));
-                } catch (RuntimeException | OutOfMemoryError e) {
-                    if (!stop.claimEnding()) {
-                        waitForHalt();          // a signal's watchdog is writing the summary already
+                    return train(out, dir, config, device, processes);
+                } catch (RuntimeException | Error e) {
+                    if (processes != null) {
+                        processes.fail(String.valueOf(e.getMessage()));   // the others stop now, with this reason
                     }
-                    throw withSummary(e, trainer, dir);
+                    throw e;
                 }
-                if (!stop.claimEnding()) {
-                    waitForHalt();              // a signal abandoned the run and is writing its summary
-                }
-                RunLog.footer(out, summary);
-                Optional<Path> file = dir.write(SUMMARY_FILE, summary);
-                file.ifPresent(f -> out.println("summary: " + f));
-                out.flush();
-                return ending(config, summary, file, stop);
             }
         }
     }
 
+    /** The run itself, once the configuration is resolved and, for a run over several processes, they have met. */
+    private int train(PrintWriter out, OutputDir dir, TrainConfig config, Device device, ProcessGroup processes) {
+        Preflight.Report preflight = Preflight.check(config, device, new AnalyticStepCost(),
+                memoryLimit == null ? OptionalLong.empty() : OptionalLong.of(memoryLimit), true);
+        refuseUnlessItFits(preflight);
+        dir.removeEarlierReports();
+        try (Trainer trainer = processes == null ? new Trainer(config, out::println)
+                : new Trainer(config, out::println, processes);
+             SignalStop stop = SignalStop.install(trainer, why -> abandon(trainer, dir, why))) {
+            LaunchControl.watch(stop::forwarded);     // started by `fsdp4j launch`: its signals come through stdin
+            RunLog.header(out, "train", trainer.info());
+            if (processes != null) {
+                out.println("  " + DistOptions.describe(processes.identity(), config.worldSize()));
+            }
+            RunLog.preflight(out, preflight, config.steps(), force);
+            boolean lossScaled = config.precision().needsLossScaling();
+            TrainSummary summary;
+            try {
+                summary = trainer.run(r -> RunLog.step(out, r, lossScaled));
+            } catch (RuntimeException | OutOfMemoryError e) {
+                if (!stop.claimEnding()) {
+                    waitForHalt();          // a signal's watchdog is writing the summary already
+                }
+                throw withSummary(e, trainer, dir);
+            }
+            if (!stop.claimEnding()) {
+                waitForHalt();              // a signal abandoned the run and is writing its summary
+            }
+            RunLog.footer(out, summary);
+            Optional<Path> file = dir.write(SUMMARY_FILE, summary);
+            file.ifPresent(f -> out.println("summary: " + f));
+            out.flush();
+            return ending(config, summary, file);
+        }
+    }
+
     /** The exit code of a run that got to its end; divergence is a UserError, an interruption one line. */
-    private int ending(TrainConfig config, TrainSummary summary, Optional<Path> file, SignalStop stop) {
+    private int ending(TrainConfig config, TrainSummary summary, Optional<Path> file) {
         RunOutcome outcome = summary.outcome();
         String where = file.map(f -> "; summary: " + f).orElse("");
         if (outcome.diverged()) {
@@ -106,7 +144,7 @@ final class TrainCommand implements Callable<Integer> {
             spec.commandLine().getErr().println("interrupted by " + outcome.interruptedBy() + " after step "
                     + summary.steps() + " of " + outcome.plannedSteps() + where);
             spec.commandLine().getErr().flush();
-            return stop.exitCode().code();
+            return SignalStop.exitCodeFor(outcome.interruptedBy()).code();   // the signal of whichever process got one
         }
         return ExitCode.OK.code();
     }
