@@ -64,7 +64,8 @@ final class DistOptions {
 
     /** The run's layout for the header: "2 processes x 2 ranks over TCP, master 127.0.0.1:29500 (torchrun's variables)". */
     static String describe(ProcessIdentity id, int worldSize) {
-        return id.count() + " processes x " + worldSize / id.count() + " ranks over TCP, master " + id.masterAddr() + ":"
+        int k = worldSize / id.count();
+        return id.count() + " processes x " + k + (k == 1 ? " rank" : " ranks") + " over TCP, master " + id.masterAddr() + ":"
                 + id.masterPort() + " (identity from " + id.source() + ")";
     }
 }

@@ -205,6 +205,27 @@ class MultiProcessCommandTest {
     }
 
     @Test
+    void aProcessThatHangsIsNamedByTheWatchdogAndTheRunEnds() throws Exception {
+        List<String> run = new ArrayList<>(RUN);
+        run.set(run.indexOf("--collective-timeout") + 1, "3");
+        Child launcher = Child.start(dir.resolve("hang.err"), Map.of(), args(List.of("launch", "--standalone",
+                "--nproc-per-node", "2", "--grace", "1", "--"), args(run, "--steps", "100000", "--world-size", "2")
+                .toArray(String[]::new)));
+        launcher.await("step 2/");
+        ProcessHandle hung = launcher.process().children().max((a, b) -> Long.compare(a.pid(), b.pid())).orElseThrow();
+        long start = System.nanoTime();
+        new ProcessBuilder("kill", "-STOP", Long.toString(hung.pid())).start().waitFor();
+        int code = launcher.exit(60);
+        double seconds = (System.nanoTime() - start) / 1e9;
+        String err = launcher.stderr();
+        assertEquals(ExitCode.RANK_FAILED.code(), code, err);
+        assertTrue(err.matches("(?s).*rank 1 \\(process 1\\) did not arrive within 3 s.*"), err);
+        assertTrue(err.matches("(?s).*(allGather|reduceScatter|allReduce) #\\d+ on 'world[^']*' at rank 0 \\([^)]+\\).*"), err);
+        assertTrue(seconds < 3 + 1 + 5 + 5, "took " + seconds + " s: watchdog 3 s, grace 1 s, SIGKILL 5 s after SIGTERM");
+        assertTrue(hung.onExit().get(10, TimeUnit.SECONDS) != null, "the hung process is killed, not left behind");
+    }
+
+    @Test
     void launchRefusesWhatCannotWorkInOneLine() {
         String[][] cases = {
                 {"launch", "--nnodes", "2", "--", "train"},                        // no master address
