@@ -32,11 +32,13 @@
 #undef __shared__
 #undef __forceinline__
 #undef __noinline__
+#undef __launch_bounds__
 #define __global__
 #define __device__
 #define __host__
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
 // One copy serves every block, as one block runs at a time. Thread-local rather than in a named
 // section because GCC ignores section attributes on a template's static locals (block_sum<T>);
 // the scheduler finds the whole TLS segment through dl_iterate_phdr and poisons it.
