@@ -3,7 +3,8 @@
 # after scripts/device-bundle.sh built .bundle/ (jars + a Java runtime) elsewhere:
 #   1. finds the CUDA 13 libraries (driver, cudart, cuBLAS, NCCL; a Python env's
 #      nvidia/*/lib folders count) and puts their folders on LD_LIBRARY_PATH,
-#   2. runs the cuda-kernels test suite (GPU tests included) with the bundled Java,
+#   2. runs the cuda-kernels test suite (GPU tests included; not the CPU-only emulator tests,
+#      tag "emulator", which mvn verify runs) with the bundled Java,
 #   3. benchmarks bf16 GEMMs (4096³, 8192³) against the device's peak with the fsdp4j CLI
 #      (bench gemm, which also checks sampled entries against fp64), then bench step.
 # Writes gpu-check.log and gpu-check.json (plus JUnit XML and gemm.json) to $OUT, or to
@@ -115,7 +116,7 @@ jvm_opts=(-Xss4m -Xmx16g -Dorg.bytedeco.javacpp.maxPhysicalBytes=0)
 # ---- 2. tests -------------------------------------------------------------------------
 say "running the cuda-kernels tests (GPU tests included)"
 (cd cuda-kernels && timeout 200 "$java" "${jvm_opts[@]}" -jar "$bundle/junit-platform-console-standalone.jar" \
-  execute --disable-banner --details=tree --class-path "$classpath" \
+  execute --disable-banner --details=tree --class-path "$classpath" --exclude-tag emulator \
   --scan-class-path "$bundle/lib/cuda-kernels-tests.jar" --reports-dir "$out/junit") | tee "$out/tests.txt"
 count() { grep -E "^\[ +[0-9]+ $1 +\]" "$out/tests.txt" | grep -oE '[0-9]+' | head -n 1; }
 tests_ok=$(count "tests successful"); tests_failed=$(count "tests failed")

@@ -1,7 +1,7 @@
 // CUDA execution emulator: what g++ needs to compile the kernels of src/main/cuda unchanged as
-// C++ and run them on the CPU with CUDA's execution model. Force-included (-include) before the
-// kernel sources. One block runs at a time; each thread of the block is a cooperative fiber that
-// runs until it finishes or reaches a synchronisation point (emu_scheduler.cc):
+// C++ and run them on the CPU with CUDA's execution model (emu_kernels.cc includes it before the
+// kernel sources). One block runs at a time; each thread of the block is a cooperative fiber
+// that runs until it finishes or reaches a synchronisation point (emu_scheduler.cc):
 //   - __syncthreads is a real barrier over the block's live threads, which must all reach the
 //     same call site;
 //   - warp intrinsics exchange values through the warp: every lane named in the mask must make
@@ -11,7 +11,23 @@
 //     byte that differs between schedules, so a read before a write changes the result;
 //   - atomics are GCC __atomic builtins (fibers never interleave inside one call).
 // Half and bf16 come from the CUDA headers' host-side code where CUDA is installed, else from
-// fallback/ (DType's rounding), chosen by the include path the build passes.
+// fallback/ (DType's rounding), chosen by the include path the build passes; a kernel that uses
+// more of cuda_fp16.h / cuda_bf16.h than the conversions needs it added to fallback/ too.
+//
+// What this cannot model, and what covers it instead:
+//   - the GPU's arithmetic: nvcc contracts a·b + c into FMA by default and its expf/logf differ
+//     from glibc's by up to 2 ulp, so the emulator's bits are not the GPU's. The tests' error
+//     bounds (Approx) hold for either; the sanitized build contracts with FMA where the host has
+//     it; the GPU conformance tests (scripts/gpu-check.sh) run the same kernels for real.
+//   - fast-math intrinsics (__expf, __fdividef, rsqrtf): not defined here, so a kernel that uses
+//     one fails to compile until its documented error is modelled (none is used; the fatbin is
+//     built without --use_fast_math).
+//   - the memory model between blocks: blocks run one after another and every write is visible
+//     at once, so a missing __threadfence or a race between blocks shows only where it makes the
+//     result depend on the block order (the schedules run blocks in three orders).
+//   - timing, occupancy, bank conflicts, register spills; sizes near the 32-bit index limits
+//     (too many threads to emulate); tensor cores (wmma/mma); dynamic shared memory (extern
+//     __shared__; the tests' recorder refuses launches with dynamic shared bytes).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -24,9 +24,11 @@ import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.fsdp4j.tensor.DType;
 import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestFactory;
 
+@Tag("emulator")
 class EmulatorConversionsTest {
 
     private static final Path FALLBACK = EmuToolchain.EMULATOR_DIR.resolve("fallback");

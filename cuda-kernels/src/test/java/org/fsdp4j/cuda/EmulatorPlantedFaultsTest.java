@@ -22,8 +22,10 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.TestFactory;
 
+@Tag("emulator")
 class EmulatorPlantedFaultsTest {
 
     /** runner.cc's exit status for results that differ between schedules (emu::EXIT_ORDER). */
