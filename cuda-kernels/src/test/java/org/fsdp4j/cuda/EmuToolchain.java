@@ -21,7 +21,11 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Supplier;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.DynamicTest;
 
 final class EmuToolchain {
 
@@ -49,6 +53,7 @@ final class EmuToolchain {
 
     private static final String CXX = Optional.ofNullable(System.getenv("CXX")).orElse("g++");
     private static volatile Optional<String> unavailable;
+    private static final AtomicBoolean SKIP_SAID = new AtomicBoolean();
 
     private EmuToolchain() {
     }
@@ -61,6 +66,21 @@ final class EmuToolchain {
             unavailable = u;
         }
         return u;
+    }
+
+    /**
+     * {@code tests}, or where the emulator cannot run here one test skipped with the reason, also
+     * printed (JUnit reports nothing at all for an assumption that fails inside a @TestFactory).
+     */
+    static Stream<DynamicTest> unlessUnavailable(Supplier<Stream<DynamicTest>> tests) {
+        Optional<String> reason = unavailable();
+        if (reason.isEmpty()) {
+            return tests.get();
+        }
+        if (SKIP_SAID.compareAndSet(false, true)) {
+            System.out.println("[emulator] skipped: " + reason.get());
+        }
+        return Stream.of(DynamicTest.dynamicTest("skipped", () -> Assumptions.assumeTrue(false, reason.get())));
     }
 
     private static Optional<String> probe() {

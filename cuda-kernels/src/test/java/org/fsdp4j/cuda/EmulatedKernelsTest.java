@@ -8,7 +8,6 @@ package org.fsdp4j.cuda;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -83,7 +82,10 @@ class EmulatedKernelsTest {
     }
 
     private Stream<DynamicTest> runAll(EmuToolchain.Flavor flavor, String schedules) {
-        EmuToolchain.unavailable().ifPresent(reason -> assumeTrue(false, reason));
+        return EmuToolchain.unlessUnavailable(() -> runAllHere(flavor, schedules));
+    }
+
+    private Stream<DynamicTest> runAllHere(EmuToolchain.Flavor flavor, String schedules) {
         long start = System.nanoTime();
         Path runner = EmuToolchain.runner(flavor);
         double buildS = (System.nanoTime() - start) / 1e9;
