@@ -18,7 +18,8 @@ final class AttentionCases {
 
     /** (B, T, H, D): small, T = 1 with an odd head size, and several blocks' worth. */
     private static final int[][] SHAPES = {{2, 5, 3, 4}, {1, 1, 2, 7}, {3, 33, 4, 16}};
-    private static final DType[][] DTYPES = {{DType.F32, DType.F32}, {DType.BF16, DType.F16}, {DType.F16, DType.F32}};
+    /** Per shape (a, b): split and merge-backward go a → b, their counterparts b → a. */
+    private static final DType[][] DTYPES = {{DType.F32, DType.F32}, {DType.BF16, DType.F16}, {DType.F16, DType.BF16}};
 
     static List<EmuCase> cases(Random r) {
         List<EmuCase> out = new ArrayList<>();

@@ -20,12 +20,12 @@ final class EmbeddingCases {
     static List<EmuCase> cases(Random r) {
         List<EmuCase> out = new ArrayList<>();
         out.add(forward(r, DType.F32, DType.F32, DType.F32, 2, 5, 45, 7));
-        out.add(forward(r, DType.BF16, DType.F32, DType.F16, 1, 1, 300, 1));
+        out.add(forward(r, DType.BF16, DType.BF16, DType.F16, 1, 1, 300, 1));
         out.add(forward(r, DType.F16, DType.F16, DType.BF16, 3, 33, 64, 50_257));
         out.add(backward(r, DType.F32, DType.F32, 2, 5, 45, 7));
         out.add(backward(r, DType.BF16, DType.F32, 3, 100, 300, 5));
         out.add(backward(r, DType.F16, DType.BF16, 1, 1, 10, 1));
-        out.add(backward(r, DType.F32, DType.F32, 2, 8, 33, 50_257));
+        out.add(backward(r, DType.F32, DType.F16, 2, 8, 33, 50_257));
         return out;
     }
 

@@ -24,6 +24,7 @@ final class OptimizerCases {
         out.add(adamW(r, DType.F16, 1, new AdamWStep(3e-4f, 0.8f, 0.99f, 1e-6f, 0.01f, 3, 0.5f)));
         out.add(sgd(r, DType.F32, 1000, 0.1f, 0.9f, 0f, 1f));
         out.add(sgd(r, DType.F16, 777, 0.01f, 0.5f, 1e-4f, 1f / 256));
+        out.add(sgd(r, DType.BF16, 1, 0.05f, 0.99f, 0.1f, 2f));
         return out;
     }
 
