@@ -73,13 +73,15 @@ struct Fiber {
     Thread* thread = nullptr;
 };
 
-// Everything below is the state of the one block being run (the emulator is single-threaded).
+// The emulator is single-threaded. Fibers are made as a block needs them and kept for the next
+// blocks (parked in free_fibers, never freed: the process is short-lived).
 Context scheduler_context;
 const void* scheduler_stack_bottom = nullptr;   // for ASan's fiber switches
 size_t scheduler_stack_size = 0;
-std::vector<Fiber*> all_fibers;
 std::vector<Fiber*> free_fibers;
 Fiber* starting_fiber = nullptr;
+
+// The block being run.
 
 std::vector<Thread> threads;
 std::vector<std::vector<WarpGroup>> warp_groups;   // per warp of the block
@@ -110,6 +112,10 @@ const char* op_name(WarpOp op) {
         case WarpOp::SYNCWARP: return "__syncwarp";
     }
     return "?";
+}
+
+bool same_site(const Site& a, const Site& b) {
+    return a.line == b.line && (a.file == b.file || strcmp(a.file, b.file) == 0);
 }
 
 std::string where(const Site& s) {
@@ -191,7 +197,6 @@ Fiber* new_fiber() {
     Fiber* f = new Fiber;
     f->stack = static_cast<char*>(mem) + page;
     make_context(f->context, f->stack, STACK_BYTES, fiber_main);
-    all_fibers.push_back(f);
     return f;
 }
 
@@ -281,8 +286,8 @@ std::string lanes_of(unsigned mask) {
         for (int l = 0; l < WARP; l++) {
             if (!(t.mask >> l & 1u)) continue;
             const Thread& other = threads[t.linear - t.linear % WARP + l];
-            bool joined = other.state == State::AT_WARP && other.site.file == t.site.file &&
-                          other.site.line == t.site.line && other.op == t.op && other.mask == t.mask;
+            bool joined = other.state == State::AT_WARP && same_site(other.site, t.site) && other.op == t.op &&
+                          other.mask == t.mask;
             if (!joined && shown < 8) {
                 o << "\n  " << describe(t) << ", but " << describe(other);
                 shown++;
@@ -305,7 +310,7 @@ void release_barrier() {
         if (t.state != State::AT_BARRIER) continue;
         if (first == nullptr) {
             first = &t;
-        } else if (t.site.file != first->site.file || t.site.line != first->site.line) {
+        } else if (!same_site(t.site, first->site)) {
             fail(EXIT_DIVERGENT, "divergent __syncthreads: " + describe(*first) + ", " + describe(t));
         }
     }
@@ -432,8 +437,8 @@ uint64_t warp_exchange(Site site, WarpOp op, unsigned mask, uint64_t value, int 
     while (g < groups.size() && (groups[g].mask & mask) == 0) g++;
     if (g == groups.size()) {
         groups.push_back({site, op, mask, width, 0, __builtin_popcount(mask)});
-    } else if (groups[g].mask != mask || groups[g].op != op || groups[g].site.file != site.file ||
-               groups[g].site.line != site.line || groups[g].width != width) {
+    } else if (groups[g].mask != mask || groups[g].op != op || !same_site(groups[g].site, site) ||
+               groups[g].width != width) {
         std::string other;
         for (int l = 0; l < lanesInWarp && other.empty(); l++) {
             if (warp0[l].state == State::AT_WARP && (warp0[l].mask & mask) != 0) other = describe(warp0[l]);
