@@ -53,6 +53,8 @@ final class EmuToolchain {
 
     private static final String CXX = Optional.ofNullable(System.getenv("CXX")).orElse("g++");
     private static volatile Optional<String> unavailable;
+    /** What CXX --version printed: part of every build's hash, so a new compiler rebuilds. */
+    private static volatile String compilerVersion = "";
     private static final AtomicBoolean SKIP_SAID = new AtomicBoolean();
 
     private EmuToolchain() {
@@ -86,7 +88,7 @@ final class EmuToolchain {
     private static Optional<String> probe() {
         try {
             Process p = new ProcessBuilder(CXX, "--version").redirectErrorStream(true).start();
-            p.getInputStream().readAllBytes();
+            compilerVersion = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
             if (p.waitFor() != 0) {
                 return Optional.of(CXX + " --version failed: cannot build the CUDA emulator");
             }
@@ -294,13 +296,17 @@ final class EmuToolchain {
         if (p.exitValue() != 0) {
             throw new IOException("failed (exit " + p.exitValue() + "): " + String.join(" ", command) + "\n" + output);
         }
+        if (!output.isBlank()) {   // warnings: shown, though they do not fail the build
+            System.out.print("[emulator] " + String.join(" ", command) + "\n" + output);
+        }
     }
 
     /** A short hash of everything a build depends on: flags, headers, emulator and kernel sources. */
     private static String digest(List<String> flags, Path headers, Path cudaSources) {
         try {
             MessageDigest md = MessageDigest.getInstance("SHA-256");
-            md.update((CXX + flags + headers.toAbsolutePath()).getBytes(StandardCharsets.UTF_8));
+            unavailable();   // probes the compiler once, which sets compilerVersion
+            md.update((CXX + compilerVersion + flags + headers.toAbsolutePath()).getBytes(StandardCharsets.UTF_8));
             List<Path> inputs = new ArrayList<>(List.of(WRITE_UNITY));
             for (Path dir : cudaSources == null ? List.of(EMULATOR_DIR) : List.of(EMULATOR_DIR, cudaSources)) {
                 try (Stream<Path> files = Files.walk(dir)) {
