@@ -67,6 +67,12 @@ public final class Backends {
                 .create(device, tracker, options);
     }
 
+    /** The host backend that holds what a rank on {@code device} offloads (see BackendProvider.createHost). */
+    public static Backend createHost(Device device, MemoryTracker tracker, BackendOptions options) {
+        return provider(device.kind()).orElseThrow(() -> new IllegalArgumentException("no backend for " + device))
+                .createHost(device, tracker, options);
+    }
+
     /** {@code cpuThreads} host threads (0 = all cores), debug streams as the system property says. */
     public static Backend create(Device device, MemoryTracker tracker, int cpuThreads) {
         return create(device, tracker, BackendOptions.defaults(cpuThreads));

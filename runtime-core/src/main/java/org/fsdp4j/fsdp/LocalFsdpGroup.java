@@ -61,7 +61,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
                 device = add(made, Backends.create(deviceKind, deviceMemory, options));
                 if (config.offload()) {
                     hostMemory = new MemoryTracker("rank " + rank + " host");
-                    host = add(made, Backends.create(Device.CPU, hostMemory, options));
+                    host = add(made, Backends.createHost(deviceKind, hostMemory, options));
                 } else {
                     hostMemory = deviceMemory;
                     host = device;

@@ -50,6 +50,7 @@ final class ShardedUnit implements AutoCloseable {
     Tensor gathered;                             // (numel) param dtype while UNSHARDED
     PendingGather pendingGather;                 // an all-gather issued and not yet waited for by compute
     Tensor unshardedGrad;                        // (numel) param dtype while backward accumulates
+    Tensor offloadSum;                           // (shardNumel) F32 on the device: offload, between a unit's reductions
     boolean gradShardWritten;                    // a reduction has written gradShard this step: later ones add
 
     /**
@@ -173,6 +174,10 @@ final class ShardedUnit implements AutoCloseable {
         }
         if (unshardedGrad != null && unshardedGrad != gradShard) {
             unshardedGrad.close();
+        }
+        if (offloadSum != null) {
+            offloadSum.close();
+            offloadSum = null;
         }
         unshardedGrad = null;
         owned.forEach(Tensor::close);
