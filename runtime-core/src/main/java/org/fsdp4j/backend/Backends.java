@@ -52,7 +52,7 @@ public final class Backends {
                         + " backend"));
         Optional<String> why = p.unavailableReason();
         if (why.isPresent()) {
-            throw new IllegalArgumentException("device " + d + " is not usable: " + why.get()
+            throw new IllegalArgumentException("device " + r + " is not usable: " + why.get()
                     + "; use --device cpu or --device auto");
         }
         if (d.index() >= p.deviceCount()) {
