@@ -25,7 +25,6 @@ import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Device;
 import org.fsdp4j.tensor.MemoryCategory;
 import org.fsdp4j.tensor.MemoryTracker;
-import org.fsdp4j.tensor.Tensor;
 
 public final class LocalFsdpGroup implements AutoCloseable {
 
