@@ -28,7 +28,7 @@ import org.fsdp4j.train.TrainConfig;
 public record PlanInput(GptConfig model, int globalBatch, int seqLen, int gpusPerNode, int nodes,
                         ShardingStrategy strategy, int shardGroupSize, MixedPrecisionPolicy precision,
                         boolean checkpointActivations, boolean offload, int prefetch, int microBatches,
-                        Optional<GpuSpec> gpu) {
+                        @com.fasterxml.jackson.annotation.JsonIgnore Optional<GpuSpec> gpu) {
 
     public PlanInput {
         if (gpusPerNode < 1 || nodes < 1) {
@@ -53,6 +53,13 @@ public record PlanInput(GptConfig model, int globalBatch, int seqLen, int gpusPe
     public static PlanInput of(TrainConfig c) {
         return new PlanInput(c.model(), c.batchSize(), c.seqLen(), c.worldSize(), 1, c.strategy(), c.shardGroupSize(),
                 c.precision(), c.checkpointActivations(), c.offload(), c.prefetch(), c.microBatches(), Optional.empty());
+    }
+
+    /** The GPU for JSON (absent for a CPU run). */
+    @com.fasterxml.jackson.annotation.JsonProperty("gpu")
+    @com.fasterxml.jackson.annotation.JsonInclude(com.fasterxml.jackson.annotation.JsonInclude.Include.NON_NULL)
+    public GpuSpec gpuSpec() {
+        return gpu.orElse(null);
     }
 
     /** N: every GPU of every node. */

@@ -140,8 +140,8 @@ public final class Planner implements StepCostModel {
         if (rd != pd) {
             workspace += largestUnit / pb * rd.byteSize();
         }
-        if (pd != DType.F32) {
-            workspace += 2 * 4 * maxParamNumel;
+        if (pd != DType.F32 && in.gpu().isEmpty()) {
+            workspace += 2 * 4 * maxParamNumel;      // the CPU GEMM widens a half weight and its gradient (cuBLAS does not)
         }
         if (workspace > 0) {
             why.add(f("workspace: gradient cast to the reduce dtype and widened half weights, %s", gib(workspace)));

@@ -132,6 +132,9 @@ final class RunCharts {
             NumberAxis mib = new NumberAxis("rank " + r + " (MiB)");
             XYPlot plot = new XYPlot(data, null, mib, renderer);
             combined.add(plot, 1);
+            if (r == 0) {
+                combined.setFixedLegendItems(plot.getLegendItems());     // one legend, not one per rank
+            }
         }
         String title = String.format(java.util.Locale.ROOT, "%s: live memory by category over the first step, per rank"
                 + " (N = %d, %s%s)", s.preset(), s.worldSize(), s.strategy(),
