@@ -121,11 +121,14 @@ public final class CheckpointWriter {
                         int count = Math.toIntExact(slice.numel());
                         entries.add(new CheckpointIndex.Entry(slice.spec().name(), s.bufferNames().get(b),
                                 slice.paramOffset(), slice.paramOffset() + count, name, offset));
-                        for (int i = 0; i < count; i++) {
+                        for (int done = 0; done < count; ) {        // bulk copies through the 1 MiB buffer
                             if (!buf.hasRemaining()) {
                                 flush(ch, buf, crc, delayMs);
                             }
-                            buf.putFloat(values[from + i]);
+                            int n = Math.min(count - done, buf.remaining() / 4);
+                            buf.asFloatBuffer().put(values, from + done, n);
+                            buf.position(buf.position() + 4 * n);
+                            done += n;
                         }
                         offset += 4L * count;
                     }
