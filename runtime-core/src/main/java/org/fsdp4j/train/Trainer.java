@@ -155,7 +155,6 @@ public final class Trainer implements AutoCloseable {
             completedSteps = Math.min(index.step(), config.steps());
             float[] saved = index.losses() == null ? new float[0] : index.losses();
             losses = Arrays.copyOf(saved, Math.max(losses.length, Math.min(config.steps(), saved.length + 1024)));
-            Arrays.fill(losses, saved.length, losses.length, 0f);
             stepTimesMs = new double[losses.length];
             Arrays.fill(stepTimesMs, Double.NaN);             // steps run by the earlier process
             completedSteps = Math.min(completedSteps, saved.length);

@@ -18,6 +18,7 @@ final class StepDisplay implements AutoCloseable {
     private final PrintWriter out;
     private final ProgressBar bar;       // null: plain lines
     private boolean memoryCheckShown;
+    private boolean closed;
 
     private StepDisplay(PrintWriter out, ProgressBar bar) {
         this.out = out;
@@ -32,7 +33,7 @@ final class StepDisplay implements AutoCloseable {
         ProgressBar bar = new ProgressBarBuilder().setTaskName("train").setInitialMax(config.steps())
                 .startsFrom(firstStepDone, Duration.ZERO).setStyle(ProgressBarStyle.COLORFUL_UNICODE_BLOCK)
                 .setUpdateIntervalMillis(250).showSpeed(new java.text.DecimalFormat("0.00")).setUnit(" steps", 1)
-                .continuousUpdate().build();
+                .continuousUpdate().setConsumer(new me.tongfei.progressbar.ConsoleProgressBarConsumer(System.out)).build();
         return new StepDisplay(out, bar);
     }
 
@@ -42,7 +43,7 @@ final class StepDisplay implements AutoCloseable {
             return;
         }
         bar.stepTo(r.step());
-        bar.setExtraMessage(Format.f("loss %.4f | %.0f ms | %s tok/s | mem %s%s", r.loss(), r.timeMs(),
+        bar.setExtraMessage(Format.f(" | loss %.4f | %.0f ms | %s tok/s | mem %s%s", r.loss(), r.timeMs(),
                 Format.count(r.tokensPerSecond()), Format.bytes(r.peakBytes()), r.skipped() ? " | skipped" : ""));
     }
 
@@ -58,16 +59,20 @@ final class StepDisplay implements AutoCloseable {
                 Format.bytes(m.predictedPeakBytes()), Format.bytes(java.util.Arrays.stream(m.measuredPeakBytesPerRank())
                         .max().orElse(0)), 100 * m.peakError(), ranks > 1 ? " (the largest of " + ranks + " ranks)" : "");
         if (bar != null) {
+            out.flush();
             System.out.print("\r\033[K");     // the bar redraws itself below the line
+            System.out.flush();
         }
         out.println(line);
         out.flush();
     }
 
+    /** Ends the bar (idempotent: the run closes it before its last lines, and again on the way out). */
     @Override
     public void close() {
-        if (bar != null) {
+        if (bar != null && !closed) {
             bar.close();
         }
+        closed = true;
     }
 }
