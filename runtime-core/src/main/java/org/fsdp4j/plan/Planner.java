@@ -197,7 +197,8 @@ public final class Planner implements StepCostModel {
                 gib(textbook.ddpBytes()), gib(textbook.zero1Bytes()), gib(textbook.zero2Bytes()), gib(textbook.zero3Bytes()),
                 textbook.fsdp4jBytesPerParam(), pd == DType.F32 ? "" : " + " + pb + " for the " + pd.shortName()
                         + " all-gather input", gib(textbook.slip24Bytes())));
-        List<String> advice = recommend ? recommendations(in, memory, fits, ratio) : List.of();
+        List<String> advice = recommend ? recommendations(in, memory, fits, ratio, compute == null ? 0 : compute,
+                commTime == null ? 0 : commTime) : List.of();
         return new Plan(in, params, padded, memory, host, largest, comm, flops, compute, commTime, ratio, fits, advice,
                 textbook, List.copyOf(why));
     }
@@ -285,7 +286,8 @@ public final class Planner implements StepCostModel {
      * What to change: make it fit (activation checkpointing, offload), the strategy that is
      * fastest among those that fit, and whether sharding pays at this T_comm/T_comp.
      */
-    private List<String> recommendations(PlanInput in, Plan.Memory memory, Boolean fits, Double ratio) {
+    private List<String> recommendations(PlanInput in, Plan.Memory memory, Boolean fits, Double ratio,
+                                         double computeTime, double commTime) {
         List<String> out = new ArrayList<>();
         if (in.gpu().isEmpty()) {
             return out;
@@ -311,7 +313,7 @@ public final class Planner implements StepCostModel {
             }
         }
         // fastest first; on a tie, less sharding (fewer collectives to go wrong) and no recomputation
-        options.sort(Comparator.comparingDouble(Option::stepS).thenComparing(o -> o.input().strategy().ordinal() * -1)
+        options.sort(Comparator.comparingDouble(Option::stepS).thenComparingInt(o -> stage(o.input().strategy()))
                 .thenComparing(o -> o.input().checkpointActivations()));
         if (!Boolean.TRUE.equals(fits)) {
             if (options.isEmpty()) {
@@ -329,7 +331,8 @@ public final class Planner implements StepCostModel {
             boolean same = best.input().strategy() == in.strategy()
                     && best.input().checkpointActivations() == in.checkpointActivations();
             out.add(same ? "this configuration is the fastest that fits among the strategies tried"
-                    : "faster: " + describe(best));
+                    : (best.stepS() < 0.99 * Math.max(computeTime, commTime) ? "faster: " : "as fast, sharding less: ")
+                    + describe(best));
         }
         if (ratio != null && ratio > RATIO_LIMIT && in.worldSize() > 1) {
             out.add(f("T_comm/T_comp = %.2f > %.1f: communication is unlikely to hide behind compute, so sharding costs "
@@ -354,6 +357,16 @@ public final class Planner implements StepCostModel {
                 in.strategy() == ShardingStrategy.HYBRID_SHARD ? " --shard-group-size " + in.shardGroupSize() : "",
                 in.checkpointActivations() ? " --checkpoint-activations" : "", zeroStage(in.strategy()),
                 gib(p.memory().total()), p.commComputeRatio(), secs(o.stepS()));
+    }
+
+    /** The ZeRO stage as a number, for ordering: what is sharded, least first. */
+    private static int stage(ShardingStrategy s) {
+        return switch (s) {
+            case NO_SHARD -> 0;
+            case OPTIMIZER_ONLY -> 1;
+            case SHARD_GRAD_OP -> 2;
+            case FULL_SHARD, HYBRID_SHARD -> 3;
+        };
     }
 
     static String zeroStage(ShardingStrategy s) {
