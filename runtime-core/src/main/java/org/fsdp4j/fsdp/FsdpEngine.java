@@ -199,6 +199,57 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
                 optimizerBackend.toHost(u.gradShard));
     }
 
+    /**
+     * This rank's state copied to the host, for a checkpoint: each unit's master shard and
+     * optimizer state, the optimizer's step count and the loss scaler. Called between steps; the
+     * reads wait for the step's queued update (host synchronisations outside the step).
+     */
+    public RankState copyStateToHost() {
+        List<String> names = new ArrayList<>();
+        names.add(RankState.MASTER);
+        names.addAll(optimizer.stateNames());
+        List<RankState.UnitState> out = new ArrayList<>();
+        for (ShardedUnit u : units) {
+            List<float[]> buffers = new ArrayList<>();
+            buffers.add(optimizerBackend.toHost(u.master));
+            u.optimizerState.forEach(t -> buffers.add(optimizerBackend.toHost(t)));
+            out.add(new RankState.UnitState(u.layout, List.copyOf(buffers)));
+        }
+        return new RankState(mesh.world().rank(), mesh.shard().rank(), mesh.replicate().rank(), optimizerSteps,
+                lossScaler.scale(), lossScaler.goodSteps(), List.copyOf(names), List.copyOf(out));
+    }
+
+    /**
+     * Replaces this rank's master shards and optimizer state with what {@code source} holds for
+     * the elements each shard covers (by parameter name and element range, so a state saved at
+     * any world size or strategy loads), and continues the optimizer's step count and the loss
+     * scaler from the saved values. Collective (ZeRO-1 re-gathers the whole parameters): every
+     * rank loads before the next step.
+     */
+    public void loadState(RankState.Source source, int savedOptimizerSteps, float savedLossScale, int savedGoodSteps) {
+        if (savedOptimizerSteps < 0) {
+            throw new IllegalArgumentException("a saved optimizer step count must be >= 0, got " + savedOptimizerSteps);
+        }
+        List<String> stateNames = optimizer.stateNames();
+        for (ShardedUnit u : units) {
+            int shardNumel = Math.toIntExact(u.layout.shardNumel());
+            float[] values = new float[shardNumel];
+            for (int k = -1; k < stateNames.size(); k++) {
+                String buffer = k < 0 ? RankState.MASTER : stateNames.get(k);
+                java.util.Arrays.fill(values, 0f);                 // padding stays 0
+                for (ShardSlice s : u.layout.slices(u.shardIndex)) {
+                    source.read(s.spec().name(), buffer, s.paramOffset(), values, Math.toIntExact(s.shardOffset()),
+                            Math.toIntExact(s.numel()));
+                }
+                optimizerBackend.copyFromHost(values, 0, k < 0 ? u.master : u.optimizerState.get(k));
+            }
+        }
+        optimizerSteps = savedOptimizerSteps;
+        lossScaler.restore(savedLossScale, savedGoodSteps);
+        handOffToDevice();
+        gatherReplicatedParams();
+    }
+
     /** Bytes this rank has sent and received on the engine's communicators so far. */
     public CommBytes commBytes() {
         return mesh.shard().counters().snapshot().plus(reduceGroup.counters().snapshot())

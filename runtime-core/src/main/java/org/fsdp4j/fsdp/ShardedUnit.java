@@ -35,6 +35,8 @@ final class ShardedUnit implements AutoCloseable {
     final Tensor gatherInput;
     final Tensor full;                 // null unless persistent
     final Tensor gradShard;
+    /** The optimizer's state buffers (AdamW m, v), each (shardNumel) fp32, padding included. */
+    final List<Tensor> optimizerState;
     /** The model accumulates straight into gradShard (a shard group of 1, fp32 params, no offload). */
     final boolean accumulatesIntoGradShard;
     final List<ParamSegment> segments;
@@ -88,6 +90,7 @@ final class ShardedUnit implements AutoCloseable {
             for (int k = 0; k < optimizerBuffers; k++) {
                 state.add(own(optimizerBackend.zeros(DType.F32, MemoryCategory.OPTIMIZER, shardNumel)));
             }
+            this.optimizerState = List.copyOf(state);
             List<ParamSegment> segs = new ArrayList<>();
             for (ShardSlice s : layout.slices(shardIndex)) {
                 segs.add(new ParamSegment(master.view(s.shardOffset(), s.numel()), gradShard.view(s.shardOffset(), s.numel()),

@@ -14,6 +14,7 @@ import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.data.Batch;
 import org.fsdp4j.fsdp.FsdpStepResult;
 import org.fsdp4j.fsdp.LocalFsdpGroup;
+import org.fsdp4j.fsdp.RankState;
 import org.fsdp4j.fsdp.UnitBufferPlan;
 import org.fsdp4j.model.GptModel;
 import org.fsdp4j.optim.AdamW;
@@ -108,6 +109,19 @@ public final class EngineStepExecutor implements StepExecutor {
     @Override
     public long[] commBytesPerRank() {
         return commBytesPerRank.clone();
+    }
+
+    @Override
+    public List<RankState> copyStateToHost() {
+        return group.onEachRank((rank, engine) -> engine.copyStateToHost());
+    }
+
+    @Override
+    public void loadState(RankState.Source source, int optimizerSteps, float lossScale, int lossScaleGoodSteps) {
+        group.onEachRank((rank, engine) -> {
+            engine.loadState(source, optimizerSteps, lossScale, lossScaleGoodSteps);
+            return null;
+        });
     }
 
     /** The group of ranks (for tests that inspect shards). */

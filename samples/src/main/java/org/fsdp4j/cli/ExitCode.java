@@ -22,6 +22,8 @@ enum ExitCode {
     RANK_FAILED(7),
     /** bench gemm: the backend's results failed the fp64 check (#wrong > 0). */
     WRONG_RESULTS(8),
+    /** A checkpoint to resume, inspect or export is incomplete, corrupted, or of another model. */
+    BAD_CHECKPOINT(9),
     /** A bug in fsdp4j: the message asks for a report and the stack trace follows. */
     INTERNAL(70),
     /** Interrupted by SIGINT (Ctrl-C), 128 + 2: the summary of the steps done is written. */

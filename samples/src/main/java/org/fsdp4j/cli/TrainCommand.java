@@ -3,18 +3,24 @@
 // preflight estimates the peak memory against what the device has and the time per step), then
 // prints the resolved configuration, one line per step and the gap to the loss floor, and
 // writes summary.json with --out. A run that diverges or is interrupted still writes its
-// summary; it then exits with the code ExitCode gives it.
+// summary; it then exits with the code ExitCode gives it. With --save-dir it saves checkpoints
+// (every --save-every K steps, and when SIGTERM stops it: then it exits 0, since --resume latest
+// continues the run); --resume starts from one. After step 1 it prints the planner's prediction
+// beside the measured memory. On a terminal the steps show as a progress bar with ETA; with --out
+// it also writes metrics.jsonl (one line per step) and, at the end, loss.png and memory.png.
 package org.fsdp4j.cli;
 
 import java.io.PrintWriter;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.concurrent.Callable;
 import java.util.stream.Collectors;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.tensor.Device;
-import org.fsdp4j.train.AnalyticStepCost;
+import org.fsdp4j.plan.Planner;
+import org.fsdp4j.train.CheckpointOptions;
 import org.fsdp4j.train.NonFinitePolicy;
 import org.fsdp4j.train.Preflight;
 import org.fsdp4j.train.RunOutcome;
@@ -43,6 +49,23 @@ final class TrainCommand implements Callable<Integer> {
     @Option(names = "--force", description = "run even when the preflight estimates more memory than is available")
     boolean force;
 
+    @Option(names = "--save-every", paramLabel = "K",
+            description = "save a checkpoint every K steps into --save-dir (default: only when SIGTERM stops the run)")
+    int saveEvery;
+
+    @Option(names = "--save-dir", paramLabel = "DIR",
+            description = "where checkpoints go (DIR/step-NNNNNNNN); SIGTERM then saves one and exits 0")
+    Path saveDir;
+
+    @Option(names = "--keep", paramLabel = "K", description = "complete checkpoints kept in --save-dir (default: "
+            + CheckpointOptions.DEFAULT_KEEP + ")")
+    int keep = CheckpointOptions.DEFAULT_KEEP;
+
+    @Option(names = "--resume", paramLabel = "DIR|latest",
+            description = "continue from a checkpoint directory, or the newest one under --save-dir; any world size "
+                    + "and strategy (the shards are re-sliced)")
+    String resume;
+
     @Option(names = "--memory-limit", paramLabel = "SIZE", converter = ByteSize.class,
             description = "memory the preflight may plan for, e.g. 12GiB (default: what the device has available)")
     Long memoryLimit;
@@ -62,21 +85,33 @@ final class TrainCommand implements Callable<Integer> {
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
         TrainConfig asked = options.applyTo(TrainConfig.builder()).build();
-        try (OutputDir dir = OutputDir.claim(asked.outDir(), "train", SUMMARY_FILE)) {
+        CheckpointOptions checkpoints = new CheckpointOptions(saveEvery, Optional.ofNullable(saveDir), keep,
+                Optional.ofNullable(resume));
+        try (OutputDir dir = OutputDir.claim(asked.outDir(), "train", SUMMARY_FILE, MetricsLog.FILE,
+                RunCharts.LOSS_FILE, RunCharts.MEMORY_FILE)) {
             Device device = Backends.resolve(asked.device(), out::println);
             TrainConfig config = asked.toBuilder().device(device.toString()).build();
-            Preflight.Report preflight = Preflight.check(config, device, new AnalyticStepCost(),
+            Preflight.Report preflight = Preflight.check(config, device, new Planner(),
                     memoryLimit == null ? OptionalLong.empty() : OptionalLong.of(memoryLimit), true);
             refuseUnlessItFits(preflight);
             dir.removeEarlierReports();
-            try (Trainer trainer = new Trainer(config, out::println);
-                 SignalStop stop = SignalStop.install(trainer, why -> abandon(trainer, dir, why))) {
+            try (Trainer trainer = new Trainer(config, checkpoints, out::println);
+                 SignalStop stop = SignalStop.install(trainer, why -> abandon(trainer, dir, why));
+                 MetricsLog metrics = MetricsLog.open(config.outDir());
+                 StepDisplay display = StepDisplay.create(out, config, trainer.resumedFrom().map(Trainer.ResumedFrom::step)
+                         .orElse(0))) {
                 RunLog.header(out, "train", trainer.info());
                 RunLog.preflight(out, preflight, config.steps(), force);
                 boolean lossScaled = config.precision().needsLossScaling();
                 TrainSummary summary;
                 try {
-                    summary = trainer.run(r -> RunLog.step(out, r, lossScaled));
+                    summary = trainer.run(r -> {
+                        display.step(r, lossScaled);
+                        metrics.step(r);
+                        if (trainer.memoryCheck().isPresent() && !display.memoryCheckShown()) {
+                            display.memoryCheck(trainer.memoryCheck().get(), config.worldSize());
+                        }
+                    });
                 } catch (RuntimeException | OutOfMemoryError e) {
                     if (!stop.claimEnding()) {
                         waitForHalt();          // a signal's watchdog is writing the summary already
@@ -86,10 +121,28 @@ final class TrainCommand implements Callable<Integer> {
                 if (!stop.claimEnding()) {
                     waitForHalt();              // a signal abandoned the run and is writing its summary
                 }
+                display.close();
+                // preemption: SIGTERM saves the steps done (the watchdog no longer runs: the ending is claimed)
+                boolean savedAtStop = stop.signal().filter("SIGTERM"::equals).isPresent() && trainer.saveAtStop();
+                trainer.awaitCheckpoints();
+                TrainSummary ended = trainer.summary();      // with the checkpoints written
+                summary = ended;
                 RunLog.footer(out, summary);
                 Optional<Path> file = dir.write(SUMMARY_FILE, summary);
-                file.ifPresent(f -> out.println("summary: " + f));
+                List<Path> charts = config.outDir().map(d -> RunCharts.write(d, ended, trainer.memoryTimelines()))
+                        .orElse(List.of());
+                file.ifPresent(f -> out.println("summary: " + f + metrics.file().map(m -> " | metrics: " + m).orElse("")
+                        + (charts.isEmpty() ? "" : " | charts: " + charts.stream().map(Path::toString)
+                                .collect(Collectors.joining(", ")))));
                 out.flush();
+                if (savedAtStop) {
+                    Path saved = summary.checkpoints().get(summary.checkpoints().size() - 1).dir();
+                    spec.commandLine().getErr().println("stopped by SIGTERM after step " + summary.steps() + " of "
+                            + summary.outcome().plannedSteps() + "; checkpoint " + saved + " saved: continue with --resume latest"
+                            + " --save-dir " + saveDir);
+                    spec.commandLine().getErr().flush();
+                    return ExitCode.OK.code();
+                }
                 return ending(config, summary, file, stop);
             }
         }
