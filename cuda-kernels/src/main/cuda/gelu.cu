@@ -1,27 +1,42 @@
-// GELU, GPT-2's tanh approximation, forward and backward (the backward accumulates).
+// GELU, GPT-2's tanh approximation, forward and backward (the backward accumulates), in the CPU
+// backend's form (ElementwiseOps): ½x(1 + tanh u) = x·σ(2u) = x / (1 + E) with E = e^(−2u), the
+// exponent clamped to [−87, 88] as FloatExp clamps it. The same function, but 1 + tanh u never
+// cancels for negative x, the derivative needs no 1 − tanh² (which overflowed x² turned into
+// 0·∞ = NaN for |x| > 5e19), and −∞ gives −∞/e^88 instead of −∞·0 = NaN.
 #include "common.cuh"
 
 #define GELU_SCALE 0.7978845608028654f   // sqrt(2/pi)
 #define GELU_CUBIC 0.044715f
 
+// u = √(2/π)(x + 0.044715x³), the tanh argument.
+static __device__ __forceinline__ float gelu_arg(float x) {
+    return GELU_SCALE * (x + GELU_CUBIC * x * x * x);
+}
+
+// e^(−2u) with the exponent clamped as FloatExp.exp clamps it; compares, so NaN stays NaN.
+static __device__ __forceinline__ float gelu_exp(float x) {
+    float a = -2.f * gelu_arg(x);
+    a = a < -87.f ? -87.f : (a > 88.f ? 88.f : a);
+    return expf(a);
+}
+
 // out (n) = GELU(inp (n)).
 extern "C" __global__ void gelu_forward_kernel(const void* inp, int inpDt, void* out, int outDt, long long n) {
     GRID_STRIDE(i, n) {
         float x = ld(inp, inpDt, i);
-        float y = 0.5f * x * (1.f + tanhf(GELU_SCALE * (x + GELU_CUBIC * x * x * x)));
-        st(out, outDt, i, y);
+        st(out, outDt, i, x / (1.f + gelu_exp(x)));
     }
 }
 
-// dinp (n) += GELU'(inp) · dout.
+// dinp (n) += GELU'(inp) · dout, with GELU'(x) = σ + 2x·E·σ²·u'(x) for σ = 1 / (1 + E).
 extern "C" __global__ void gelu_backward_kernel(const void* inp, int inpDt, const void* dout, int doutDt,
                                                 void* dinp, int dinpDt, long long n) {
     GRID_STRIDE(i, n) {
         float x = ld(inp, inpDt, i);
-        float u = GELU_SCALE * (x + GELU_CUBIC * x * x * x);
-        float th = tanhf(u);
-        float sech2 = 1.f - th * th;
-        float grad = 0.5f * (1.f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.f + 3.f * GELU_CUBIC * x * x);
+        float e = gelu_exp(x);
+        float s = 1.f / (1.f + e);
+        float du = GELU_SCALE * (1.f + 3.f * GELU_CUBIC * x * x);
+        float grad = s + 2.f * x * (e * s) * s * du;
         st(dinp, dinpDt, i, ld(dinp, dinpDt, i) + grad * ld(dout, doutDt, i));
     }
 }

@@ -29,7 +29,7 @@ shopt -s nullglob
 sources=("$src_dir"/*.cu)
 if [[ -f $out ]]; then
   stale=0
-  for f in "${sources[@]}" "$src_dir"/*.cuh "$0"; do
+  for f in "${sources[@]}" "$src_dir"/*.cuh "$0" "$(dirname "$0")/write-unity.sh"; do
     [[ $f -nt $out ]] && stale=1
   done
   if [[ $stale == 0 ]]; then
@@ -41,10 +41,7 @@ fi
 # One translation unit that includes every kernel file: one fatbin, one module to load.
 mkdir -p "$work_dir" "$(dirname "$out")"
 unity=$work_dir/fsdp4j_kernels.cu
-: > "$unity"
-for f in "${sources[@]}"; do
-  echo "#include \"$(cd "$(dirname "$f")" && pwd)/$(basename "$f")\"" >> "$unity"
-done
+bash "$(dirname "$0")/write-unity.sh" "$src_dir" "$unity"
 
 gencode=()
 for a in $sass_archs; do

@@ -212,8 +212,12 @@ public final class CudaBackend implements Backend {
 
     @Override
     public void copy(Tensor src, Tensor dst) {
-        on("copy", src, dst);
         Shapes.sameNumel("copy", src, dst);
+        if (src.device().isCpu() || dst.device().isCpu()) {
+            copyAcrossHost(src, dst);
+            return;
+        }
+        on("copy", src, dst);
         if (src.dtype() == dst.dtype()) {
             CudaCheck.check(cudaMemcpyAsync(ptr(dst), ptr(src), src.numBytes(), cudaMemcpyDeviceToDevice,
                     currentStream().handle()), "cudaMemcpyAsync(device→device, " + src.numBytes() + " bytes)", index);
@@ -223,6 +227,42 @@ public final class CudaBackend implements Backend {
             throw Shapes.error("copy", "int32 tensors copy only to int32", src, dst);
         }
         casts.cast(currentStream(), src, dst);
+    }
+
+    /**
+     * A copy between this GPU and a CPU backend's tensor (offloaded state, page-locked so it is a
+     * real DMA), on the current stream: a cast happens on the device, through a temporary.
+     */
+    private void copyAcrossHost(Tensor src, Tensor dst) {
+        boolean toDevice = src.device().isCpu();
+        if (toDevice == dst.device().isCpu()) {
+            throw Shapes.error("copy", "both tensors are on the host: copy them with the CPU backend", src, dst);
+        }
+        on("copy", toDevice ? dst : src);
+        if (src.dtype() != dst.dtype() && (!src.dtype().isFloating() || !dst.dtype().isFloating())) {
+            throw Shapes.error("copy", "int32 tensors copy only to int32", src, dst);
+        }
+        CudaStream s = currentStream();
+        Tensor host = toDevice ? src : dst;
+        Pointer hostBytes = new DevicePointer(org.fsdp4j.backend.cpu.CpuStorage.hostAddress(host));
+        if (src.dtype() == dst.dtype()) {
+            memcpy(toDevice ? ptr(dst) : hostBytes, toDevice ? hostBytes : ptr(src), src.numBytes(), toDevice, s);
+            return;
+        }
+        try (Tensor staged = allocate(host.dtype(), MemoryCategory.WORKSPACE, host.shape())) {   // the host's dtype, here
+            if (toDevice) {
+                memcpy(ptr(staged), hostBytes, src.numBytes(), true, s);
+                casts.cast(s, staged, dst);
+            } else {
+                casts.cast(s, src, staged);
+                memcpy(hostBytes, ptr(staged), dst.numBytes(), false, s);
+            }
+        }
+    }
+
+    private void memcpy(Pointer to, Pointer from, long numBytes, boolean toDevice, CudaStream s) {
+        CudaCheck.check(cudaMemcpyAsync(to, from, numBytes, toDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                s.handle()), "cudaMemcpyAsync(" + (toDevice ? "host→device, " : "device→host, ") + numBytes + " bytes)", index);
     }
 
     @Override

@@ -8,6 +8,7 @@ import org.bytedeco.javacpp.SizeTPointer;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.BackendProvider;
+import org.fsdp4j.backend.cpu.CpuBackend;
 import org.fsdp4j.tensor.Device;
 import org.fsdp4j.tensor.MemoryTracker;
 
@@ -26,6 +27,13 @@ public final class CudaBackendProvider implements BackendProvider {
     @Override
     public int deviceCount() {
         return CudaProbe.probe().deviceCount();
+    }
+
+    /** The host of a GPU rank's offloaded state: a CPU backend on page-locked memory. */
+    @Override
+    public Backend createHost(Device device, MemoryTracker tracker, BackendOptions options) {
+        int threads = options.cpuThreads() == 0 ? Runtime.getRuntime().availableProcessors() : options.cpuThreads();
+        return new CpuBackend(tracker, threads, options.debugStreams(), new PinnedHostBlocks(device.index()));
     }
 
     /** The options' CPU threads and debug streams do not apply: the GPU does the work, on real streams. */

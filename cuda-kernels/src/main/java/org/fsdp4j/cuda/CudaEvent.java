@@ -57,6 +57,11 @@ public final class CudaEvent implements Backend.Event {
         CudaCheck.check(cudaEventSynchronize(handle), "cudaEventSynchronize", device);
     }
 
+    @Override
+    public void block() {
+        CudaCheck.check(cudaEventSynchronize(handle), "cudaEventSynchronize", device);
+    }
+
     /** cudaEventQuery: done (true), not yet (false), or the error it reports. */
     @Override
     public boolean isDone() {

@@ -61,12 +61,17 @@ public final class CudaStream implements Backend.Stream {
         return CudaEvent.record(this, hostSyncs);
     }
 
+    /**
+     * cudaStreamWaitEvent for a CUDA event; another backend's event (the host's optimizer under
+     * offload) is waited for by a host function that blocks on it, which holds this stream there.
+     */
     @Override
     public void waitFor(Backend.Event event) {
-        if (!(event instanceof CudaEvent e)) {
-            throw new IllegalArgumentException("waitFor on " + this + ": " + event + " is not a CUDA event");
+        if (event instanceof CudaEvent e) {
+            e.waitOn(this);
+        } else {
+            launchHostFunc(event::block);
         }
-        e.waitOn(this);
     }
 
     /**

@@ -6,19 +6,10 @@ package org.fsdp4j.cuda;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
 
-import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeSet;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
-import java.util.stream.Stream;
 import org.fsdp4j.backend.AdamWStep;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Device;
@@ -47,38 +38,8 @@ class LauncherSignatureTest {
     }
 
     final MemoryTracker tracker = new MemoryTracker("fake");
-    final Map<String, List<Class<?>>> signatures = parseSignatures();
+    final Map<String, List<KernelSources.Param>> signatures = KernelSources.kernels(KernelSources.MAIN);
     final TreeSet<String> launched = new TreeSet<>();
-
-    static Map<String, List<Class<?>>> parseSignatures() {
-        Map<String, List<Class<?>>> out = new HashMap<>();
-        Pattern kernel = Pattern.compile("extern \"C\" __global__ void (\\w+)\\(([^)]*)\\)", Pattern.DOTALL);
-        try (Stream<Path> files = Files.list(Path.of("src/main/cuda"))) {
-            for (Path f : (Iterable<Path>) files.filter(p -> p.toString().endsWith(".cu"))::iterator) {
-                Matcher m = kernel.matcher(Files.readString(f));
-                while (m.find()) {
-                    List<Class<?>> types = new ArrayList<>();
-                    for (String p : m.group(2).split(",")) {
-                        String decl = p.trim().replaceAll("\\s+", " ");
-                        String type = decl.substring(0, decl.lastIndexOf(' '));
-                        if (decl.contains("*") || type.equals("long long")) {
-                            types.add(Long.class);
-                        } else if (type.equals("int")) {
-                            types.add(Integer.class);
-                        } else if (type.equals("float")) {
-                            types.add(Float.class);
-                        } else {
-                            fail("no Java packing for C parameter '" + decl + "' of " + m.group(1));
-                        }
-                    }
-                    out.put(m.group(1), types);
-                }
-            }
-        } catch (IOException e) {
-            throw new java.io.UncheckedIOException(e);
-        }
-        return out;
-    }
 
     final KernelSource recorder = name -> new Kernel() {
         @Override
@@ -89,11 +50,11 @@ class LauncherSignatureTest {
         @Override
         public void launch2d(CudaStream stream, long gridX, int gridY, int blockX, int blockY, int sharedBytes,
                              Object... args) {
-            List<Class<?>> want = signatures.get(name);
+            List<KernelSources.Param> want = signatures.get(name);
             assertTrue(want != null, "no extern \"C\" kernel named " + name);
             assertEquals(want.size(), args.length, name + ": argument count");
             for (int i = 0; i < args.length; i++) {
-                assertEquals(want.get(i), args[i].getClass(), name + ": argument " + i);
+                assertEquals(want.get(i).javaType, args[i].getClass(), name + ": argument " + i);
             }
             assertTrue(gridX >= 1 && gridX <= Integer.MAX_VALUE && gridY >= 1 && gridY <= 65535, name + " grid");
             int threads = blockX * blockY;

@@ -293,5 +293,12 @@ public interface Backend extends AutoCloseable {
 
         /** True once the work before the event is done (successfully or not); never blocks. */
         boolean isDone();
+
+        /**
+         * Blocks the calling thread until the work before the event is done, without counting a
+         * host synchronisation: how a stream of another backend (a CPU stream waiting for a GPU,
+         * or a GPU stream's host function waiting for the CPU) waits for it in its own order.
+         */
+        void block();
     }
 }

@@ -22,6 +22,13 @@ public interface BackendProvider {
     Backend create(Device device, MemoryTracker tracker, BackendOptions options);
 
     /**
+     * The CPU backend that holds what a rank on {@code device} offloads (master shard,
+     * gradient shard, optimizer state): ordinary host memory for the CPU, page-locked memory the
+     * GPU's copy engines reach directly for CUDA.
+     */
+    Backend createHost(Device device, MemoryTracker tracker, BackendOptions options);
+
+    /**
      * Bytes a run may still allocate on {@code device} (free GPU memory; available host RAM for
      * the CPU), for the preflight; empty where the provider cannot tell.
      */

@@ -52,7 +52,7 @@ public final class Backends {
                         + " backend"));
         Optional<String> why = p.unavailableReason();
         if (why.isPresent()) {
-            throw new IllegalArgumentException("device " + d + " is not usable: " + why.get()
+            throw new IllegalArgumentException("device " + r + " is not usable: " + why.get()
                     + "; use --device cpu or --device auto");
         }
         if (d.index() >= p.deviceCount()) {
@@ -65,6 +65,12 @@ public final class Backends {
     public static Backend create(Device device, MemoryTracker tracker, BackendOptions options) {
         return provider(device.kind()).orElseThrow(() -> new IllegalArgumentException("no backend for " + device))
                 .create(device, tracker, options);
+    }
+
+    /** The host backend that holds what a rank on {@code device} offloads (see BackendProvider.createHost). */
+    public static Backend createHost(Device device, MemoryTracker tracker, BackendOptions options) {
+        return provider(device.kind()).orElseThrow(() -> new IllegalArgumentException("no backend for " + device))
+                .createHost(device, tracker, options);
     }
 
     /** {@code cpuThreads} host threads (0 = all cores), debug streams as the system property says. */

@@ -109,6 +109,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     private InFlightReduction inFlight;                 // the last reduction queued whose gradient is still held
     private Backend.Event lastReduction;          // the event after the last reduction queued (this step)
     private boolean lastMicroBatch;
+    private Tensor normSquared;                  // (1) F32 on the device: Σ g² of the finished shards (offload)
     private int optimizerSteps;
     private boolean closed;
 
@@ -199,6 +200,57 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
                 optimizerBackend.toHost(u.gradShard));
     }
 
+    /**
+     * This rank's state copied to the host, for a checkpoint: each unit's master shard and
+     * optimizer state, the optimizer's step count and the loss scaler. Called between steps; the
+     * reads wait for the step's queued update (host synchronisations outside the step).
+     */
+    public RankState copyStateToHost() {
+        List<String> names = new ArrayList<>();
+        names.add(RankState.MASTER);
+        names.addAll(optimizer.stateNames());
+        List<RankState.UnitState> out = new ArrayList<>();
+        for (ShardedUnit u : units) {
+            List<float[]> buffers = new ArrayList<>();
+            buffers.add(optimizerBackend.toHost(u.master));
+            u.optimizerState.forEach(t -> buffers.add(optimizerBackend.toHost(t)));
+            out.add(new RankState.UnitState(u.layout, List.copyOf(buffers)));
+        }
+        return new RankState(mesh.world().rank(), mesh.shard().rank(), mesh.replicate().rank(), optimizerSteps,
+                lossScaler.scale(), lossScaler.goodSteps(), List.copyOf(names), List.copyOf(out));
+    }
+
+    /**
+     * Replaces this rank's master shards and optimizer state with what {@code source} holds for
+     * the elements each shard covers (by parameter name and element range, so a state saved at
+     * any world size or strategy loads), and continues the optimizer's step count and the loss
+     * scaler from the saved values. Collective (ZeRO-1 re-gathers the whole parameters): every
+     * rank loads before the next step.
+     */
+    public void loadState(RankState.Source source, int savedOptimizerSteps, float savedLossScale, int savedGoodSteps) {
+        if (savedOptimizerSteps < 0) {
+            throw new IllegalArgumentException("a saved optimizer step count must be >= 0, got " + savedOptimizerSteps);
+        }
+        List<String> stateNames = optimizer.stateNames();
+        for (ShardedUnit u : units) {
+            int shardNumel = Math.toIntExact(u.layout.shardNumel());
+            float[] values = new float[shardNumel];
+            for (int k = -1; k < stateNames.size(); k++) {
+                String buffer = k < 0 ? RankState.MASTER : stateNames.get(k);
+                java.util.Arrays.fill(values, 0f);                 // padding stays 0
+                for (ShardSlice s : u.layout.slices(u.shardIndex)) {
+                    source.read(s.spec().name(), buffer, s.paramOffset(), values, Math.toIntExact(s.shardOffset()),
+                            Math.toIntExact(s.numel()));
+                }
+                optimizerBackend.copyFromHost(values, 0, k < 0 ? u.master : u.optimizerState.get(k));
+            }
+        }
+        optimizerSteps = savedOptimizerSteps;
+        lossScaler.restore(savedLossScale, savedGoodSteps);
+        handOffToDevice();
+        gatherReplicatedParams();
+    }
+
     /** Bytes this rank has sent and received on the engine's communicators so far. */
     public CommBytes commBytes() {
         return mesh.shard().counters().snapshot().plus(reduceGroup.counters().snapshot())
@@ -232,8 +284,11 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         int m = microBatches.size();
         units.forEach(u -> u.gradShardWritten = false);
         float[] metrics = new float[2];
-        // (M) each micro-batch's mean loss: the model's output, an activation
-        try (Tensor losses = device.allocate(DType.F32, MemoryCategory.ACTIVATIONS, m)) {
+        // (M + 2) F32: each micro-batch's mean loss (the model's outputs, tracked with the
+        // activations), then the step's (Σ loss / (M·N), Σ grad² / R), all-reduced and read at the end
+        try (Tensor scalars = device.zeros(DType.F32, MemoryCategory.ACTIVATIONS, m + 2)) {
+            Tensor losses = scalars.view(0, m);
+            normSquared = scalars.view(m + 1, 1);
             for (int i = 0; i < m; i++) {
                 lastMicroBatch = i == m - 1;
                 if (!forwardOrder.isEmpty()) {
@@ -246,7 +301,8 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
                 model.backward(this, scale / m);
             }
             finishReductions();
-            readMetrics(losses, metrics);
+            readMetrics(losses, scalars.view(m, 2), metrics);
+            normSquared = null;
         }
         double gradNorm = Math.sqrt(metrics[1]) / scale;
         boolean finite = Double.isFinite(gradNorm);
@@ -254,6 +310,9 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         if (!skipped) {
             optimizerSteps++;
             float gradScale = GradientClipping.scale(gradNorm, config.maxGradNorm()) / scale;
+            if (optimizerBackend != device) {   // the host's optimizer reads the shards the device copied over
+                waitFor(optimizerBackend.computeStream(), compute.record(), Wait.OFFLOAD_HANDOFF);
+            }
             optimizer.withLr(lr).step(optimizerBackend, segments, optimizerSteps, gradScale);
             handOffToDevice();
             gatherReplicatedParams();
@@ -269,34 +328,26 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     }
 
     /**
-     * (Σ loss / (M·N), Σ grad² / R) summed on the device, all-reduced over the world, and read:
-     * the step's one host synchronisation. Σ over the world of this rank's share is the global
-     * mean loss; each shard's Σ grad² is counted once though R replicas hold it.
+     * metrics (2) = (Σ loss / (M·N), Σ grad² / R), summed on the device, all-reduced over the
+     * world, and read into {@code out}: the step's one host synchronisation. Σ over the world of
+     * this rank's share is the global mean loss; each shard's Σ grad² is counted once though R
+     * replicas hold it (under offload the reductions already added it, from the device's copy of
+     * each finished shard, before sending the shard to the host).
      */
-    private void readMetrics(Tensor losses, float[] out) {
+    private void readMetrics(Tensor losses, Tensor metrics, float[] out) {
         int m = (int) losses.numel();
-        try (Tensor metrics = device.zeros(DType.F32, MemoryCategory.WORKSPACE, 2)) {   // (2) loss, Σ grad²
-            device.sumInto(losses, 1f / (m * config.worldSize()), metrics.view(0, 1));
-            Tensor normOut = metrics.view(1, 1);
-            float normScale = 1f / config.replicateSize();
-            if (optimizerBackend == device) {
-                for (ShardedUnit u : units) {
-                    device.sumOfSquaresInto(u.gradShard, normScale, normOut);
-                }
-            } else {   // the gradient shards live on the host backend: it adds into the device's tensor
-                waitFor(optimizerBackend.computeStream(), compute.record(), Wait.OFFLOAD_HANDOFF);
-                for (ShardedUnit u : units) {
-                    optimizerBackend.sumOfSquaresInto(u.gradShard, normScale, normOut);
-                }
-                waitFor(compute, optimizerBackend.computeStream().record(), Wait.OFFLOAD_HANDOFF);
+        device.sumInto(losses, 1f / (m * config.worldSize()), metrics.view(0, 1));
+        if (optimizerBackend == device) {
+            for (ShardedUnit u : units) {
+                device.sumOfSquaresInto(u.gradShard, 1f / config.replicateSize(), metrics.view(1, 1));
             }
-            if (config.worldSize() > 1) {
-                try (CommTag.Scope tag = CommTag.of("the step's loss and gradient norm")) {
-                    mesh.world().allReduce(metrics, Reduction.SUM, compute);
-                }
-            }
-            device.copyToHost(metrics, out, 0);
         }
+        if (config.worldSize() > 1) {
+            try (CommTag.Scope tag = CommTag.of("the step's loss and gradient norm")) {
+                mesh.world().allReduce(metrics, Reduction.SUM, compute);
+            }
+        }
+        device.copyToHost(metrics, out, 0);
     }
 
     /** Makes the compute stream (and the host backend, under offload) wait for every reduction of the step. */
@@ -413,7 +464,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
             if (grad != u.gradShard) {
                 device.recordStream(grad, reduceStream);
             }
-            reducer.reduce(u, grad, accumulate);
+            reducer.reduce(u, grad, accumulate, last, normSquared);
             // the all-reduce stream waited for the reduce-scatter, so its event covers both
             lastReduction = (allReduceStream != null ? allReduceStream : reduceStream).record();
             if (grad != u.gradShard) {

@@ -6,10 +6,13 @@
 //                 reduce-scatter does not queue behind it)
 //   shard of 1    all-reduce across the replicate axis (NO_SHARD; nothing at N = 1)
 //   ZeRO-1        all-reduce over the shard group, keep this rank's chunk (OPTIMIZER_ONLY)
-// and finally widen into the gradient shard (on the host under offload), or add into it when an
-// earlier segment of the same step has already written it (ROOT_GRAD_SPLIT). The average over
-// N is taken in the collectives: AVG for fp32/bf16; for fp16, FSDP2's sum with a pre-divide by a
-// power of two near √N before the first collective and the rest after the last.
+// and finally widen into the gradient shard, or add into it when an earlier segment of the same
+// step has already written it (ROOT_GRAD_SPLIT). Under offload the gradient shard lives on the
+// host: the shard's sum over segments is kept on the device until its last segment, its Σ g² is
+// added into the step's device scalar there (so the norm needs no host work), and the finished
+// shard is copied to the host once. The average over N is taken in the collectives: AVG for
+// fp32/bf16; for fp16, FSDP2's sum with a pre-divide by a power of two near √N before the first
+// collective and the rest after the last.
 // Temporaries live on the stream that uses them (recordStream where a second stream reads one),
 // so the host frees them as soon as their work is issued and nothing waits for a free.
 package org.fsdp4j.fsdp;
@@ -35,6 +38,7 @@ final class GradReducer {
     private final Reduction only;               // when one collective reduces over all N
     private final Reduction first;              // the first of two (reduce-scatter, then all-reduce)
     private final Reduction second;
+    private final float normScale;              // 1/R: each shard's Σ g² counted once across its R replicas
 
     GradReducer(Backend device, FsdpConfig config, Communicator shardGroup, Communicator replicateGroup,
                 Backend.Stream reduceStream, Backend.Stream allReduceStream) {
@@ -46,6 +50,7 @@ final class GradReducer {
         this.replicateGroup = replicateGroup;
         this.reduceStream = reduceStream;
         this.allReduceStream = allReduceStream;
+        this.normScale = 1f / config.replicateSize();
         if (reduceDtype == DType.F16) {
             Reduction f = Reduction.fp16Average(config.worldSize());
             this.only = f;
@@ -69,10 +74,12 @@ final class GradReducer {
 
     /**
      * Issues the reduction of {@code grad} (numel, param dtype) into u.gradShard, overwriting it
-     * or, with {@code accumulate}, adding to it. The caller keeps grad alive (and has named the
+     * or, with {@code accumulate}, adding to it; {@code last} says this is the unit's last
+     * reduction of the step. Under offload Σ g² of the finished shard is added into
+     * {@code normSquared} (one F32 on the device). The caller keeps grad alive (and has named the
      * reduce stream with recordStream, or waits for the reduction before freeing it).
      */
-    void reduce(ShardedUnit u, Tensor grad, boolean accumulate) {
+    void reduce(ShardedUnit u, Tensor grad, boolean accumulate, boolean last, Tensor normSquared) {
         if (accumulate && (u.layout.shardCount() == 1 || zeroOne)) {
             throw new IllegalStateException("unit " + u.unit.name() + ": only a reduce-scatter into a shard of its own "
                     + "can add to the gradient shard");
@@ -92,10 +99,10 @@ final class GradReducer {
                     if (replicateGroup.size() > 1) {
                         replicateGroup.allReduce(in, only, reduceStream);
                     }
-                    copyUnlessSame(in, u.gradShard);
+                    deliver(u, in, false, true, normSquared);
                 } else if (zeroOne) {
                     shardGroup.allReduce(in, only, reduceStream);
-                    device.copy(in.view(u.shardIndex * shardNumel, shardNumel), u.gradShard);
+                    deliver(u, in.view(u.shardIndex * shardNumel, shardNumel), false, true, normSquared);
                 } else if (!hasAllReducePhase(u)) {
                     // (shardNumel) reduce dtype: straight into the shard when it is fp32 on the device
                     boolean inPlace = reduceDtype == DType.F32 && !offload && !accumulate;
@@ -103,7 +110,7 @@ final class GradReducer {
                             : device.allocate(reduceDtype, MemoryCategory.WORKSPACE, shardNumel);
                     try {
                         shardGroup.reduceScatter(in, out, only, reduceStream);
-                        into(out, u.gradShard, accumulate);
+                        deliver(u, out, accumulate, last, normSquared);
                     } finally {
                         if (out != u.gradShard) {
                             out.close();
@@ -117,7 +124,7 @@ final class GradReducer {
                         device.recordStream(out, allReduceStream);
                         try (Backend.StreamScope a = device.onStream(allReduceStream)) {
                             replicateGroup.allReduce(out, second, allReduceStream);
-                            into(out, u.gradShard, accumulate);
+                            deliver(u, out, accumulate, last, normSquared);
                         }
                     } finally {
                         out.close();
@@ -131,12 +138,38 @@ final class GradReducer {
         }
     }
 
-    /** shard (fp32, maybe on the host) = or += the reduced chunk, on the current stream. */
-    private void into(Tensor out, Tensor shard, boolean accumulate) {
-        if (accumulate) {
-            device.accumulate(shard, out);
-        } else {
-            copyUnlessSame(out, shard);
+    /**
+     * u's gradient shard = or += {@code reduced} (this rank's reduced chunk, on the device), on the
+     * current stream. Under offload: the sum over segments stays on the device until the last, then
+     * its Σ g² goes into normSquared and the shard is copied to the host.
+     */
+    private void deliver(ShardedUnit u, Tensor reduced, boolean accumulate, boolean last, Tensor normSquared) {
+        if (!offload) {
+            if (accumulate) {
+                device.accumulate(u.gradShard, reduced);
+            } else {
+                copyUnlessSame(reduced, u.gradShard);
+            }
+            return;
+        }
+        Tensor finished = reduced;
+        if (accumulate || !last) {                           // a unit reduced once per segment (the root)
+            if (u.offloadSum == null) {
+                u.offloadSum = device.allocate(DType.F32, MemoryCategory.WORKSPACE, reduced.numel());   // (shardNumel)
+                device.copy(reduced, u.offloadSum);
+            } else {
+                device.accumulate(u.offloadSum, reduced);
+            }
+            if (!last) {
+                return;
+            }
+            finished = u.offloadSum;
+        }
+        device.sumOfSquaresInto(finished, normScale, normSquared);
+        device.copy(finished, u.gradShard);                  // to the host
+        if (finished == u.offloadSum) {
+            u.offloadSum.close();
+            u.offloadSum = null;
         }
     }
 

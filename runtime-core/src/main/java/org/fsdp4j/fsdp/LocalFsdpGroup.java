@@ -25,7 +25,6 @@ import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Device;
 import org.fsdp4j.tensor.MemoryCategory;
 import org.fsdp4j.tensor.MemoryTracker;
-import org.fsdp4j.tensor.Tensor;
 
 public final class LocalFsdpGroup implements AutoCloseable {
 
@@ -61,7 +60,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
                 device = add(made, Backends.create(deviceKind, deviceMemory, options));
                 if (config.offload()) {
                     hostMemory = new MemoryTracker("rank " + rank + " host");
-                    host = add(made, Backends.create(Device.CPU, hostMemory, options));
+                    host = add(made, Backends.createHost(deviceKind, hostMemory, options));
                 } else {
                     hostMemory = deviceMemory;
                     host = device;

@@ -42,6 +42,24 @@ public final class LossScaler {
         return scale;
     }
 
+    /** Finite steps in a row since the scale last changed (what a checkpoint keeps, with the scale). */
+    public int goodSteps() {
+        return goodSteps;
+    }
+
+    /** Continues from a saved scale and count of good steps (a checkpoint's); a fixed scale ignores them. */
+    public void restore(float savedScale, int savedGoodSteps) {
+        if (!dynamic) {
+            return;
+        }
+        if (!(savedScale > 0) || !Float.isFinite(savedScale) || savedGoodSteps < 0) {
+            throw new IllegalArgumentException("a saved loss scale must be finite and > 0 with good steps >= 0, got "
+                    + savedScale + " and " + savedGoodSteps);
+        }
+        scale = savedScale;
+        goodSteps = savedGoodSteps;
+    }
+
     /** Whether a step whose gradients are {@code finite} or not must be skipped: whenever they are not. */
     public boolean skips(boolean finite) {
         return !finite;

@@ -35,6 +35,8 @@ final class ShardedUnit implements AutoCloseable {
     final Tensor gatherInput;
     final Tensor full;                 // null unless persistent
     final Tensor gradShard;
+    /** The optimizer's state buffers (AdamW m, v), each (shardNumel) fp32, padding included. */
+    final List<Tensor> optimizerState;
     /** The model accumulates straight into gradShard (a shard group of 1, fp32 params, no offload). */
     final boolean accumulatesIntoGradShard;
     final List<ParamSegment> segments;
@@ -50,6 +52,7 @@ final class ShardedUnit implements AutoCloseable {
     Tensor gathered;                             // (numel) param dtype while UNSHARDED
     PendingGather pendingGather;                 // an all-gather issued and not yet waited for by compute
     Tensor unshardedGrad;                        // (numel) param dtype while backward accumulates
+    Tensor offloadSum;                           // (shardNumel) F32 on the device: offload, between a unit's reductions
     boolean gradShardWritten;                    // a reduction has written gradShard this step: later ones add
 
     /**
@@ -87,6 +90,7 @@ final class ShardedUnit implements AutoCloseable {
             for (int k = 0; k < optimizerBuffers; k++) {
                 state.add(own(optimizerBackend.zeros(DType.F32, MemoryCategory.OPTIMIZER, shardNumel)));
             }
+            this.optimizerState = List.copyOf(state);
             List<ParamSegment> segs = new ArrayList<>();
             for (ShardSlice s : layout.slices(shardIndex)) {
                 segs.add(new ParamSegment(master.view(s.shardOffset(), s.numel()), gradShard.view(s.shardOffset(), s.numel()),
@@ -173,6 +177,10 @@ final class ShardedUnit implements AutoCloseable {
         }
         if (unshardedGrad != null && unshardedGrad != gradShard) {
             unshardedGrad.close();
+        }
+        if (offloadSum != null) {
+            offloadSum.close();
+            offloadSum = null;
         }
         unshardedGrad = null;
         owned.forEach(Tensor::close);

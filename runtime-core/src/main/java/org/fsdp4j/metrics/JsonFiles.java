@@ -53,6 +53,23 @@ public final class JsonFiles {
         }
     }
 
+    /**
+     * Reads {@code file} as {@code type}, with the snake_case keys writeAtomically writes; a file
+     * that does not parse or lacks a field throws Jackson's IOException, whose message says where.
+     */
+    public static <T> T read(Path file, Class<T> type) throws IOException {
+        return MAPPER.readValue(file.toFile(), type);
+    }
+
+    /** One line of JSON (no indentation), for JSON Lines logs such as metrics.jsonl. */
+    public static String toJsonLine(Object value) {
+        try {
+            return MAPPER.writer().without(SerializationFeature.INDENT_OUTPUT).writeValueAsString(value);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
     /** The JSON text of {@code value} as writeAtomically writes it (for tests and logs). */
     public static String toJson(Object value) {
         try {

@@ -4,6 +4,7 @@
 package org.fsdp4j.model;
 
 import org.fsdp4j.backend.Backend;
+import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Tensor;
 
 final class Linear {
@@ -18,18 +19,25 @@ final class Linear {
 
     /**
      * out (N, OC) = inp (N, IC) · weight (OC, IC)ᵀ + bias (OC); bias may be null. N = all leading dims.
-     * The bias goes into out first and the GEMM adds to it (beta = 1), so a half out is rounded once,
+     * A half out gets the bias first and the GEMM adds to it (beta = 1), so it is rounded once,
      * after the bias is added in fp32, as PyTorch's bf16 linear does (oneDNN on the CPU, cuBLASLt's
-     * bias epilogue or addmm on a GPU). Adding it after the GEMM would round twice: a quarter of the
-     * outputs one ulp away from PyTorch's, at every biased Linear (tools/reference/README.md).
+     * bias epilogue or addmm on a GPU); adding it after the GEMM would round twice, a quarter of the
+     * outputs one ulp away from PyTorch's at every biased Linear (tools/reference/README.md). An
+     * fp32 out keeps the GEMM-then-bias order, two passes over it fewer: its second rounding is
+     * fp32's, within the fp32 parity tolerances.
      */
     void forward(Backend backend, Tensor inp, Tensor weight, Tensor bias, Tensor out) {
         int rows = rows(inp, out, weight, bias);
-        if (bias != null) {
-            backend.fill(out, 0f);
-            backend.addBias(out.reshape(rows, outFeatures), bias);   // exact: activations have the bias's dtype
+        if (bias == null || out.dtype() == DType.F32) {
+            backend.gemm(false, true, rows, outFeatures, inFeatures, 1f, inp, weight, 0f, out);
+            if (bias != null) {
+                backend.addBias(out.reshape(rows, outFeatures), bias);
+            }
+            return;
         }
-        backend.gemm(false, true, rows, outFeatures, inFeatures, 1f, inp, weight, bias != null ? 1f : 0f, out);
+        backend.fill(out, 0f);
+        backend.addBias(out.reshape(rows, outFeatures), bias);   // exact: activations have the bias's dtype
+        backend.gemm(false, true, rows, outFeatures, inFeatures, 1f, inp, weight, 1f, out);
     }
 
     /**

@@ -39,6 +39,11 @@ public record AdamW(float lr, float beta1, float beta2, float eps, float weightD
     }
 
     @Override
+    public List<String> stateNames() {
+        return List.of("exp_avg", "exp_avg_sq");
+    }
+
+    @Override
     public void step(Backend backend, List<ParamSegment> segments, int step, float gradScale) {
         AdamWStep decayed = new AdamWStep(lr, beta1, beta2, eps, weightDecay, step, gradScale);
         AdamWStep undecayed = decayed.withWeightDecay(0f);

@@ -17,6 +17,9 @@ public interface Optimizer {
     /** State buffers per parameter element: 2 for AdamW (m, v), 1 for SGD with momentum. */
     int stateBuffersPerParam();
 
+    /** The state buffers' names, as PyTorch's optimizer calls them (checkpoints key them so). */
+    java.util.List<String> stateNames();
+
     /**
      * One update of every segment. {@code step} counts from 1 (bias correction); every gradient is
      * multiplied by {@code gradScale} first (loss-scale unscaling and clipping in one factor).

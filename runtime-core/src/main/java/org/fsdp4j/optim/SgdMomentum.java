@@ -25,6 +25,11 @@ public record SgdMomentum(float lr, float momentum, float weightDecay) implement
     }
 
     @Override
+    public java.util.List<String> stateNames() {
+        return java.util.List.of("momentum_buffer");
+    }
+
+    @Override
     public int stateBuffersPerParam() {
         return 1;
     }

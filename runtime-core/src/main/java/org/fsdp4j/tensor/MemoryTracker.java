@@ -13,6 +13,34 @@ public final class MemoryTracker {
     private final long[] atTotalPeak = new long[MemoryCategory.values().length];   // live per category when the total peaked
     private long totalLiveBytes;
     private long totalPeakBytes;
+    private java.util.List<long[]> timeline;          // while recording: [nanoTime, live per category...] per change
+    private int timelineLimit;
+
+    /**
+     * Starts recording the live bytes per category at every allocation and free (at most
+     * {@code maxEvents} of them), for a chart of memory over a step.
+     */
+    public synchronized void startTimeline(int maxEvents) {
+        timeline = new java.util.ArrayList<>();
+        timelineLimit = maxEvents;
+        record();
+    }
+
+    /** Stops recording; each entry is [System.nanoTime(), live bytes of each MemoryCategory in ordinal order]. */
+    public synchronized java.util.List<long[]> stopTimeline() {
+        java.util.List<long[]> t = timeline == null ? java.util.List.of() : java.util.List.copyOf(timeline);
+        timeline = null;
+        return t;
+    }
+
+    private void record() {
+        if (timeline != null && timeline.size() < timelineLimit) {
+            long[] e = new long[1 + liveBytes.length];
+            e[0] = System.nanoTime();
+            System.arraycopy(liveBytes, 0, e, 1, liveBytes.length);
+            timeline.add(e);
+        }
+    }
 
     public MemoryTracker(String name) {
         this.name = name;
@@ -34,6 +62,7 @@ public final class MemoryTracker {
             totalPeakBytes = totalLiveBytes;
             System.arraycopy(liveBytes, 0, atTotalPeak, 0, liveBytes.length);
         }
+        record();
     }
 
     public synchronized void freed(MemoryCategory category, long numBytes) {
@@ -44,6 +73,7 @@ public final class MemoryTracker {
         }
         liveBytes[c] -= numBytes;
         totalLiveBytes -= numBytes;
+        record();
     }
 
     public synchronized long liveBytes() {

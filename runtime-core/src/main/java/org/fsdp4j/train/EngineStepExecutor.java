@@ -17,6 +17,7 @@ import org.fsdp4j.data.Batch;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.fsdp.FsdpStepResult;
 import org.fsdp4j.fsdp.LocalFsdpGroup;
+import org.fsdp4j.fsdp.RankState;
 import org.fsdp4j.fsdp.UnitBufferPlan;
 import org.fsdp4j.model.GptModel;
 import org.fsdp4j.optim.AdamW;
@@ -136,6 +137,19 @@ public final class EngineStepExecutor implements StepExecutor {
     @Override
     public String agreeToStop(int step, String requested) {
         return processes == null ? requested : processes.agreeToStop(step, requested);
+    }
+
+    @Override
+    public List<RankState> copyStateToHost() {
+        return group.onEachRank((rank, engine) -> engine.copyStateToHost());
+    }
+
+    @Override
+    public void loadState(RankState.Source source, int optimizerSteps, float lossScale, int lossScaleGoodSteps) {
+        group.onEachRank((rank, engine) -> {
+            engine.loadState(source, optimizerSteps, lossScale, lossScaleGoodSteps);
+            return null;
+        });
     }
 
     /** The group of ranks (for tests that inspect shards). */

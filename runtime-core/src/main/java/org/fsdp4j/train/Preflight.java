@@ -2,7 +2,7 @@
 // memory the device has left (every in-process CPU rank shares the host's RAM; a GPU rank has
 // its GPU), is no single buffer over the CPU backend's 2 GiB limit, and about how long will a
 // step take. A run that does not fit gets the figures and the flags that would make it fit.
-// The memory figures come from a StepCostModel (AnalyticStepCost until the planner exists).
+// The memory figures come from a StepCostModel (the planner).
 package org.fsdp4j.train;
 
 import java.util.ArrayList;
@@ -28,7 +28,7 @@ public final class Preflight {
 
     /**
      * A suggested fix must leave this share of the available memory free: the estimate is off
-     * by up to ~15% (AnalyticStepCostTest), and the JVM and the host block cache need room too.
+     * by up to ~15% (PlannerRuntimeTest), and the JVM and the host block cache need room too.
      */
     static final double FIX_HEADROOM = 0.1;
 

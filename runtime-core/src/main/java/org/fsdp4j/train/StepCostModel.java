@@ -1,6 +1,6 @@
 // What a run's steps will cost, predicted before anything is allocated: the preflight asks it
-// whether a run fits. AnalyticStepCost is the model today; the planner (issue 11) will be
-// another implementation, and nothing else has to change.
+// whether a run fits. The planner (org.fsdp4j.plan.Planner) is the model:
+// the same memory model `fsdp4j plan` prints and each run checks after its first step.
 package org.fsdp4j.train;
 
 public interface StepCostModel {

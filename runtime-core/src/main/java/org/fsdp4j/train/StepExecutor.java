@@ -71,6 +71,20 @@ public interface StepExecutor extends AutoCloseable {
         return requested;
     }
 
+    /** Every rank's training state copied to the host, in rank order (for a checkpoint; between steps). */
+    default List<org.fsdp4j.fsdp.RankState> copyStateToHost() {
+        throw new IllegalStateException(getClass().getSimpleName() + " keeps no state a checkpoint can save");
+    }
+
+    /**
+     * Loads every rank's shards from {@code source} (by parameter name and element range, so any
+     * saved world size or strategy loads) and continues the optimizer's step count and the loss scaler.
+     */
+    default void loadState(org.fsdp4j.fsdp.RankState.Source source, int optimizerSteps, float lossScale,
+                           int lossScaleGoodSteps) {
+        throw new IllegalStateException(getClass().getSimpleName() + " cannot load a checkpoint");
+    }
+
     @Override
     void close();
 

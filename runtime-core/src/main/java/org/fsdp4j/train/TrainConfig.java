@@ -221,6 +221,11 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
             return this;
         }
 
+        /** The preset's name as set so far (callers derive a model shape from it). */
+        public String presetName() {
+            return preset;
+        }
+
         /** An explicit model shape (overrides the preset's). */
         public Builder model(GptConfig config) {
             this.model = config;

@@ -45,6 +45,9 @@ import java.util.Map;
  *                                when compute runs in the parameter dtype)
  * @param debugStreams            the run used the debug streams (slow: random delays, poisoned memory)
  * @param outcome                 planned and skipped steps, and whether the run diverged or was interrupted (top-level keys)
+ * @param resumedFrom             the checkpoint the run started from (its losses are included above); absent for a fresh run
+ * @param checkpoints             the checkpoints written (step, dir, blocked_ms, write_ms, bytes, files); absent without --save-dir
+ * @param memoryCheck             the planner's prediction beside the first step's measured memory per rank
  */
 public record TrainSummary(String preset, long params, int worldSize, String device, String backend, String data,
                            int steps, int batchSize, int seqLen, long seed,
@@ -60,5 +63,8 @@ public record TrainSummary(String preset, long params, int worldSize, String dev
                            @JsonInclude(JsonInclude.Include.NON_NULL) long[] hostPersistentBytesPerRank,
                            @JsonInclude(JsonInclude.Include.NON_NULL) long[] hostPeakBytesPerRank,
                            long hostSyncsPerStep, long promotedCopies, boolean debugStreams,
-                           @JsonUnwrapped RunOutcome outcome) {
+                           @JsonUnwrapped RunOutcome outcome,
+                           @JsonInclude(JsonInclude.Include.NON_NULL) Trainer.ResumedFrom resumedFrom,
+                           @JsonInclude(JsonInclude.Include.NON_NULL) java.util.List<org.fsdp4j.checkpoint.Checkpointer.Save> checkpoints,
+                           @JsonInclude(JsonInclude.Include.NON_NULL) MemoryCheck memoryCheck) {
 }

@@ -4,6 +4,12 @@
 // The run ends after its planned steps, at a step whose loss or gradients are not finite
 // (DivergenceWatch, under the config's NonFinitePolicy), or after requestStop (a signal); the
 // summary says which. requestStop and summary may be called from another thread.
+// Checkpoints (CheckpointOptions): a resumed run loads every rank's shards, the optimizer's step
+// count, the loss scaler and the losses so far before its first step, and continues at the saved
+// step + 1 (batches and the schedule are functions of the step). A save copies the ranks' state
+// to the host at a step boundary (the only time the step is blocked) and a Checkpointer writes
+// it on a background thread. The planner's prediction for the run is compared with the first
+// step's measured memory (MemoryCheck).
 package org.fsdp4j.train;
 
 import org.fsdp4j.fsdp.UnitBufferPlan;
@@ -18,7 +24,13 @@ import java.util.function.Consumer;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.data.BatchSampler;
 import org.fsdp4j.data.TokenCorpus;
+import org.fsdp4j.checkpoint.CheckpointIndex;
+import org.fsdp4j.checkpoint.CheckpointReader;
+import org.fsdp4j.checkpoint.Checkpointer;
 import org.fsdp4j.fsdp.LossScaleFloorException;
+import org.fsdp4j.fsdp.RankState;
+import org.fsdp4j.model.HfGpt2Config;
+import org.fsdp4j.plan.Planner;
 import org.fsdp4j.metrics.Stats;
 import org.fsdp4j.optim.CosineSchedule;
 import org.fsdp4j.tensor.Device;
@@ -50,6 +62,20 @@ public final class Trainer implements AutoCloseable {
     private volatile String stopRequestedBy;
     private volatile String stopSignalled;  // several processes: a stop asked of this one, put to the vote at the step's end
     private String failure;                 // a step threw: "step 12: ...", for the summary
+    private final CheckpointOptions checkpoints;
+    private final Checkpointer checkpointer;    // null without --save-dir
+    private final Consumer<String> log;
+    private final ResumedFrom resumedFrom;      // null for a fresh run
+    private int lastSavedStep = -1;
+    private final StepCost predicted;           // the planner's, for the memory check after the first step
+    private MemoryCheck memoryCheck;            // set by the first step this process runs
+    private List<List<long[]>> memoryTimelines = List.of();   // per rank, over the first step this process ran
+    /** Allocations and frees recorded per rank for the memory-over-a-step chart. */
+    private static final int TIMELINE_EVENTS = 200_000;
+
+    /** Where a resumed run's state came from. */
+    public record ResumedFrom(String path, int step, int worldSize, String strategy) {
+    }
 
     /**
      * Loads the data, resolves the device ({@code log} receives the line explaining a fallback
@@ -57,7 +83,15 @@ public final class Trainer implements AutoCloseable {
      * sequence length, unusable device) is an IllegalArgumentException that says what to change.
      */
     public Trainer(TrainConfig config, Consumer<String> log) {
-        this(config, log, EngineStepExecutor::new);
+        this(config, CheckpointOptions.none(), log);
+    }
+
+    /**
+     * As above, saving and resuming as {@code checkpoints} says. A checkpoint that cannot be used
+     * (incomplete, corrupted, another model) is a CheckpointException naming the file.
+     */
+    public Trainer(TrainConfig config, CheckpointOptions checkpoints, Consumer<String> log) {
+        this(config, checkpoints, log, EngineStepExecutor::new);
     }
 
     /**
@@ -70,7 +104,14 @@ public final class Trainer implements AutoCloseable {
 
     /** As above with the step executor {@code executors} builds (tests substitute one). */
     Trainer(TrainConfig config, Consumer<String> log, BiFunction<TrainConfig, Device, StepExecutor> executors) {
+        this(config, CheckpointOptions.none(), log, executors);
+    }
+
+    private Trainer(TrainConfig config, CheckpointOptions checkpoints, Consumer<String> log,
+                    BiFunction<TrainConfig, Device, StepExecutor> executors) {
         this.config = config;
+        this.checkpoints = checkpoints;
+        this.log = log;
         config.outDir().ifPresent(Trainer::checkOutDir);
         TokenCorpus corpus = config.dataFile().map(TokenCorpus::fromFile).orElseGet(TokenCorpus::embeddedDefault);
         if (corpus.vocabSize() > config.model().vocabSize()) {
@@ -95,6 +136,44 @@ public final class Trainer implements AutoCloseable {
         this.watch = new DivergenceWatch(config.onNonFinite(), config.precision().needsLossScaling());
         this.losses = new float[Math.min(config.steps(), 1024)];
         this.stepTimesMs = new double[losses.length];
+        this.predicted = new Planner().estimate(config);
+        try {
+            this.resumedFrom = checkpoints.resume().map(r -> resume(Checkpointer.resolve(r, checkpoints.saveDir(), log)))
+                    .orElse(null);
+        } catch (RuntimeException e) {
+            executor.close();
+            throw e;
+        }
+        this.checkpointer = checkpoints.saveDir().map(d -> new Checkpointer(d, checkpoints.keep(), log)).orElse(null);
+    }
+
+    /** Loads the checkpoint in {@code dir} into every rank and continues at its step + 1. */
+    private ResumedFrom resume(java.nio.file.Path dir) {
+        try (CheckpointReader reader = CheckpointReader.open(dir)) {
+            CheckpointIndex index = reader.index();
+            reader.checkModel(config.model());
+            CheckpointIndex.DataPosition d = index.data();
+            if (d.seed() != config.seed() || d.batchSize() != config.batchSize() || d.seqLen() != config.seqLen()
+                    || d.plannedSteps() != config.steps()) {
+                log.accept("note: the checkpoint's run had --seed " + d.seed() + " --batch-size " + d.batchSize()
+                        + " --seq-len " + d.seqLen() + " --steps " + d.plannedSteps() + "; this run's batches or "
+                        + "learning-rate schedule differ from it");
+            }
+            executor.loadState(reader, index.optimizer().step(), index.lossScaler().scale(),
+                    index.lossScaler().goodSteps());
+            completedSteps = Math.min(index.step(), config.steps());
+            float[] saved = index.losses() == null ? new float[0] : index.losses();
+            losses = Arrays.copyOf(saved, Math.max(losses.length, Math.min(config.steps(), saved.length + 1024)));
+            stepTimesMs = new double[losses.length];
+            Arrays.fill(stepTimesMs, Double.NaN);             // steps run by the earlier process
+            completedSteps = Math.min(completedSteps, saved.length);
+            lastSavedStep = completedSteps;
+            String sameShape = index.worldSize() == config.worldSize() && index.strategy().equals(config.strategy().cliName())
+                    && index.shardSize() == config.fsdp().shardSize() ? "" : " (re-sliced from " + index.worldSize()
+                    + " ranks, " + index.strategy() + ")";
+            log.accept("resumed from " + dir + " at step " + index.step() + sameShape);
+            return new ResumedFrom(dir.toString(), index.step(), index.worldSize(), index.strategy());
+        }
     }
 
     private static void checkOutDir(Path dir) {
@@ -143,6 +222,10 @@ public final class Trainer implements AutoCloseable {
         var batch = sampler.sample(step);
         trackers.forEach(MemoryTracker::resetPeak);
         hostTrackers.forEach(MemoryTracker::resetPeak);
+        boolean firstHere = memoryCheck == null;
+        if (firstHere) {
+            trackers.forEach(t -> t.startTimeline(TIMELINE_EVENTS));
+        }
         long start = System.nanoTime();
         StepExecutor.StepOutcome outcome;
         boolean atLossScaleFloor = false;
@@ -159,6 +242,12 @@ public final class Trainer implements AutoCloseable {
             outcome = new StepExecutor.StepOutcome(Float.NaN, Double.NaN, true, 0, 0);
         }
         double timeMs = (System.nanoTime() - start) / 1e6;
+        if (firstHere) {
+            List<List<long[]>> timelines = trackers.stream().map(MemoryTracker::stopTimeline).toList();
+            synchronized (this) {
+                memoryTimelines = timelines;
+            }
+        }
         long live = 0;
         long peak = 0;
         Map<MemoryCategory, Long> peakSplit = Map.of();
@@ -200,6 +289,21 @@ public final class Trainer implements AutoCloseable {
                 watch.observe(step, outcome);
             }
         }
+        if (memoryCheck == null) {
+            long[] persistentNow = new long[trackers.size()];
+            long[] peakNow = new long[trackers.size()];
+            for (int r = 0; r < trackers.size(); r++) {
+                persistentNow[r] = trackers.get(r).persistentBytes();
+                peakNow[r] = trackers.get(r).peakBytes();
+            }
+            synchronized (this) {
+                memoryCheck = new MemoryCheck(predicted.persistentBytesPerRank(), predicted.peakBytesPerRank(),
+                        predicted.temporaryBytesPerRank(), predicted.activationBytesPerRank(), persistentNow, peakNow);
+            }
+        }
+        if (checkpointer != null && checkpoints.saveEvery() > 0 && step % checkpoints.saveEvery() == 0) {
+            saveCheckpoint();
+        }
         if (executor.agreesOnStops() && step < config.steps()) {
             String agreed = executor.agreeToStop(step, stopSignalled);
             if (agreed != null) {
@@ -223,13 +327,83 @@ public final class Trainer implements AutoCloseable {
         return summary();
     }
 
+    /**
+     * Saves a checkpoint of the steps completed: every rank's state is copied to the host here
+     * (the step boundary is blocked for that, and for a previous save still being written), and
+     * written on the checkpointer's thread. No-op without --save-dir or when this step is saved.
+     */
+    public void saveCheckpoint() {
+        if (checkpointer == null || completedSteps == lastSavedStep || completedSteps == 0) {
+            return;
+        }
+        long t0 = System.nanoTime();
+        List<RankState> states = executor.copyStateToHost();
+        double copyMs = (System.nanoTime() - t0) / 1e6;
+        RankState s0 = states.get(0);
+        var opt = EngineStepExecutor.optimizerFor(config);
+        CheckpointIndex header;
+        synchronized (this) {
+            header = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.FORMAT_VERSION, completedSteps,
+                    HfGpt2Config.of(config.model()), config.preset(), config.strategy().cliName(), config.worldSize(),
+                    config.fsdp().shardSize(), config.precision().paramDtype().shortName(),
+                    config.precision().reduceDtype().shortName(), "fp32", s0.bufferNames(),
+                    new CheckpointIndex.OptimizerState("adamw", s0.optimizerSteps(), opt.lr(), opt.beta1(), opt.beta2(),
+                            opt.eps(), opt.weightDecay()),
+                    new CheckpointIndex.LossScalerState(s0.lossScale(), s0.lossScaleGoodSteps()),
+                    new CheckpointIndex.DataPosition(config.seed(), config.batchSize(), config.seqLen(),
+                            completedSteps + 1, config.steps()),
+                    Arrays.copyOf(losses, completedSteps), List.of(), List.of(), List.of());
+        }
+        checkpointer.save(header, states, copyMs);
+        lastSavedStep = completedSteps;
+    }
+
+    /**
+     * After a stop request (SIGTERM: preemption), saves the steps done unless that step is saved
+     * already, and waits for every write. Returns whether a checkpoint of the last completed step exists.
+     */
+    public boolean saveAtStop() {
+        if (checkpointer == null) {
+            return false;
+        }
+        saveCheckpoint();
+        checkpointer.awaitPending();
+        return lastSavedStep == completedSteps && completedSteps > 0;
+    }
+
+    /** Waits for a checkpoint still being written (a failed write is rethrown). */
+    public void awaitCheckpoints() {
+        if (checkpointer != null) {
+            checkpointer.awaitPending();
+        }
+    }
+
+    /** The planner's prediction beside the first step's measured memory; empty before a step ran. */
+    public synchronized java.util.Optional<MemoryCheck> memoryCheck() {
+        return java.util.Optional.ofNullable(memoryCheck);
+    }
+
+    /**
+     * Per rank, the live bytes per category at every allocation and free of the first step this
+     * process ran: [System.nanoTime(), bytes of each MemoryCategory]; empty before a step ran.
+     */
+    public synchronized List<List<long[]>> memoryTimelines() {
+        return memoryTimelines;
+    }
+
+    /** Where this run resumed from; empty for a fresh run. */
+    public java.util.Optional<ResumedFrom> resumedFrom() {
+        return java.util.Optional.ofNullable(resumedFrom);
+    }
+
     /** The summary of the steps run so far (none yet: NaN times and losses, written as null). */
     public synchronized TrainSummary summary() {
         float[] done = Arrays.copyOf(losses, completedSteps);
         double[] times = Arrays.copyOf(stepTimesMs, completedSteps);
-        double medianMs = completedSteps == 0 ? Double.NaN : Stats.median(times);
+        double[] timed = Arrays.stream(times).filter(t -> !Double.isNaN(t)).toArray();   // this process's steps
+        double medianMs = timed.length == 0 ? Double.NaN : Stats.median(timed);
         double totalMs = 0;
-        for (double t : times) {
+        for (double t : timed) {
             totalMs += t;
         }
         long[] persistent = new long[trackers.size()];
@@ -253,7 +427,8 @@ public final class Trainer implements AutoCloseable {
                 executor.unitBufferPlan().map(UnitBufferPlan::budgetBytes).orElse(null),
                 hostTrackers.isEmpty() ? null : hostTrackers.stream().mapToLong(MemoryTracker::persistentBytes).toArray(),
                 hostTrackers.isEmpty() ? null : hostPeakBytesPerRank.clone(), hostSyncsPerStep, promotedCopies,
-                config.debugStreams(), outcome());
+                config.debugStreams(), outcome(), resumedFrom,
+                checkpointer == null ? null : checkpointer.saves(), memoryCheck);
     }
 
     /** How the run ended so far. */
@@ -270,8 +445,15 @@ public final class Trainer implements AutoCloseable {
         return executor;
     }
 
+    /** Waits for a checkpoint being written, then closes the ranks. */
     @Override
     public void close() {
-        executor.close();
+        try {
+            if (checkpointer != null) {
+                checkpointer.close();
+            }
+        } finally {
+            executor.close();
+        }
     }
 }

@@ -5,7 +5,6 @@
 // reference, as FSDP2's parity tests do.
 package org.fsdp4j.fsdp;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import java.time.Duration;

@@ -14,7 +14,7 @@ import org.junit.jupiter.api.Test;
 
 class PreflightTest {
 
-    private static final StepCostModel MODEL = new AnalyticStepCost();
+    private static final StepCostModel MODEL = new org.fsdp4j.plan.Planner();
 
     private static TrainConfig.Builder small() {
         return TrainConfig.builder().preset("small").batchSize(8).device("cpu");

@@ -6,6 +6,7 @@
 package org.fsdp4j.cli;
 
 import java.io.UncheckedIOException;
+import org.fsdp4j.checkpoint.CheckpointException;
 import org.fsdp4j.comm.CommException;
 import org.fsdp4j.comm.LocalLauncher;
 import org.fsdp4j.cuda.CudaException;
@@ -50,6 +51,11 @@ final class ErrorHandler implements IExecutionExceptionHandler, IParameterExcept
     static UserError classify(Throwable ex) {
         if (ex instanceof UserError u) {
             return u;
+        }
+        for (Throwable t = ex; t != null; t = t.getCause() == t ? null : t.getCause()) {
+            if (t instanceof CheckpointException c) {       // also when a rank's load met it
+                return new UserError(ExitCode.BAD_CHECKPOINT, c.getMessage(), ex);
+            }
         }
         if (ex instanceof IllegalArgumentException && ex.getMessage() != null) {   // without a message: not ours, a bug
             return new UserError(ExitCode.BAD_INPUT, ex.getMessage(), ex);

@@ -22,13 +22,15 @@ enum ExitCode {
     RANK_FAILED(7),
     /** bench gemm: the backend's results failed the fp64 check (#wrong > 0). */
     WRONG_RESULTS(8),
+    /** A checkpoint to resume, inspect or export is incomplete, corrupted, or of another model. */
+    BAD_CHECKPOINT(9),
     /**
      * The processes of a run could not form it: the master address unreachable or its port taken,
      * a process that did not join within --collective-timeout, two processes with one rank.
      */
-    RENDEZVOUS_FAILED(9),
+    RENDEZVOUS_FAILED(10),
     /** The processes of a run were started with different settings (the message lists them). */
-    SETTINGS_DIFFER(10),
+    SETTINGS_DIFFER(11),
     /** A bug in fsdp4j: the message asks for a report and the stack trace follows. */
     INTERNAL(70),
     /** Interrupted by SIGINT (Ctrl-C), 128 + 2: the summary of the steps done is written. */

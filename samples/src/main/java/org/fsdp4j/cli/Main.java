@@ -1,4 +1,4 @@
-// The fsdp4j command line: `train`, `bench` and `launch` (more commands join as the runtime grows).
+// The fsdp4j command line: `train`, `plan`, `checkpoint`, `bench` and `launch`.
 // Only main() exits the JVM; everything else returns an exit code so tests run it in-process
 // (SignalStop's halt after an abandoned step is the one exception). ExitCode lists the codes.
 package org.fsdp4j.cli;
@@ -16,7 +16,8 @@ import picocli.CommandLine.TypeConversionException;
 
 @Command(name = "fsdp4j", mixinStandardHelpOptions = true, version = Main.VERSION,
         description = "Fully Sharded Data Parallel (ZeRO-3) training on the JVM.",
-        subcommands = {TrainCommand.class, BenchCommand.class, LaunchCommand.class, CommandLine.HelpCommand.class})
+        subcommands = {TrainCommand.class, PlanCommand.class, CheckpointCommand.class, BenchCommand.class,
+            LaunchCommand.class, CommandLine.HelpCommand.class})
 public final class Main implements Runnable {
 
     static final String VERSION = "fsdp4j 0.1.0";
@@ -26,7 +27,7 @@ public final class Main implements Runnable {
 
     @Override
     public void run() {
-        throw new ParameterException(spec.commandLine(), "missing command: use train, bench or launch");
+        throw new ParameterException(spec.commandLine(), "missing command: use train, plan, checkpoint, bench or launch");
     }
 
     /** The command line with fsdp4j's error handling; set its out/err to capture output. */

@@ -3,14 +3,20 @@
 // preflight estimates the peak memory against what the device has and the time per step), then
 // prints the resolved configuration, one line per step and the gap to the loss floor, and
 // writes summary.json with --out. A run that diverges or is interrupted still writes its
-// summary; it then exits with the code ExitCode gives it. As one process of several (DistOptions:
-// flags, or torchrun's, Slurm's or Open MPI's variables) it first meets the others and checks
-// their settings are its own; process 0 prints and writes for the run, and a failure here is
-// left for the others to read, so that every process stops at once with the same reason.
+// summary; it then exits with the code ExitCode gives it. With --save-dir it saves checkpoints
+// (every --save-every K steps, and when SIGTERM stops it: then it exits 0, since --resume latest
+// continues the run); --resume starts from one. After step 1 it prints the planner's prediction
+// beside the measured memory. On a terminal the steps show as a progress bar with ETA; with --out
+// it also writes metrics.jsonl (one line per step) and, at the end, loss.png and memory.png.
+// As one process of several (DistOptions: flags, or torchrun's, Slurm's or Open MPI's variables)
+// it first meets the others and checks their settings are its own; process 0 prints and writes
+// for the run, and a failure here is left for the others to read, so that every process stops at
+// once with the same reason.
 package org.fsdp4j.cli;
 
 import java.io.PrintWriter;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.concurrent.Callable;
@@ -19,7 +25,8 @@ import org.fsdp4j.backend.Backends;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.dist.ProcessIdentity;
 import org.fsdp4j.tensor.Device;
-import org.fsdp4j.train.AnalyticStepCost;
+import org.fsdp4j.plan.Planner;
+import org.fsdp4j.train.CheckpointOptions;
 import org.fsdp4j.train.NonFinitePolicy;
 import org.fsdp4j.train.Preflight;
 import org.fsdp4j.train.RunOutcome;
@@ -48,6 +55,23 @@ final class TrainCommand implements Callable<Integer> {
     @Option(names = "--force", description = "run even when the preflight estimates more memory than is available")
     boolean force;
 
+    @Option(names = "--save-every", paramLabel = "K",
+            description = "save a checkpoint every K steps into --save-dir (default: only when SIGTERM stops the run)")
+    int saveEvery;
+
+    @Option(names = "--save-dir", paramLabel = "DIR",
+            description = "where checkpoints go (DIR/step-NNNNNNNN); SIGTERM then saves one and exits 0")
+    Path saveDir;
+
+    @Option(names = "--keep", paramLabel = "K", description = "complete checkpoints kept in --save-dir (default: "
+            + CheckpointOptions.DEFAULT_KEEP + ")")
+    int keep = CheckpointOptions.DEFAULT_KEEP;
+
+    @Option(names = "--resume", paramLabel = "DIR|latest",
+            description = "continue from a checkpoint directory, or the newest one under --save-dir; any world size "
+                    + "and strategy (the shards are re-sliced)")
+    String resume;
+
     @Option(names = "--memory-limit", paramLabel = "SIZE", converter = ByteSize.class,
             description = "memory the preflight may plan for, e.g. 12GiB (default: what the device has available)")
     Long memoryLimit;
@@ -75,8 +99,18 @@ final class TrainCommand implements Callable<Integer> {
         if (identity.isPresent() && options.worldSize == null) {
             builder.worldSize(identity.get().count());                  // one rank per process
         }
+        if (!first) {
+            builder.outDir(null);                                       // process 0 writes the run's reports
+        }
         TrainConfig asked = builder.build();
-        try (OutputDir dir = OutputDir.claim(first ? asked.outDir() : Optional.empty(), "train", SUMMARY_FILE)) {
+        CheckpointOptions checkpoints = new CheckpointOptions(saveEvery, Optional.ofNullable(saveDir), keep,
+                Optional.ofNullable(resume));
+        if (identity.isPresent() && (checkpoints.saveDir().isPresent() || checkpoints.resume().isPresent())) {
+            throw new UserError(ExitCode.BAD_INPUT, "checkpoints of a run over several processes are not supported yet"
+                    + " (each process holds only its ranks' shards): drop --save-dir and --resume, or run in one process");
+        }
+        try (OutputDir dir = OutputDir.claim(asked.outDir(), "train", SUMMARY_FILE, MetricsLog.FILE,
+                RunCharts.LOSS_FILE, RunCharts.MEMORY_FILE)) {
             Device device = Backends.resolve(asked.device(), out::println);
             if (identity.isPresent() && !device.isCpu()) {
                 throw new UserError(ExitCode.BAD_INPUT, "a run over several processes trains on the CPU (the ranks talk"
@@ -86,7 +120,7 @@ final class TrainCommand implements Callable<Integer> {
             try (ProcessGroup processes = identity.isPresent()
                     ? DistOptions.join(identity.get(), config, config.collectiveTimeout()) : null) {
                 try {
-                    return train(out, dir, config, device, processes);
+                    return train(out, dir, config, device, checkpoints, processes);
                 } catch (RuntimeException | Error e) {
                     if (processes != null) {
                         processes.fail(String.valueOf(e.getMessage()));   // the others stop now, with this reason
@@ -98,14 +132,18 @@ final class TrainCommand implements Callable<Integer> {
     }
 
     /** The run itself, once the configuration is resolved and, for a run over several processes, they have met. */
-    private int train(PrintWriter out, OutputDir dir, TrainConfig config, Device device, ProcessGroup processes) {
-        Preflight.Report preflight = Preflight.check(config, device, new AnalyticStepCost(),
+    private int train(PrintWriter out, OutputDir dir, TrainConfig config, Device device, CheckpointOptions checkpoints,
+                      ProcessGroup processes) {
+        Preflight.Report preflight = Preflight.check(config, device, new Planner(),
                 memoryLimit == null ? OptionalLong.empty() : OptionalLong.of(memoryLimit), true);
         refuseUnlessItFits(preflight);
         dir.removeEarlierReports();
-        try (Trainer trainer = processes == null ? new Trainer(config, out::println)
+        try (Trainer trainer = processes == null ? new Trainer(config, checkpoints, out::println)
                 : new Trainer(config, out::println, processes);
-             SignalStop stop = SignalStop.install(trainer, why -> abandon(trainer, dir, why))) {
+             SignalStop stop = SignalStop.install(trainer, why -> abandon(trainer, dir, why));
+             MetricsLog metrics = MetricsLog.open(config.outDir());
+             StepDisplay display = StepDisplay.create(out, config, trainer.resumedFrom().map(Trainer.ResumedFrom::step)
+                     .orElse(0))) {
             LaunchControl.watch(stop::forwarded);     // started by `fsdp4j launch`: its signals come through stdin
             RunLog.header(out, "train", trainer.info());
             if (processes != null) {
@@ -115,7 +153,13 @@ final class TrainCommand implements Callable<Integer> {
             boolean lossScaled = config.precision().needsLossScaling();
             TrainSummary summary;
             try {
-                summary = trainer.run(r -> RunLog.step(out, r, lossScaled));
+                summary = trainer.run(r -> {
+                    display.step(r, lossScaled);
+                    metrics.step(r);
+                    if (trainer.memoryCheck().isPresent() && !display.memoryCheckShown()) {
+                        display.memoryCheck(trainer.memoryCheck().get(), config.worldSize());
+                    }
+                });
             } catch (RuntimeException | OutOfMemoryError e) {
                 if (!stop.claimEnding()) {
                     waitForHalt();          // a signal's watchdog is writing the summary already
@@ -125,10 +169,28 @@ final class TrainCommand implements Callable<Integer> {
             if (!stop.claimEnding()) {
                 waitForHalt();              // a signal abandoned the run and is writing its summary
             }
+            display.close();
+            // preemption: SIGTERM saves the steps done (the watchdog no longer runs: the ending is claimed)
+            boolean savedAtStop = stop.signal().filter("SIGTERM"::equals).isPresent() && trainer.saveAtStop();
+            trainer.awaitCheckpoints();
+            TrainSummary ended = trainer.summary();      // with the checkpoints written
+            summary = ended;
             RunLog.footer(out, summary);
             Optional<Path> file = dir.write(SUMMARY_FILE, summary);
-            file.ifPresent(f -> out.println("summary: " + f));
+            List<Path> charts = config.outDir().map(d -> RunCharts.write(d, ended, trainer.memoryTimelines()))
+                    .orElse(List.of());
+            file.ifPresent(f -> out.println("summary: " + f + metrics.file().map(m -> " | metrics: " + m).orElse("")
+                    + (charts.isEmpty() ? "" : " | charts: " + charts.stream().map(Path::toString)
+                            .collect(Collectors.joining(", ")))));
             out.flush();
+            if (savedAtStop) {
+                Path saved = summary.checkpoints().get(summary.checkpoints().size() - 1).dir();
+                spec.commandLine().getErr().println("stopped by SIGTERM after step " + summary.steps() + " of "
+                        + summary.outcome().plannedSteps() + "; checkpoint " + saved + " saved: continue with --resume latest"
+                        + " --save-dir " + saveDir);
+                spec.commandLine().getErr().flush();
+                return ExitCode.OK.code();
+            }
             return ending(config, summary, file);
         }
     }

@@ -20,6 +20,9 @@ final class TrainOptions {
                     + "; bench step: " + StepBenchCommand.DEFAULT_PRESET + ")")
     String preset;
 
+    @picocli.CommandLine.Mixin
+    ModelOptions model = new ModelOptions();
+
     @Option(names = "--steps", paramLabel = "K",
             description = "optimizer steps (default: " + TrainConfig.Builder.DEFAULT_STEPS + "; bench step: timed steps, "
                     + StepBenchCommand.DEFAULT_TIMED_STEPS + ")")
@@ -138,6 +141,12 @@ final class TrainOptions {
     TrainConfig.Builder applyTo(TrainConfig.Builder b) {
         if (preset != null) {
             b.preset(preset);
+        }
+        if (model.given()) {
+            b.model(model.resolve(b.presetName()));
+            if (model.modelConfig != null) {
+                b.preset("custom");
+            }
         }
         if (steps != null) {
             b.steps(steps);

@@ -65,6 +65,14 @@ class BadInputTest {
     }
 
     @Test
+    void gpuRanksWithoutAGpuSayWhy() {
+        org.fsdp4j.cuda.CudaProbe.Result probe = org.fsdp4j.cuda.CudaProbe.probe();
+        org.junit.jupiter.api.Assumptions.assumeFalse(probe.usable(), "a GPU is usable here");
+        assertOneLineError("device cuda is not usable: " + probe.unavailableReason().orElseThrow(), "train", "--device",
+                "cuda", "--world-size", "2");
+    }
+
+    @Test
     void unparsableFlags() {
         assertOneLineError("'abc' is not an int", "train", "--steps", "abc");
         assertOneLineError("Unknown option: '--bogus'", "train", "--bogus");

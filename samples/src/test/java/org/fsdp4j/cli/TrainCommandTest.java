@@ -65,8 +65,9 @@ class TrainCommandTest {
         }
         assertEquals(s.get("peak_bytes_per_rank").get(0).asLong(), atPeak, "the split at the peak sums to the peak");
         try (var files = Files.list(out)) {
-            // the lock file stays (deleting it would race with a run about to lock it); no temporary file does
-            assertEquals(java.util.Set.of(out.resolve("summary.json"), out.resolve(OutputDir.LOCK_FILE)),
+            // the reports and the lock file stay (deleting it would race with a run about to lock it); no temporary file does
+            assertEquals(java.util.Set.of(out.resolve("summary.json"), out.resolve(OutputDir.LOCK_FILE),
+                    out.resolve(MetricsLog.FILE), out.resolve(RunCharts.LOSS_FILE), out.resolve(RunCharts.MEMORY_FILE)),
                     java.util.Set.copyOf(files.toList()), "no temporary file is left behind");
         }
     }

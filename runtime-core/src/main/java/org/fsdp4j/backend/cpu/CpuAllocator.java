@@ -40,14 +40,16 @@ final class CpuAllocator implements AutoCloseable {
     }
 
     private final boolean poison;
+    private final HostBlocks blocks;
     private final Map<CpuStream, Map<Long, ArrayDeque<Pointer>>> free = new HashMap<>();   // stream → numBytes → blocks
     private final Map<Long, ArrayDeque<Pointer>> freedByWork = new HashMap<>();           // numBytes → blocks, free now
     private final List<Pending> pending = new ArrayList<>();
     private long cachedBytes;
     private boolean closed;
 
-    CpuAllocator(boolean poison) {
+    CpuAllocator(boolean poison, HostBlocks blocks) {
         this.poison = poison;
+        this.blocks = blocks;
     }
 
     /**
@@ -59,15 +61,15 @@ final class CpuAllocator implements AutoCloseable {
             throw new IllegalStateException("the CPU backend was closed");
         }
         reclaimFinished();
-        ArrayDeque<Pointer> blocks = inWork ? freedByWork.get(numBytes) : free.getOrDefault(stream, Map.of()).get(numBytes);
-        if (blocks != null && !blocks.isEmpty()) {
+        ArrayDeque<Pointer> cached = inWork ? freedByWork.get(numBytes) : free.getOrDefault(stream, Map.of()).get(numBytes);
+        if (cached != null && !cached.isEmpty()) {
             cachedBytes -= numBytes;
-            return blocks.pop();
+            return cached.pop();
         }
-        Pointer block = Pointer.malloc(Math.max(1, numBytes));    // malloc(0) may return null
+        Pointer block = blocks.allocate(numBytes);
         if ((block == null || block.isNull()) && cachedBytes > 0) {
             releaseCached();                                      // the cached blocks may be what is missing
-            block = Pointer.malloc(Math.max(1, numBytes));
+            block = blocks.allocate(numBytes);
         }
         if (block == null || block.isNull()) {
             return null;
@@ -86,7 +88,7 @@ final class CpuAllocator implements AutoCloseable {
     synchronized void free(Pointer block, long numBytes, CpuStream stream, List<CpuEvent> users, boolean inWork) {
         if (inWork && users.isEmpty()) {
             if (closed || !keeps(numBytes)) {
-                Pointer.free(block);
+                blocks.free(block);
                 return;
             }
             if (poison) {
@@ -123,11 +125,11 @@ final class CpuAllocator implements AutoCloseable {
     /** Onto the stream's free list (poisoned first, in stream order), or back to malloc in stream order. */
     private void reuse(Pointer block, long numBytes, CpuStream stream) {
         if (closed || stream.isClosed()) {
-            Pointer.free(block);     // the stream has finished all its work
+            blocks.free(block);     // the stream has finished all its work
             return;
         }
         if (!keeps(numBytes)) {
-            stream.execute(() -> Pointer.free(block));
+            stream.execute(() -> blocks.free(block));
             return;
         }
         if (poison) {
@@ -144,16 +146,16 @@ final class CpuAllocator implements AutoCloseable {
 
     /** Gives every cached block back to malloc (each stream's after that stream's queued work). */
     private void releaseCached() {
-        freedByWork.values().forEach(blocks -> blocks.forEach(Pointer::free));
+        freedByWork.values().forEach(list -> list.forEach(blocks::free));
         freedByWork.clear();
         for (Map.Entry<CpuStream, Map<Long, ArrayDeque<Pointer>>> e : free.entrySet()) {
             CpuStream stream = e.getKey();
-            List<Pointer> blocks = new ArrayList<>();
-            e.getValue().values().forEach(blocks::addAll);
+            List<Pointer> cachedBlocks = new ArrayList<>();
+            e.getValue().values().forEach(cachedBlocks::addAll);
             if (stream.isClosed()) {
-                blocks.forEach(Pointer::free);
+                cachedBlocks.forEach(blocks::free);
             } else {
-                stream.execute(() -> blocks.forEach(Pointer::free));
+                stream.execute(() -> cachedBlocks.forEach(blocks::free));
             }
         }
         free.clear();
@@ -166,7 +168,7 @@ final class CpuAllocator implements AutoCloseable {
         if (bySize != null) {
             for (Map.Entry<Long, ArrayDeque<Pointer>> e : bySize.entrySet()) {
                 cachedBytes -= e.getKey() * e.getValue().size();
-                e.getValue().forEach(Pointer::free);
+                e.getValue().forEach(blocks::free);
             }
         }
     }
@@ -183,14 +185,14 @@ final class CpuAllocator implements AutoCloseable {
         }
         closed = true;
         for (Pending p : pending) {
-            Pointer.free(p.block);
+            blocks.free(p.block);
         }
         pending.clear();
         for (Map<Long, ArrayDeque<Pointer>> bySize : free.values()) {
-            bySize.values().forEach(blocks -> blocks.forEach(Pointer::free));
+            bySize.values().forEach(list -> list.forEach(blocks::free));
         }
         free.clear();
-        freedByWork.values().forEach(blocks -> blocks.forEach(Pointer::free));
+        freedByWork.values().forEach(list -> list.forEach(blocks::free));
         freedByWork.clear();
         cachedBytes = 0;
     }

@@ -35,6 +35,7 @@ public final class CpuBackend implements Backend {
     private final MemoryTracker tracker;
     private final CpuThreads threads;
     private final boolean debugStreams;
+    private final String memoryKind;          // "pinned" for page-locked memory, null for plain
     private final AtomicLong hostSyncs = new AtomicLong();
     private final AtomicLong promotedCopies = new AtomicLong();
     private final CpuAllocator allocator;
@@ -50,12 +51,18 @@ public final class CpuBackend implements Backend {
      * OpenBLAS.
      */
     public CpuBackend(MemoryTracker tracker, int cpuThreads, boolean debugStreams) {
+        this(tracker, cpuThreads, debugStreams, HostBlocks.MALLOC);
+    }
+
+    /** As above, its memory from {@code blocks} (page-locked memory for the host of a GPU). */
+    public CpuBackend(MemoryTracker tracker, int cpuThreads, boolean debugStreams, HostBlocks blocks) {
         this.tracker = Objects.requireNonNull(tracker, "tracker");
         OpenBlas.load();
         OpenBlas.useCallerThreadOnly();
         this.threads = new CpuThreads(cpuThreads);
         this.debugStreams = debugStreams;
-        this.allocator = new CpuAllocator(debugStreams);
+        this.memoryKind = blocks.name();
+        this.allocator = new CpuAllocator(debugStreams, blocks);
         this.compute = open("compute", !debugStreams);
         this.current = ThreadLocal.withInitial(() -> compute);
     }
@@ -68,7 +75,8 @@ public final class CpuBackend implements Backend {
     public String name() {
         String core = System.getenv("OPENBLAS_CORETYPE");
         return "cpu (OpenBLAS" + (core == null ? "" : " " + core) + ", " + threads.threads()
-                + (threads.threads() == 1 ? " thread" : " threads") + (debugStreams ? ", debug streams" : "") + ")";
+                + (threads.threads() == 1 ? " thread" : " threads") + (memoryKind == null ? "" : ", " + memoryKind + " memory")
+                + (debugStreams ? ", debug streams" : "") + ")";
     }
 
     @Override

@@ -58,6 +58,11 @@ public final class CpuBackendProvider implements BackendProvider {
         return new CpuBackend(tracker, threads, options.debugStreams());
     }
 
+    @Override
+    public Backend createHost(Device device, MemoryTracker tracker, BackendOptions options) {
+        return create(Device.CPU, tracker, options);
+    }
+
     /** CPU tensors live in host RAM, off the Java heap. */
     @Override
     public OptionalLong availableMemoryBytes(Device device) {

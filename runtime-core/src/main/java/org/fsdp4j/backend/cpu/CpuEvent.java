@@ -46,6 +46,11 @@ final class CpuEvent implements Backend.Event {
         return done.isDone();
     }
 
+    @Override
+    public void block() {
+        await("another backend's stream");
+    }
+
     /**
      * Blocks until the event completes; a failure of the recording stream is rethrown in the
      * waiting thread as it was thrown (a CommException stays one: its message names the rank and

@@ -92,6 +92,15 @@ public final class CpuStorage extends Storage {
         return s;
     }
 
+    /**
+     * The host address of {@code t}'s first byte, for another backend's native copy to or from it
+     * (a GPU's DMA under offload); t must be an open CPU tensor.
+     */
+    public static long hostAddress(Tensor t) {
+        checkIssue("hostAddress", t);
+        return of(t).pointer.address() + t.byteOffset();
+    }
+
     /** What an op checks when it is issued: the tensor is a CPU tensor and not closed. */
     static void checkIssue(String op, Tensor t) {
         if (!(t.storage() instanceof CpuStorage)) {      // storage() throws if closed

@@ -127,12 +127,13 @@ class CpuStream implements Backend.Stream {
         return e;
     }
 
+    /** Waits for a CPU event, or, in this stream's order, for another backend's (a GPU's) with Event.block. */
     @Override
     public void waitFor(Backend.Event event) {
         checkOpen();
-        CpuEvent e = CpuEvent.of(event, "waitFor on stream " + name);
+        Runnable wait = event instanceof CpuEvent e ? () -> e.await("stream " + name) : event::block;
         if (worker == null || inStreamWork()) {
-            e.await("stream " + name);   // inline: the issuing thread itself waits (not a host sync on a GPU)
+            wait.run();   // inline: the issuing thread itself waits (not a host sync on a GPU)
             return;
         }
         submit(() -> {
@@ -140,7 +141,7 @@ class CpuStream implements Backend.Stream {
                 return;
             }
             try {
-                e.await("stream " + name);
+                wait.run();
             } catch (Throwable t) {
                 fail(t);
             }

@@ -1,0 +1,94 @@
+// What the planner is asked about: a model shape, the batch, the machines and how the run shards
+// and computes. The same record describes a real run (of(TrainConfig): N in-process ranks, no GPU
+// spec) and a hypothetical one (the plan command: N GPUs over M nodes of a known GPU).
+package org.fsdp4j.plan;
+
+import java.util.Optional;
+import org.fsdp4j.fsdp.FsdpConfig;
+import org.fsdp4j.fsdp.MixedPrecisionPolicy;
+import org.fsdp4j.fsdp.ShardingStrategy;
+import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.train.TrainConfig;
+
+/**
+ * @param model                 the GPT's shape
+ * @param globalBatch           sequences per optimizer step, all GPUs together (B)
+ * @param seqLen                tokens per sequence (T)
+ * @param gpusPerNode           GPUs (ranks) per node
+ * @param nodes                 nodes
+ * @param strategy              what is sharded
+ * @param shardGroupSize        S for hybrid_shard; 0 otherwise
+ * @param precision             param and reduce dtypes (masters, gradient shards and Adam state are fp32)
+ * @param checkpointActivations recompute each block's activations in backward
+ * @param offload               master, gradient shard and optimizer state on the host
+ * @param prefetch              units all-gathered ahead
+ * @param microBatches          forward/backward passes per step
+ * @param gpu                   the GPU, for times and the fit; empty for a CPU run
+ */
+public record PlanInput(GptConfig model, int globalBatch, int seqLen, int gpusPerNode, int nodes,
+                        ShardingStrategy strategy, int shardGroupSize, MixedPrecisionPolicy precision,
+                        boolean checkpointActivations, boolean offload, int prefetch, int microBatches,
+                        @com.fasterxml.jackson.annotation.JsonIgnore Optional<GpuSpec> gpu) {
+
+    public PlanInput {
+        if (gpusPerNode < 1 || nodes < 1) {
+            throw new IllegalArgumentException("--gpus and --nodes must be at least 1, got " + gpusPerNode + " and " + nodes);
+        }
+        if (seqLen < 1 || seqLen > model.maxSeqLen()) {
+            throw new IllegalArgumentException("--seq-len must be between 1 and the model's context " + model.maxSeqLen()
+                    + ", got " + seqLen);
+        }
+        // the engine's own validation of every sharding flag (the fields are not assigned yet)
+        fsdpOf(gpusPerNode * nodes, strategy, shardGroupSize, precision, prefetch, microBatches, offload)
+                .checkBatch(globalBatch);
+    }
+
+    private static FsdpConfig fsdpOf(int n, ShardingStrategy strategy, int shardGroupSize, MixedPrecisionPolicy precision,
+                                     int prefetch, int microBatches, boolean offload) {
+        return FsdpConfig.fullShard(n).withStrategy(strategy, shardGroupSize).withPrecision(precision)
+                .withPrefetchDepth(prefetch).withMicroBatches(microBatches).withOffload(offload);
+    }
+
+    /** A training run as the planner sees it: its N ranks on one node. */
+    public static PlanInput of(TrainConfig c) {
+        return new PlanInput(c.model(), c.batchSize(), c.seqLen(), c.worldSize(), 1, c.strategy(), c.shardGroupSize(),
+                c.precision(), c.checkpointActivations(), c.offload(), c.prefetch(), c.microBatches(), Optional.empty());
+    }
+
+    /** The GPU for JSON (absent for a CPU run). */
+    @com.fasterxml.jackson.annotation.JsonProperty("gpu")
+    @com.fasterxml.jackson.annotation.JsonInclude(com.fasterxml.jackson.annotation.JsonInclude.Include.NON_NULL)
+    public GpuSpec gpuSpec() {
+        return gpu.orElse(null);
+    }
+
+    /** N: every GPU of every node. */
+    public int worldSize() {
+        return gpusPerNode * nodes;
+    }
+
+    /** The engine's configuration for this run (validates the strategy, S and the batch split). */
+    public FsdpConfig fsdp() {
+        return fsdpOf(worldSize(), strategy, shardGroupSize, precision, prefetch, microBatches, offload);
+    }
+
+    /** Sequences one forward processes on one GPU: B / N / M. */
+    public int microBatchSize() {
+        return globalBatch / worldSize() / microBatches;
+    }
+
+    public PlanInput withStrategy(ShardingStrategy s, int shardGroup) {
+        return new PlanInput(model, globalBatch, seqLen, gpusPerNode, nodes, s, shardGroup, precision,
+                checkpointActivations, offload, prefetch, microBatches, gpu);
+    }
+
+    public PlanInput withCheckpointActivations(boolean on) {
+        return new PlanInput(model, globalBatch, seqLen, gpusPerNode, nodes, strategy, shardGroupSize, precision, on,
+                offload, prefetch, microBatches, gpu);
+    }
+
+    public PlanInput withOffload(boolean on) {
+        return new PlanInput(model, globalBatch, seqLen, gpusPerNode, nodes, strategy, shardGroupSize, precision,
+                checkpointActivations, on, prefetch, microBatches, gpu);
+    }
+}

@@ -1,0 +1,453 @@
+// The planner: from a model's shape and a run's sharding, per-GPU memory by category, the bytes each
+// GPU sends per step, compute and communication time on a known GPU, their ratio and what to
+// change. Its memory model is the runtime's own, computed from the shapes alone: persistent state
+// from each unit's padded flat layout (FlatParamLayout) and the strategy, as ShardedUnit allocates
+// it; gathered parameters and unsharded gradients from the engine's UnitBufferPlan; activations as
+// GptModel allocates and frees them. So the same numbers serve `fsdp4j plan`, the preflight (this
+// is its StepCostModel) and the check after a run's first step (MemoryCheck), and the tests hold
+// them to the tracker's measurements. Times assume ASSUMED_MFU of the GPU's dense peak for compute
+// and the GpuSpec's bus bandwidths for collectives (ring algorithms).
+package org.fsdp4j.plan;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Locale;
+import java.util.Optional;
+import org.fsdp4j.fsdp.FlatParamLayout;
+import org.fsdp4j.fsdp.ShardingStrategy;
+import org.fsdp4j.fsdp.UnitBufferPlan;
+import org.fsdp4j.metrics.Flops;
+import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.model.ParamSpec;
+import org.fsdp4j.model.UnitSpecs;
+import org.fsdp4j.tensor.DType;
+import org.fsdp4j.train.StepCost;
+import org.fsdp4j.train.StepCostModel;
+import org.fsdp4j.train.TrainConfig;
+
+public final class Planner implements StepCostModel {
+
+    /**
+     * Share of the dense peak a training step reaches on a GPU: the FSDP paper measured 55-60% for
+     * GPT-175B on A100s, torchtitan 33-58% for Llama 3; 0.5 is a middle.
+     */
+    public static final double ASSUMED_MFU = 0.5;
+    /** Memory a plan leaves free on the GPU: the CUDA context and the caching allocator's fragmentation. */
+    public static final double MEMORY_RESERVE = 0.05;
+    /** Above this T_comm/T_comp, communication is unlikely to hide behind compute and sharding costs speed. */
+    public static final double RATIO_LIMIT = 0.3;
+
+    private static final long I32 = 4;
+    private static final long F32 = 4;
+
+    @Override
+    public StepCost estimate(TrainConfig config) {
+        Plan p = plan(PlanInput.of(config), false);
+        Plan.Memory m = p.memory();
+        return new StepCost(m.total(), m.persistent(), m.unitBuffers() + m.workspace(), m.activations(),
+                p.hostBytesPerGpu(), p.largestBufferBytes(), p.flopsPerGpu() * p.input().worldSize());
+    }
+
+    /** The plan for {@code in}, with recommendations. */
+    public Plan plan(PlanInput in) {
+        return plan(in, true);
+    }
+
+    private Plan plan(PlanInput in, boolean recommend) {
+        List<String> why = new ArrayList<>();
+        GptConfig m = in.model();
+        int n = in.worldSize();
+        int shards = in.fsdp().shardSize();
+        int replicas = in.fsdp().replicateSize();
+        DType pd = in.precision().paramDtype();
+        DType rd = in.precision().reduceDtype();
+        long pb = pd.byteSize();
+        long params = m.parameterCount();
+        why.add(f("model: %d layers, width %d, %d heads, vocab %d, context %d: P = V·C + T·C + 2C + L·(12C² + 13C) = %,d",
+                m.numLayers(), m.embedDim(), m.numHeads(), m.vocabSize(), m.maxSeqLen(), params));
+        why.add(f("run: N = %d GPUs (%d per node × %d nodes), %s, shard groups of S = %d (R = %d copies), params %s, "
+                        + "reduce %s, batch %d × %d tokens, %d per GPU per forward, %d micro-batches%s%s",
+                n, in.gpusPerNode(), in.nodes(), in.strategy().cliName(), shards, replicas, pd.shortName(),
+                rd.shortName(), in.globalBatch(), in.seqLen(), in.microBatchSize(), in.microBatches(),
+                in.checkpointActivations() ? ", activation checkpointing" : "", in.offload() ? ", offload" : ""));
+
+        // ---- persistent state and unit buffers, as ShardedUnit and the UnitBufferPlan allocate them
+        List<List<ParamSpec>> specs = UnitSpecs.of(m);
+        boolean replicated = in.strategy().replicatesParams() || shards == 1;
+        boolean fp32OnDevice = pd == DType.F32 && !in.offload();
+        long[] unitBytes = new long[specs.size()];
+        long padded = 0;
+        long shardElems = 0;        // Σ shardNumel: master, gradient shard, m and v each hold this many
+        long fullElems = 0;
+        long largestUnit = 0;
+        long maxParamNumel = 0;
+        for (int u = 0; u < specs.size(); u++) {
+            FlatParamLayout layout = FlatParamLayout.of(specs.get(u), pd, shards);
+            padded += layout.numel();
+            shardElems += layout.shardNumel();
+            fullElems += layout.numel();
+            unitBytes[u] = layout.numel() * pb;
+            largestUnit = Math.max(largestUnit, unitBytes[u]);
+            for (ParamSpec p : specs.get(u)) {
+                maxParamNumel = Math.max(maxParamNumel, p.numel());
+            }
+        }
+        long allUnits = fullElems * pb;
+        why.add(f("padding: each parameter 16-byte aligned, each unit padded to a multiple of S: P′ = %,d (+%,d), "
+                + "%,d elements per shard", padded, padded - params, shardElems));
+        long master = 4 * shardElems;
+        long deviceParams;
+        if (replicated) {
+            deviceParams = fullElems * pb + (fp32OnDevice ? 0 : (in.offload() ? 0 : master));
+            why.add(f("params: whole parameters on every GPU, P′·%d B = %s%s", pb, gib(fullElems * pb),
+                    fp32OnDevice ? " (they are the fp32 master)" : in.offload() ? " (fp32 master offloaded)"
+                            : " + the fp32 master shard 4·P′/S = " + gib(master)));
+        } else {
+            long gatherInput = fp32OnDevice ? 0 : pb * shardElems;
+            deviceParams = (in.offload() ? 0 : master) + gatherInput;
+            why.add(f("params: fp32 master shard 4·P′/S = %s%s%s", gib(master), in.offload() ? " (offloaded)" : "",
+                    gatherInput > 0 ? f(" + %s all-gather input %d·P′/S = %s", pd.shortName(), pb, gib(gatherInput)) : ""));
+        }
+        long grads = in.offload() ? 0 : 4 * shardElems;
+        long optimizer = in.offload() ? 0 : 8 * shardElems;
+        long host = in.offload() ? master + 4 * shardElems + 8 * shardElems : 0;
+        why.add(f("grads: fp32 gradient shard 4·P′/S = %s; optimizer: AdamW m and v, 8·P′/S = %s%s",
+                gib(4 * shardElems), gib(8 * shardElems), in.offload() ? " (both offloaded to the host)" : ""));
+
+        boolean accumulatesIntoShard = shards == 1 && fp32OnDevice;
+        long unitTemps;
+        if (in.strategy().reshardsAfterForward() && shards > 1) {
+            UnitBufferPlan plan = UnitBufferPlan.of(unitBytes, in.prefetch(), true);
+            unitTemps = plan.peakBytes();
+            why.add(f("unit buffers: %s schedule, gathered params + unsharded grads peak at %s (budget: %d gathered units "
+                    + "+ one gradient = %s)", plan.schedule().cliName(), gib(unitTemps), 1 + in.prefetch(),
+                    gib(plan.budgetBytes())));
+        } else if (!replicated) {
+            unitTemps = allUnits + 2 * largestUnit;
+            why.add(f("unit buffers: shard_grad_op keeps every unit gathered from forward to backward (%s) + two unit "
+                    + "gradients (%s)", gib(allUnits), gib(2 * largestUnit)));
+        } else {
+            unitTemps = accumulatesIntoShard ? 0 : 2 * largestUnit;
+            why.add(accumulatesIntoShard ? "unit buffers: none (the backward accumulates into the fp32 gradient)"
+                    : f("unit buffers: two unit gradients in flight, %s", gib(unitTemps)));
+        }
+        if (in.microBatches() > 1 && !accumulatesIntoShard) {
+            unitTemps += allUnits;
+            why.add(f("micro-batches: every unit's unsharded gradient lives until the last one, + %s", gib(allUnits)));
+        }
+        long workspace = 0;
+        if (rd != pd) {
+            workspace += largestUnit / pb * rd.byteSize();
+        }
+        if (pd != DType.F32 && in.gpu().isEmpty()) {
+            workspace += 2 * 4 * maxParamNumel;      // the CPU GEMM widens a half weight and its gradient (cuBLAS does not)
+        }
+        if (workspace > 0) {
+            why.add(f("workspace: gradient cast to the reduce dtype and widened half weights, %s", gib(workspace)));
+        }
+
+        // ---- activations, as GptModel allocates them
+        long b = in.microBatchSize();
+        Activations act = activations(m, b, in.seqLen(), in.checkpointActivations(), pb);
+        long tokens = 2 * I32 * b * in.seqLen() * in.microBatches();
+        long activations = act.peakBytes() + tokens;
+        why.add(f("activations: b = %d sequences × T = %d per forward, %s peak%s (+ tokens and targets %s)", b,
+                in.seqLen(), gib(act.peakBytes()), in.checkpointActivations()
+                        ? " (blocks keep only their inputs; one block's internals recomputed at a time)"
+                        : " (every block's saved activations at the head's backward)", gib(tokens)));
+        Plan.Memory memory = new Plan.Memory(deviceParams, grads, optimizer, unitTemps, workspace, activations);
+        why.add(f("memory per GPU: %s persistent + %s unit buffers + %s workspace + %s activations = %s", gib(memory.persistent()),
+                gib(unitTemps), gib(workspace), gib(activations), gib(memory.total())));
+        long largest = Math.max(act.largestBytes(), largestUnit);
+
+        // ---- communication and time
+        Plan.Comm comm = comm(in, unitBytes, shardElems, shards, replicas, why);
+        double flops = Flops.trainingStep(m, params, in.globalBatch(), in.seqLen()) / n;
+        if (in.checkpointActivations()) {
+            flops *= 4.0 / 3;      // the forward (a third of 6P per token) runs twice
+        }
+        Double compute = null;
+        Double commTime = null;
+        Double ratio = null;
+        Boolean fits = null;
+        Optional<GpuSpec> gpu = in.gpu();
+        if (gpu.isPresent()) {
+            GpuSpec g = gpu.get();
+            double peak = g.peakTflops(pd) * 1e12;
+            compute = flops / (peak * ASSUMED_MFU);
+            commTime = comm.intraNodeBytes() / (g.nvlinkGBps() * 1e9) + comm.interNodeBytes() / (g.networkGBps() * 1e9);
+            ratio = commTime / compute;
+            long usable = (long) (g.memoryBytes() * (1 - MEMORY_RESERVE));
+            fits = memory.total() <= usable;
+            why.add(f("compute: (6P + 12·L·C·T) FLOPs per token × %d tokens / N%s = %.3g FLOPs per GPU, at %.0f%% of %s's "
+                            + "%.0f TFLOP/s (%s) = %s", in.globalBatch() * (long) in.seqLen(),
+                    in.checkpointActivations() ? " × 4/3 (recompute)" : "", flops, 100 * ASSUMED_MFU, g.name(),
+                    g.peakTflops(pd), pd.shortName(), secs(compute)));
+            why.add(f("communication: %s over NVLink at %.0f GB/s + %s over the network at %.0f GB/s = %s; "
+                            + "T_comm/T_comp = %.2f", gb(comm.intraNodeBytes()), g.nvlinkGBps(), gb(comm.interNodeBytes()),
+                    g.networkGBps(), secs(commTime), ratio));
+            why.add(f("fit: %s needed of %s usable (%s less %.0f%% reserve): %s", gib(memory.total()), gib(usable),
+                    gib(g.memoryBytes()), 100 * MEMORY_RESERVE, fits ? "fits" : "does NOT fit"));
+        }
+        Plan.Textbook textbook = textbook(params, n, memory.persistent(), in.offload() ? host : 0, padded, shards);
+        why.add(f("textbook (ZeRO paper, mixed-precision Adam: 2 + 2 + 12 = 16 B/param): DDP 16P = %s, ZeRO-1 4P + 12P/N"
+                        + " = %s, ZeRO-2 2P + 14P/N = %s, ZeRO-3 16P/N = %s; fsdp4j keeps %.1f B/param (fp32 gradient "
+                        + "shards: 4 + 4 + 8%s); 24P/N = %s counts m and v as 8 B each, but fp32 is 4",
+                gib(textbook.ddpBytes()), gib(textbook.zero1Bytes()), gib(textbook.zero2Bytes()), gib(textbook.zero3Bytes()),
+                textbook.fsdp4jBytesPerParam(), pd == DType.F32 ? "" : " + " + pb + " for the " + pd.shortName()
+                        + " all-gather input", gib(textbook.slip24Bytes())));
+        List<String> advice = recommend ? recommendations(in, memory, fits, ratio, compute == null ? 0 : compute,
+                commTime == null ? 0 : commTime) : List.of();
+        return new Plan(in, params, padded, memory, host, largest, comm, flops, compute, commTime, ratio, fits, advice,
+                textbook, List.copyOf(why));
+    }
+
+    /** Bytes one GPU sends per step, by collective, and which of them cross nodes. */
+    private static Plan.Comm comm(PlanInput in, long[] unitBytes, long shardElems, int shards, int replicas,
+                                  List<String> why) {
+        long pb = in.precision().paramDtype().byteSize();
+        long rb = in.precision().reduceDtype().byteSize();
+        int mb = in.microBatches();
+        long units = 0;
+        for (long u : unitBytes) {
+            units += u;
+        }
+        long unitElems = units / pb;
+        long root = unitBytes[0];
+        double ag = (shards - 1) / (double) shards;
+        double ar = replicas > 1 ? 2.0 * (replicas - 1) / replicas : 0;
+        long allGather = 0;
+        long reduceScatter = 0;
+        long allReduce = 0;
+        String how;
+        switch (in.strategy()) {
+            case FULL_SHARD:
+            case HYBRID_SHARD:
+                if (shards > 1) {
+                    // forward: every unit (the root twice: embedding, then head, which stays gathered for the
+                    // backward); backward: every block again
+                    long gathered = 2 * units;
+                    UnitBufferPlan plan = UnitBufferPlan.of(unitBytes, in.prefetch(), true);
+                    long reduced = unitElems + (plan.reducesEachSegment() ? root / pb : 0);
+                    allGather = (long) (mb * gathered * ag);
+                    reduceScatter = (long) (reduced * rb * ag);
+                    allReduce = (long) (ar * (shardElems + (plan.reducesEachSegment() ? root / pb / shards : 0)) * rb);
+                    how = f("all-gather 2 × Σ units × (S−1)/S per micro-batch (forward; backward again, the root kept), "
+                            + "reduce-scatter Σ units × (S−1)/S%s%s", plan.reducesEachSegment()
+                            ? " (the root's twice: root_grad_split)" : "", replicas > 1 ? ", then all-reduce the shard "
+                            + "across R: 2(R−1)/R × P′/S" : "");
+                } else {
+                    allReduce = (long) (ar * unitElems * rb);
+                    how = "shard groups of 1: all-reduce the gradients across R: 2(R−1)/R × P′";
+                }
+                break;
+            case SHARD_GRAD_OP:
+                allGather = (long) (mb * units * ag);
+                reduceScatter = (long) (unitElems * rb * ag);
+                how = "all-gather Σ units × (S−1)/S per micro-batch (kept through backward), reduce-scatter Σ units × (S−1)/S";
+                break;
+            case OPTIMIZER_ONLY:
+                allReduce = (long) (2.0 * (shards - 1) / shards * unitElems * rb);
+                allGather = (long) (units * ag);
+                how = "all-reduce the gradients 2(N−1)/N × P′, all-gather the updated parameters (N−1)/N × P′";
+                break;
+            case NO_SHARD:
+            default:
+                allReduce = (long) (ar * unitElems * rb);
+                how = "all-reduce the gradients 2(N−1)/N × P′ (DDP)";
+                break;
+        }
+        int n = in.worldSize();
+        allReduce += (long) (n > 1 ? 2.0 * (n - 1) / n * 2 * 4 : 0);       // the step's loss and Σ g², fp32
+        long total = allGather + reduceScatter + allReduce;
+        // what crosses nodes: a shard group wider than a node, or the replicate axis across nodes
+        long inter;
+        if (in.nodes() == 1) {
+            inter = 0;
+        } else if (in.strategy() == ShardingStrategy.HYBRID_SHARD && shards <= in.gpusPerNode()) {
+            inter = allReduce;                       // shard groups inside a node; only the replicate all-reduce crosses
+        } else if (in.strategy() == ShardingStrategy.NO_SHARD) {
+            inter = total;
+        } else {
+            inter = total;                           // a ring over every GPU is as slow as its slowest link
+        }
+        why.add(f("comm per GPU per step: %s; %s all-gather + %s reduce-scatter + %s all-reduce = %s", how,
+                gb(allGather), gb(reduceScatter), gb(allReduce), gb(total)));
+        return new Plan.Comm(allGather, reduceScatter, allReduce, total - inter, inter);
+    }
+
+    private static Plan.Textbook textbook(long p, int n, long persistent, long host, long padded, int shards) {
+        double perParam = (double) (persistent + host) * shards / padded;
+        return new Plan.Textbook(16 * p, 4 * p + 12 * p / n, 2 * p + 14 * p / n, 16 * p / n, 24 * p / n, perParam);
+    }
+
+    /**
+     * What to change: make it fit (activation checkpointing, offload), the strategy that is
+     * fastest among those that fit, and whether sharding pays at this T_comm/T_comp.
+     */
+    private List<String> recommendations(PlanInput in, Plan.Memory memory, Boolean fits, Double ratio,
+                                         double computeTime, double commTime) {
+        List<String> out = new ArrayList<>();
+        if (in.gpu().isEmpty()) {
+            return out;
+        }
+        List<Option> options = new ArrayList<>();
+        List<PlanInput> candidates = new ArrayList<>();
+        for (ShardingStrategy s : ShardingStrategy.values()) {
+            if (s == ShardingStrategy.HYBRID_SHARD) {
+                if (in.nodes() > 1 && in.worldSize() % in.gpusPerNode() == 0) {
+                    candidates.add(in.withStrategy(s, in.gpusPerNode()));
+                }
+            } else {
+                candidates.add(in.withStrategy(s, 0));
+            }
+        }
+        for (PlanInput c : List.copyOf(candidates)) {
+            candidates.add(c.withCheckpointActivations(!in.checkpointActivations()));
+        }
+        for (PlanInput c : candidates) {
+            Plan p = plan(c, false);
+            if (Boolean.TRUE.equals(p.fits())) {
+                options.add(new Option(c, p, Math.max(p.computeTimeS(), p.commTimeS())));
+            }
+        }
+        // fastest first; on a tie, less sharding (fewer collectives to go wrong) and no recomputation
+        options.sort(Comparator.comparingDouble(Option::stepS).thenComparingInt(o -> stage(o.input().strategy()))
+                .thenComparing(o -> o.input().checkpointActivations()));
+        if (!Boolean.TRUE.equals(fits)) {
+            if (options.isEmpty()) {
+                Plan off = plan(in.withOffload(true).withCheckpointActivations(true), false);
+                out.add(Boolean.TRUE.equals(off.fits())
+                        ? f("does not fit in any strategy on the GPU alone: --offload with --checkpoint-activations fits "
+                        + "(%s per GPU, %s on the host per GPU)", gib(off.memory().total()), gib(off.hostBytesPerGpu()))
+                        : "does not fit even with --offload and --checkpoint-activations: use more GPUs, a smaller batch "
+                        + "per GPU or a larger GPU");
+            } else {
+                out.add(f("does not fit as asked (%s per GPU); %s", gib(memory.total()), describe(options.get(0))));
+            }
+        } else if (!options.isEmpty()) {
+            Option best = options.get(0);
+            boolean same = best.input().strategy() == in.strategy()
+                    && best.input().checkpointActivations() == in.checkpointActivations();
+            out.add(same ? "this configuration is the fastest that fits among the strategies tried"
+                    : (best.stepS() < 0.99 * Math.max(computeTime, commTime) ? "faster: " : "as fast, sharding less: ")
+                    + describe(best));
+        }
+        if (ratio != null && ratio > RATIO_LIMIT && in.worldSize() > 1) {
+            out.add(f("T_comm/T_comp = %.2f > %.1f: communication is unlikely to hide behind compute, so sharding costs "
+                    + "speed here; raise the tokens per GPU (batch, sequence length)%s", ratio, RATIO_LIMIT,
+                    in.nodes() > 1 ? ", or shard within a node (hybrid_shard --shard-group-size "
+                            + in.gpusPerNode() + ") so that only the gradient all-reduce crosses the network" : ""));
+        } else if (ratio != null && in.worldSize() > 1) {
+            out.add(f("T_comm/T_comp = %.2f <= %.1f: with prefetching, communication can hide behind compute", ratio,
+                    RATIO_LIMIT));
+        }
+        return List.copyOf(out);
+    }
+
+    /** A variant of the asked run that fits, and its step time with communication overlapped. */
+    private record Option(PlanInput input, Plan plan, double stepS) {
+    }
+
+    private static String describe(Option o) {
+        PlanInput in = o.input();
+        Plan p = o.plan();
+        return f("--strategy %s%s%s (ZeRO-%s): %s per GPU, T_comm/T_comp %.2f, ≈ %s per step", in.strategy().cliName(),
+                in.strategy() == ShardingStrategy.HYBRID_SHARD ? " --shard-group-size " + in.shardGroupSize() : "",
+                in.checkpointActivations() ? " --checkpoint-activations" : "", zeroStage(in.strategy()),
+                gib(p.memory().total()), p.commComputeRatio(), secs(o.stepS()));
+    }
+
+    /** The ZeRO stage as a number, for ordering: what is sharded, least first. */
+    private static int stage(ShardingStrategy s) {
+        return switch (s) {
+            case NO_SHARD -> 0;
+            case OPTIMIZER_ONLY -> 1;
+            case SHARD_GRAD_OP -> 2;
+            case FULL_SHARD, HYBRID_SHARD -> 3;
+        };
+    }
+
+    static String zeroStage(ShardingStrategy s) {
+        return switch (s) {
+            case FULL_SHARD -> "3";
+            case SHARD_GRAD_OP -> "2";
+            case OPTIMIZER_ONLY -> "1";
+            case NO_SHARD -> "0, DDP";
+            case HYBRID_SHARD -> "3 within a node, DDP across";
+        };
+    }
+
+    // ------------------------------------------------------------------ activations
+
+    /** The peak of one forward + backward's activations on {@code b} sequences, and its largest buffer. */
+    record Activations(long peakBytes, long largestBytes) {
+    }
+
+    /**
+     * GptModel's activations: (b, T, C)-sized ones, the attention probabilities and the logits in
+     * the param dtype ({@code eb} bytes), LayerNorm statistics and per-token losses in fp32. The
+     * peak is the larger of the head's backward (every block's saved activations, the logits and
+     * two (b, T, C) gradients) and the last block's backward (its temporaries on top).
+     */
+    static Activations activations(GptConfig m, long b, long t, boolean checkpointed, long eb) {
+        long layers = m.numLayers();
+        long x = b * t * m.embedDim();                       // (b, T, C)
+        long att = b * m.numHeads() * t * t;                 // (b, H, T, T)
+        long rows = b * t;                                   // LayerNorm mean or rstd, per-token losses (fp32)
+        long logits = b * t * m.vocabSize();                 // (b, T, V)
+        // a block's saved activations: ln1 and ln2 outputs, q, k, v, the merged heads, the
+        // attention residual (1 x each), the MLP's fc and GELU outputs (4 x each), the attention
+        // probabilities, and two LayerNorms' mean and rstd
+        long saved = eb * (15 * x + att) + F32 * 4 * rows;
+        // inside a block's forward: the pre-softmax scores live next to the probabilities
+        long forwardPeak = Math.max(saved, eb * (5 * x + 2 * att) + F32 * 2 * rows);
+        // a block's backward on top of what it keeps: the MLP's (b, T, 4C) gradients (dgelu + dfc
+        // + dln2), or the attention's score gradients (datt + dpreatt) or dq, dk with datt
+        long backwardTemps = eb * Math.max(9 * x, Math.max(2 * x + 2 * att, 4 * x + att));
+        long head = eb * (x + logits) + F32 * 3 * rows;      // final LayerNorm output and stats, logits, losses
+        long xb = eb * x;
+        long peak;
+        if (checkpointed) {
+            // blocks keep only their outputs (and the embedding's); in backward the last block's output
+            // is freed, the residual gradient allocated and the block's internals recomputed
+            long kept = (layers + 1) * xb;
+            peak = Math.max(kept + head + 2 * xb, kept + Math.max(forwardPeak, saved + backwardTemps));
+        } else {
+            long forward = xb + layers * (xb + saved) + head;
+            long lastBlockForward = xb + (layers - 1) * (xb + saved) + xb + forwardPeak;
+            long headBackward = forward + 2 * xb;                             // dlnf and the residual gradient
+            long lastBlockBackward = (layers + 1) * xb + layers * saved + backwardTemps;
+            peak = Math.max(Math.max(lastBlockForward, headBackward), lastBlockBackward);
+        }
+        long largest = eb * Math.max(logits, Math.max(att, 4 * x));
+        return new Activations(peak, largest);
+    }
+
+    // ------------------------------------------------------------------ formatting
+
+    static String f(String format, Object... args) {
+        return String.format(Locale.ROOT, format, args);
+    }
+
+    /** Binary units, as the run's logs print memory. */
+    static String gib(long bytes) {
+        if (bytes >= 1L << 30) {
+            return f("%.2f GiB", bytes / (double) (1L << 30));
+        }
+        if (bytes >= 1L << 20) {
+            return f("%.2f MiB", bytes / (double) (1L << 20));
+        }
+        return f("%.1f KiB", bytes / 1024.0);
+    }
+
+    /** Decimal GB for traffic, as nccl-tests counts it. */
+    static String gb(long bytes) {
+        return bytes >= 1e9 ? f("%.2f GB", bytes / 1e9) : f("%.2f MB", bytes / 1e6);
+    }
+
+    static String secs(double s) {
+        return s >= 1 ? f("%.2f s", s) : f("%.1f ms", s * 1e3);
+    }
+}
