@@ -1,7 +1,10 @@
 // LayerNorm over the last dim (eps 1e-5), forward and backward, as llm.c's layernorm: the
 // row statistics are computed in fp64, mean and rstd are saved in fp32 for the backward.
+// Vectorised (Simd) in fp64 lanes: the per-element math gives the scalar bits; the row sums are
+// DL lane partials added in lane order (Simd's note on reductions).
 package org.fsdp4j.backend.cpu;
 
+import jdk.incubator.vector.DoubleVector;
 import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.tensor.Tensor;
 
@@ -27,20 +30,26 @@ final class LayerNormOps {
             float[] x = Scratch.floats(0, c);
             float[] means = Scratch.floats(1, n);
             float[] rstds = Scratch.floats(2, n);
+            double[] lanes = Simd.laneScratch();
+            int vecEnd = c - c % Simd.DL;
             for (long r = from; r < to; r++) {
                 ei.load(r * c, x, 0, c);
-                double sum = 0;
-                for (int j = 0; j < c; j++) {
-                    sum += x[j];
+                double m = Simd.sum(x, c, lanes) / c;
+                DoubleVector acc = DoubleVector.zero(Simd.D);
+                for (int j = 0; j < vecEnd; j += Simd.DL) {
+                    DoubleVector d = Simd.widen(x, j).sub(m);
+                    acc = acc.add(d.mul(d));
                 }
-                double m = sum / c;
-                double var = 0;
-                for (int j = 0; j < c; j++) {
+                double var = Simd.sumLanes(acc, lanes);
+                for (int j = vecEnd; j < c; j++) {
                     double d = x[j] - m;
                     var += d * d;
                 }
                 double s = 1.0 / Math.sqrt(var / c + EPS);
-                for (int j = 0; j < c; j++) {
+                for (int j = 0; j < vecEnd; j += Simd.DL) {
+                    Simd.narrowInto(Simd.widen(x, j).sub(m).mul(s).mul(Simd.widen(w, j)).add(Simd.widen(b, j)), x, j);
+                }
+                for (int j = vecEnd; j < c; j++) {
                     x[j] = (float) ((x[j] - m) * s * w[j] + b[j]);
                 }
                 eo.store(x, 0, r * c, c);
@@ -75,15 +84,28 @@ final class LayerNormOps {
             er.load(from, rstds, 0, n);
             double[] dwAcc = dw.partial(chunk);
             double[] dbAcc = db.partial(chunk);
+            double[] lanes = Simd.laneScratch();
+            int vecEnd = c - c % Simd.DL;
             for (long r = from; r < to; r++) {
                 double m = means[(int) (r - from)];
                 double s = rstds[(int) (r - from)];
                 eg.load(r * c, g, 0, c);
                 ei.load(r * c, x, 0, c);
                 ed.load(r * c, d, 0, c);
-                double dnormMean = 0;
-                double dnormNormMean = 0;
-                for (int j = 0; j < c; j++) {
+                DoubleVector meanAcc = DoubleVector.zero(Simd.D);
+                DoubleVector normMeanAcc = DoubleVector.zero(Simd.D);
+                for (int j = 0; j < vecEnd; j += Simd.DL) {
+                    DoubleVector norm = Simd.widen(x, j).sub(m).mul(s);
+                    DoubleVector gv = Simd.widen(g, j);
+                    DoubleVector dnorm = Simd.widen(w, j).mul(gv);
+                    meanAcc = meanAcc.add(dnorm);
+                    normMeanAcc = normMeanAcc.add(dnorm.mul(norm));
+                    DoubleVector.fromArray(Simd.D, dbAcc, j).add(gv).intoArray(dbAcc, j);
+                    DoubleVector.fromArray(Simd.D, dwAcc, j).add(norm.mul(gv)).intoArray(dwAcc, j);
+                }
+                double dnormMean = Simd.sumLanes(meanAcc, lanes);
+                double dnormNormMean = Simd.sumLanes(normMeanAcc, lanes);
+                for (int j = vecEnd; j < c; j++) {
                     double norm = (x[j] - m) * s;
                     double dnorm = (double) w[j] * g[j];
                     dnormMean += dnorm;
@@ -93,7 +115,12 @@ final class LayerNormOps {
                 }
                 dnormMean /= c;
                 dnormNormMean /= c;
-                for (int j = 0; j < c; j++) {
+                for (int j = 0; j < vecEnd; j += Simd.DL) {
+                    DoubleVector norm = Simd.widen(x, j).sub(m).mul(s);
+                    DoubleVector dnorm = Simd.widen(w, j).mul(Simd.widen(g, j));
+                    Simd.narrowInto(Simd.widen(d, j).add(dnorm.sub(dnormMean).sub(norm.mul(dnormNormMean)).mul(s)), d, j);
+                }
+                for (int j = vecEnd; j < c; j++) {
                     double norm = (x[j] - m) * s;
                     double dnorm = (double) w[j] * g[j];
                     d[j] = (float) (d[j] + (dnorm - dnormMean - norm * dnormNormMean) * s);

@@ -1,0 +1,113 @@
+// The JDK's Vector API (jdk.incubator.vector) for the CPU backend's element-wise loops: the
+// species, a vector exp with FloatExp's exact arithmetic, and fp64 accumulation of fp32 data.
+//
+// Bits: every vector loop here does per lane exactly what the scalar code of the same op does
+// (the same operations in the same order, no fused multiply-add, which Java never contracts
+// either), and the loop tails run that scalar code, so a lane-wise op gives the same bits whatever
+// the vector width. Reductions keep DL partial sums (one per double lane), added in lane order
+// from an array, never with reduceLanes (whose order is unspecified and may differ between the
+// intrinsic and the interpreter): deterministic on a machine for any thread count and across JIT
+// tiers; a machine with other vector widths may differ in the last bits of a row statistic.
+//
+// The module must be resolved at launch (`--add-modules jdk.incubator.vector`); the CPU backend
+// checks that first (requireModule) so that a JVM without it gets one clear sentence.
+package org.fsdp4j.backend.cpu;
+
+import jdk.incubator.vector.DoubleVector;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorShape;
+import jdk.incubator.vector.VectorSpecies;
+
+final class Simd {
+
+    static final String MODULE = "jdk.incubator.vector";
+
+    /** fp32 lanes of the machine's widest vector (16 with AVX-512, 8 with AVX2). */
+    static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
+    static final int FL = F.length();
+    /** fp64 lanes for accumulating fp32 data in fp64, and the fp32 species with as many lanes (half as wide). */
+    static final VectorSpecies<Double> D = DoubleVector.SPECIES_PREFERRED;
+    static final int DL = D.length();
+    static final VectorSpecies<Float> FD = VectorSpecies.of(float.class, VectorShape.forBitSize(D.vectorBitSize() / 2));
+
+    private Simd() {
+    }
+
+    /** Throws with what to do when the JVM was started without the Vector API module. */
+    static void requireModule() {
+        if (ModuleLayer.boot().findModule(MODULE).isEmpty()) {
+            throw new IllegalStateException("the CPU backend needs the JDK's Vector API: start the JVM with"
+                    + " --add-modules " + MODULE + " (the ./fsdp4j script and the Maven build pass it)");
+        }
+    }
+
+    /** FloatExp.exp lane by lane, with its operations in its order (the same bits). */
+    static FloatVector exp(FloatVector x) {
+        x = x.max(FloatExp.MIN_ARG).min(FloatExp.MAX_ARG);   // a NaN stays NaN, as in FloatExp
+        FloatVector shifted = x.mul(FloatExp.LOG2E).add(FloatExp.ROUNDER);
+        FloatVector n = shifted.sub(FloatExp.ROUNDER);
+        FloatVector twoToN = shifted.reinterpretAsInts().lanewise(VectorOperators.LSHL, 23).add(127 << 23)
+                .reinterpretAsFloats();
+        FloatVector r = x.sub(n.mul(FloatExp.LN2_HI)).sub(n.mul(FloatExp.LN2_LO));
+        FloatVector p = FloatVector.broadcast(F, FloatExp.P0);
+        p = p.mul(r).add(FloatExp.P1);
+        p = p.mul(r).add(FloatExp.P2);
+        p = p.mul(r).add(FloatExp.P3);
+        p = p.mul(r).add(FloatExp.P4);
+        p = p.mul(r).add(FloatExp.P5);
+        return p.mul(r.mul(r)).add(r).add(1f).mul(twoToN);
+    }
+
+    /** DL fp32 elements of a from index i, widened to fp64 (exact). */
+    static DoubleVector widen(float[] a, int i) {
+        return (DoubleVector) FloatVector.fromArray(FD, a, i).convertShape(VectorOperators.F2D, D, 0);
+    }
+
+    /** a[i .. i+DL) = v rounded to fp32 (RNE, as a cast). */
+    static void narrowInto(DoubleVector v, float[] a, int i) {
+        ((FloatVector) v.convertShape(VectorOperators.D2F, FD, 0)).intoArray(a, i);
+    }
+
+    /** The lanes of {@code acc} added in lane order (scratch holds DL doubles). */
+    static double sumLanes(DoubleVector acc, double[] scratch) {
+        acc.intoArray(scratch, 0);
+        double s = 0;
+        for (int l = 0; l < DL; l++) {
+            s += scratch[l];
+        }
+        return s;
+    }
+
+    /** Σ x[0..n) in fp64: DL lane partials added in lane order, then the tail in order. */
+    static double sum(float[] x, int n, double[] scratch) {
+        DoubleVector acc = DoubleVector.zero(D);
+        int j = 0;
+        for (; j <= n - DL; j += DL) {
+            acc = acc.add(widen(x, j));
+        }
+        double s = sumLanes(acc, scratch);
+        for (; j < n; j++) {
+            s += x[j];
+        }
+        return s;
+    }
+
+    /** acc[0..n) += x[0..n) widened to fp64 (lane-wise: the scalar loop's bits). */
+    static void addInto(double[] acc, float[] x, int n) {
+        int j = 0;
+        for (; j <= n - DL; j += DL) {
+            DoubleVector.fromArray(D, acc, j).add(widen(x, j)).intoArray(acc, j);
+        }
+        for (; j < n; j++) {
+            acc[j] += x[j];
+        }
+    }
+
+    /** A double[] of DL elements for sumLanes, private to this thread. */
+    static double[] laneScratch() {
+        return LANES.get();
+    }
+
+    private static final ThreadLocal<double[]> LANES = ThreadLocal.withInitial(() -> new double[DL]);
+}
