@@ -42,21 +42,31 @@ final class Simd {
         }
     }
 
-    /** FloatExp.exp lane by lane, with its operations in its order (the same bits). */
-    static FloatVector exp(FloatVector x) {
-        x = x.max(FloatExp.MIN_ARG).min(FloatExp.MAX_ARG);   // a NaN stays NaN, as in FloatExp
-        FloatVector shifted = x.mul(FloatExp.LOG2E).add(FloatExp.ROUNDER);
-        FloatVector n = shifted.sub(FloatExp.ROUNDER);
-        FloatVector twoToN = shifted.reinterpretAsInts().lanewise(VectorOperators.LSHL, 23).add(127 << 23)
-                .reinterpretAsFloats();
-        FloatVector r = x.sub(n.mul(FloatExp.LN2_HI)).sub(n.mul(FloatExp.LN2_LO));
-        FloatVector p = FloatVector.broadcast(F, FloatExp.P0);
-        p = p.mul(r).add(FloatExp.P1);
-        p = p.mul(r).add(FloatExp.P2);
-        p = p.mul(r).add(FloatExp.P3);
-        p = p.mul(r).add(FloatExp.P4);
-        p = p.mul(r).add(FloatExp.P5);
-        return p.mul(r.mul(r)).add(r).add(1f).mul(twoToN);
+    /**
+     * x[from..to) = FloatExp.exp(x) in place: lane by lane the same operations in the same order
+     * (the same bits). The vector exp is written out inside this loop on purpose: as a method of
+     * its own it is compiled alone while hot, and C2 then does not inline a large compiled method
+     * into the loops that call it, which boxes every vector (an allocation per op).
+     */
+    static void expInPlace(float[] x, int from, int to) {
+        int i = from;
+        for (; i <= to - FL; i += FL) {
+            FloatVector v = FloatVector.fromArray(F, x, i).max(FloatExp.MIN_ARG).min(FloatExp.MAX_ARG);  // NaN stays NaN
+            FloatVector shifted = v.mul(FloatExp.LOG2E).add(FloatExp.ROUNDER);
+            FloatVector n = shifted.sub(FloatExp.ROUNDER);
+            FloatVector twoToN = shifted.reinterpretAsInts().lanewise(VectorOperators.LSHL, 23).add(127 << 23)
+                    .reinterpretAsFloats();
+            FloatVector r = v.sub(n.mul(FloatExp.LN2_HI)).sub(n.mul(FloatExp.LN2_LO));
+            FloatVector p = r.mul(FloatExp.P0).add(FloatExp.P1);
+            p = p.mul(r).add(FloatExp.P2);
+            p = p.mul(r).add(FloatExp.P3);
+            p = p.mul(r).add(FloatExp.P4);
+            p = p.mul(r).add(FloatExp.P5);
+            p.mul(r.mul(r)).add(r).add(1f).mul(twoToN).intoArray(x, i);
+        }
+        for (; i < to; i++) {
+            x[i] = FloatExp.exp(x[i]);
+        }
     }
 
     /** DL fp32 elements of a from index i, widened to fp64 (exact). */
@@ -77,6 +87,17 @@ final class Simd {
             s += scratch[l];
         }
         return s;
+    }
+
+    /** The largest lane (Math.max's semantics, so exact in any order), without reduceLanes. */
+    static float maxLanes(FloatVector v) {
+        float[] lanes = FLANES.get();
+        v.intoArray(lanes, 0);
+        float m = lanes[0];
+        for (int l = 1; l < FL; l++) {
+            m = Math.max(m, lanes[l]);
+        }
+        return m;
     }
 
     /** Σ x[0..n) in fp64: DL lane partials added in lane order, then the tail in order. */
@@ -109,5 +130,6 @@ final class Simd {
         return LANES.get();
     }
 
+    private static final ThreadLocal<float[]> FLANES = ThreadLocal.withInitial(() -> new float[FL]);
     private static final ThreadLocal<double[]> LANES = ThreadLocal.withInitial(() -> new double[DL]);
 }
