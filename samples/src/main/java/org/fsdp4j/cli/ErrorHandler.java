@@ -6,6 +6,7 @@
 package org.fsdp4j.cli;
 
 import java.io.UncheckedIOException;
+import org.fsdp4j.backend.BackendUnavailableException;
 import org.fsdp4j.checkpoint.CheckpointException;
 import org.fsdp4j.comm.CommException;
 import org.fsdp4j.comm.LocalLauncher;
@@ -13,11 +14,11 @@ import org.fsdp4j.cuda.CudaException;
 import org.fsdp4j.dist.ConfigMismatchException;
 import org.fsdp4j.dist.RendezvousException;
 import org.fsdp4j.fsdp.LossScaleFloorException;
-import picocli.CommandLine;
 import picocli.CommandLine.IExecutionExceptionHandler;
 import picocli.CommandLine.IParameterExceptionHandler;
 import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.ParseResult;
+import picocli.CommandLine;
 
 final class ErrorHandler implements IExecutionExceptionHandler, IParameterExceptionHandler {
 
@@ -68,6 +69,9 @@ final class ErrorHandler implements IExecutionExceptionHandler, IParameterExcept
             }
             if (t instanceof CudaException c && "cudaErrorMemoryAllocation".equals(c.errorName())) {
                 return new UserError(ExitCode.OUT_OF_MEMORY, "out of GPU memory: " + c.getMessage(), ex);
+            }
+            if (t instanceof BackendUnavailableException b) {
+                return new UserError(ExitCode.BAD_INPUT, b.getMessage(), ex);
             }
             if (t instanceof LossScaleFloorException) {
                 return new UserError(ExitCode.DIVERGED, "training diverged: " + t.getMessage(), ex);
