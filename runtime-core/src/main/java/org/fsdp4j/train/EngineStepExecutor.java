@@ -28,6 +28,7 @@ public final class EngineStepExecutor implements StepExecutor {
     private static final float EPS = 1e-8f;
 
     private final TrainConfig config;
+    private final List<Device> placement;    // rank r's device
     private final LocalFsdpGroup group;
     private final long[] commBytesPerRank;
 
@@ -37,10 +38,11 @@ public final class EngineStepExecutor implements StepExecutor {
         int n = config.worldSize();
         int threadsPerRank = config.cpuThreads() == 0 ? LocalFsdpGroup.defaultCpuThreads(n)
                 : Math.max(1, config.cpuThreads() / n);
+        this.placement = RankPlacement.place(config.device(), device, n);
         this.group = new LocalFsdpGroup(config.fsdp(),
                 (rank, backend) -> new GptModel(config.model(), backend, config.checkpointActivations()),
                 optimizerFor(config), config.seed(), config.batchSize(), config.seqLen(),
-                RankPlacement.place(config.device(), device, n), new BackendOptions(threadsPerRank, config.debugStreams()),
+                placement, new BackendOptions(threadsPerRank, config.debugStreams()),
                 UnaryOperator.identity());
         this.commBytesPerRank = new long[n];
     }
@@ -81,7 +83,12 @@ public final class EngineStepExecutor implements StepExecutor {
 
     @Override
     public String backendName() {
-        return group.backendName() + (config.worldSize() > 1 ? " per rank" : "");
+        if (config.worldSize() == 1) {
+            return group.backendName();
+        }
+        return group.backendName() + (placement.stream().distinct().count() == 1 ? " per rank"
+                : " and one rank on each of " + placement.subList(1, placement.size()).stream().map(Device::toString)
+                        .collect(java.util.stream.Collectors.joining(", ")));
     }
 
     /** The dense GEMM peak of one rank's device for the dtype the model computes in (the param dtype). */

@@ -64,7 +64,10 @@ final class TrainCommand implements Callable<Integer> {
         TrainConfig asked = options.applyTo(TrainConfig.builder()).build();
         try (OutputDir dir = OutputDir.claim(asked.outDir(), "train", SUMMARY_FILE)) {
             Device device = Backends.resolve(asked.device(), out::println);
-            TrainConfig config = asked.toBuilder().device(device.toString()).build();
+            // The trainer places the ranks from the device as asked ("cuda": one rank per GPU;
+            // "cuda:i": every rank on GPU i), so only auto's fallback to the CPU is written back
+            // (the trainer resolves again, and must not print the fallback's line twice).
+            TrainConfig config = device.isCpu() ? asked.toBuilder().device("cpu").build() : asked;
             Preflight.Report preflight = Preflight.check(config, device, new AnalyticStepCost(),
                     memoryLimit == null ? OptionalLong.empty() : OptionalLong.of(memoryLimit), true);
             refuseUnlessItFits(preflight);
