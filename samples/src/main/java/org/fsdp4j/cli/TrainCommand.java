@@ -139,11 +139,14 @@ final class TrainCommand implements Callable<Integer> {
                         .map(f -> f.flags() + " (≈ " + Format.bytes(f.neededBytes()) + ")")
                         .collect(Collectors.joining(", or "));
         String need = "the run needs ≈ " + Format.bytes(p.neededBytes()) + " of " + p.memoryKind() + " at its peak ("
-                + (p.sharingRanks() > 1 ? p.sharingRanks() + " ranks × " + Format.bytes(p.cost().peakBytesPerRank()) + ": "
-                        : "") + Format.bytes(p.cost().persistentBytesPerRank()) + " state, "
+                + (p.sharingRanks() > 1 ? p.sharingRanks() + " ranks × "
+                        + Format.bytes(p.cost().peakBytesPerRank() + p.reservedBytesPerRank()) + ": " : "")
+                + Format.bytes(p.cost().persistentBytesPerRank()) + " state, "
                 + Format.bytes(p.cost().activationBytesPerRank()) + " activations"
                 + (p.cost().temporaryBytesPerRank() > 0 ? ", " + Format.bytes(p.cost().temporaryBytesPerRank())
-                        + " unit buffers" : "") + (p.sharingRanks() > 1 ? " per rank)" : ")")
+                        + " unit buffers" : "")
+                + (p.reservedBytesPerRank() > 0 ? ", " + Format.bytes(p.reservedBytesPerRank()) + " backend workspace" : "")
+                + (p.sharingRanks() > 1 ? " per rank)" : ")")
                 + p.availableBytes().stream().mapToObj(a -> ", " + Format.bytes(a) + " is available").findFirst().orElse("");
         if (p.bufferTooLarge()) {
             // not even --force helps: the backend cannot allocate it
