@@ -205,13 +205,14 @@ uint64_t nextRandom(uint64_t& s) {   // splitmix64
     return z ^ (z >> 31);
 }
 
-// Under FSDP4J_STANDIN_JITTER: usually nothing, sometimes up to 0.2 ms, rarely up to 3 ms.
+// Under FSDP4J_STANDIN_JITTER: usually nothing, one time in eight up to 0.5 ms, one in thirty-two
+// 1 to 5 ms (a stream held up behind other work, as on a busy GPU).
 void jitter(uint64_t& rng) {
     uint64_t r = nextRandom(rng);
-    if (r % 4 == 0) {
-        std::this_thread::sleep_for(std::chrono::microseconds((r >> 8) % 200));
-    } else if (r % 64 == 1) {
-        std::this_thread::sleep_for(std::chrono::microseconds((r >> 8) % 3000));
+    if (r % 8 == 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds((r >> 8) % 500));
+    } else if (r % 32 == 1) {
+        std::this_thread::sleep_for(std::chrono::microseconds(1000 + (r >> 8) % 4000));
     }
 }
 

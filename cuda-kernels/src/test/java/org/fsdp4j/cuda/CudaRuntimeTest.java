@@ -95,7 +95,8 @@ class CudaRuntimeTest {
     @Tag("gpu")
     void aRecordedStreamKeepsItsBlockAndNoStreamWaitsForAFree() {
         try (CudaBackend be = gpu(new MemoryTracker("gpu"), CudaOptions.defaults());
-             Backend.Stream reader = be.newStream("reduce-scatter")) {
+             Backend.Stream reader = be.newStream("reduce-scatter");
+             Tensor sink = be.allocate(DType.F32, MemoryCategory.WORKSPACE, 1)) {
             int n = 1 << 24;
             Tensor grad = be.allocate(DType.F32, MemoryCategory.GRADS, n);
             long address = DeviceTensors.address(grad);
@@ -109,20 +110,24 @@ class CudaRuntimeTest {
                     Thread.currentThread().interrupt();
                 }
             });
-            try (Tensor sink = be.allocate(DType.F32, MemoryCategory.WORKSPACE, 1);
-                 Backend.StreamScope on = be.onStream(reader)) {
+            try (Backend.StreamScope on = be.onStream(reader)) {
                 be.fill(sink, 0f);
                 be.sumInto(grad, 1f, sink);           // the reader still has to read grad
             }
             be.recordStream(grad, reader);
             grad.close();
+            long reusedAt;
             try (Tensor next = be.allocate(DType.F32, MemoryCategory.GRADS, n)) {
-                assertTrue(DeviceTensors.address(next) != address, "the reader is not done: the block waits");
-                be.fill(next, 3f);
+                reusedAt = DeviceTensors.address(next);
+                be.fill(next, 3f);                    // the next owner writes at once, on the compute stream
                 be.computeStream().record().synchronize();   // the compute stream never waited for the reader
+            } finally {
+                open.countDown();
             }
-            open.countDown();
             reader.synchronize();
+            assertEquals(n, be.toHost(sink)[0], 0f, "the reader summed the freed gradient's ones, not what the"
+                    + " block's next owner wrote into it (a block freed while another stream still read it)");
+            assertTrue(reusedAt != address, "the reader is not done: the block waits");
             try (Tensor after = be.allocate(DType.F32, MemoryCategory.GRADS, n)) {
                 assertEquals(address, DeviceTensors.address(after), "once the reader is done the block is reused");
             }
