@@ -1,13 +1,14 @@
 // The FSDP engine on GPUs equals the unsharded CPU reference, the same comparison as the CPU's
 // FsdpEquivalenceTest: every strategy, N = 2, 3, 4 ranks sharing one GPU (the in-process group
-// trading stream events) and through NCCL N = 1 and, where there are two devices (the stand-ins
-// of the fake-GPU run report two), N = 2 with rank r on cuda:r.
+// trading stream events) and through NCCL N = 1 and, where there are that many devices (the
+// stand-ins of nccl-comm's fake-GPU run report four), N = 2 and 4 with rank r on cuda:r.
 // Needs a GPU or the stand-ins (and NCCL for the NCCL cases); skipped with the reason otherwise.
 package org.fsdp4j.fsdp;
 
 import static org.fsdp4j.fsdp.FsdpTestSupport.SGD;
 
 import java.time.Duration;
+import java.util.List;
 import java.util.stream.IntStream;
 import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.cuda.CudaProbe;
@@ -53,8 +54,13 @@ class GpuFsdpEquivalenceTest {
         FsdpTestSupport t = new FsdpTestSupport(n -> IntStream.range(0, n).mapToObj(Device::cuda).toList(),
                 n -> NcclGroup.create(n, Duration.ofSeconds(60)));
         FsdpTestSupport.Trajectory ref = t.reference(SGD, 0f);
-        for (int n = 1; n <= Math.min(2, devices); n++) {
-            for (ShardingStrategy strategy : ShardingStrategy.values()) {
+        for (int n : new int[] {1, 2, 4}) {
+            if (n > devices) {
+                continue;
+            }
+            // N = 1 is one path whatever the strategy: once, where larger groups run every strategy
+            for (ShardingStrategy strategy : n == 1 && devices > 1 ? List.of(ShardingStrategy.FULL_SHARD)
+                    : List.of(ShardingStrategy.values())) {
                 FsdpConfig config = FsdpTestSupport.config(n, strategy);
                 t.assertMatches("NCCL " + strategy.cliName() + " N=" + n, ref, t.sharded(config, SGD, false), GPU_FP32);
             }
