@@ -60,6 +60,9 @@ class StandInTrainTest {
             assertTrue(probe.deviceCount() >= 2, probe.describe());
             assertTrue(onCuda.log.contains("and one rank on each of cuda:1"), "one rank per GPU:\n" + onCuda.log);
         }
+        for (int d = 0; d < probe.deviceCount(); d++) {
+            assertEquals(0, deviceBytesInUse(d), name + ": cuda:" + d + " memory still allocated after the run");
+        }
         float[] onGpu = losses(onCuda.out);
         // fp32: the stand-in's GEMMs and kernels sum in other orders than the CPU's; a few ulps of a
         // loss near 5 per step, compounded over 5 AdamW steps. bf16: both round activations to 8
@@ -81,6 +84,16 @@ class StandInTrainTest {
                 "--batch-size", String.valueOf(n), "--seq-len", "8");
         assertEquals(1, r.exitCode(), r.out() + r.err());
         assertTrue(r.err().contains("runs one rank per GPU, but " + probe.deviceCount() + " GPUs are visible"), r.err());
+    }
+
+    /** What the stand-in device has handed out and not had back (cudaMemGetInfo's total − free). */
+    private static long deviceBytesInUse(int device) {
+        org.bytedeco.cuda.global.cudart.cudaSetDevice(device);
+        try (org.bytedeco.javacpp.SizeTPointer free = new org.bytedeco.javacpp.SizeTPointer(1);
+             org.bytedeco.javacpp.SizeTPointer total = new org.bytedeco.javacpp.SizeTPointer(1)) {
+            assertEquals(0, org.bytedeco.cuda.global.cudart.cudaMemGetInfo(free, total));
+            return total.get() - free.get();
+        }
     }
 
     private record Run(Path out, String log) {
