@@ -40,7 +40,7 @@ public final class StandInSummary implements TestExecutionListener {
             return;
         }
         String what = StandIns.unavailable().map(w -> "skipped (" + w + ")")
-                .orElse(CudaProbe.probe().standIn() ? "ran against the stand-in CUDA, cuBLAS and NCCL (not a GPU)"
+                .orElseGet(() -> CudaProbe.probe().standIn() ? "ran against the stand-in CUDA, cuBLAS and NCCL (not a GPU)"
                         : "ran on " + CudaProbe.probe().describe());
         System.out.println("[stand-in] gpu suite " + what + ": " + passed + " passed, " + failed + " failed, " + skipped
                 + " skipped");

@@ -50,6 +50,7 @@ final class StandInToolchain {
         Files.deleteIfExists(out.resolve(UNAVAILABLE));
         Optional<String> why = EmuToolchain.unavailable();
         if (why.isPresent()) {
+            deleteTree(out.resolve("lib"));   // a stale build must not be loaded in its place
             Files.writeString(out.resolve(UNAVAILABLE), why.get() + "\n");
             return why;
         }

@@ -3,7 +3,7 @@
 // folder> and JavaCPP's link path on its lib/, so CUDA, cuBLAS and NCCL are the stand-ins
 // (StandInToolchain) and nothing else in that JVM can load the real ones. Every gpu-tagged test
 // starts with assumeGpu(): it runs on a real GPU or on the stand-ins, and otherwise skips with
-// the reason (where the stand-ins could not be built, one line says why, once).
+// the reason (where the stand-ins could not be built, StandInSummary's one line says why).
 package org.fsdp4j.cuda;
 
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
@@ -13,14 +13,11 @@ import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Optional;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 public final class StandIns {
 
     /** The system property the fake-GPU test runs set to the stand-ins' folder. */
     public static final String PROPERTY = "fsdp4j.standins";
-
-    private static final AtomicBoolean SKIP_SAID = new AtomicBoolean();
 
     private StandIns() {
     }
@@ -61,10 +58,7 @@ public final class StandIns {
     /** Skips the calling test unless CUDA is usable here: a GPU, or the stand-ins in a fake-GPU run. */
     public static CudaProbe.Result assumeGpu() {
         Optional<String> missing = unavailable();
-        if (missing.isPresent()) {
-            if (SKIP_SAID.compareAndSet(false, true)) {
-                System.out.println("[stand-in] fake-GPU tests skipped: " + missing.get());
-            }
+        if (missing.isPresent()) {   // StandInSummary says so in one line at the end of the run
             assumeTrue(false, "stand-in CUDA unavailable: " + missing.get());
         }
         CudaProbe.Result probe = CudaProbe.probe();
