@@ -33,6 +33,7 @@ public final class EngineStepExecutor implements StepExecutor {
 
     private final TrainConfig config;
     private final ProcessGroup processes;     // null when every rank runs in this process
+    private final List<Device> placement;    // rank r's device
     private final LocalFsdpGroup group;
     private final long[] commBytesPerRank;
 
@@ -51,6 +52,7 @@ public final class EngineStepExecutor implements StepExecutor {
         this.processes = processes;
         int n = config.worldSize();
         List<Device> devices = RankPlacement.place(config.device(), device, n);
+        this.placement = devices;
         RankGroup ranks = processes == null ? RankGroups.forDevices(devices, config.collectiveTimeout())
                 : processes.ranks(n, config.collectiveTimeout());
         int here = ranks.size();
@@ -100,7 +102,12 @@ public final class EngineStepExecutor implements StepExecutor {
 
     @Override
     public String backendName() {
-        return group.backendName() + (config.worldSize() > 1 ? " per rank" : "");
+        if (config.worldSize() == 1) {
+            return group.backendName();
+        }
+        return group.backendName() + (placement.stream().distinct().count() == 1 ? " per rank"
+                : " and one rank on each of " + placement.subList(1, placement.size()).stream().map(Device::toString)
+                        .collect(java.util.stream.Collectors.joining(", ")));
     }
 
     /** The dense GEMM peak of one rank's device for the dtype the model computes in (the param dtype). */
