@@ -105,6 +105,15 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
                 String[] hostPort = control.getString("process/" + q + "/address", timeout).split(":");
                 addresses[q] = new InetSocketAddress(hostPort[0], Integer.parseInt(hostPort[1]));
             }
+            // every process has read every other's settings before any acts on a difference: process 0
+            // serves the store, and leaving at once would cut off one still reading (which would then
+            // report a lost store, exit 10, instead of the difference, exit 11)
+            try {
+                control.barrier("run/settings-read", p, count, timeout);
+            } catch (StoreClient.TimeoutException e) {
+                throw new RendezvousException(e.getMessage() + " at " + control.address()
+                        + " while the processes compared their settings", e);
+            }
             String diff = Settings.differences(all);
             if (diff != null) {
                 throw new ConfigMismatchException("the " + count + " processes were started with different settings ("
