@@ -9,10 +9,11 @@ import static org.fsdp4j.fsdp.FsdpTestSupport.SGD;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.time.Duration;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.cuda.CudaProbe;
 import org.fsdp4j.nccl.NcclGroup;
-import org.fsdp4j.tensor.Device;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 

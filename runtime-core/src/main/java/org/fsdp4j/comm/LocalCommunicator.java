@@ -18,10 +18,10 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.Tensor;
 
 final class LocalCommunicator implements Communicator {
 

@@ -2,8 +2,8 @@
 // mean and reciprocal std for the backward; the caller owns the input and output buffers.
 package org.fsdp4j.model;
 
-import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.Ops;
+import org.fsdp4j.api.Tensor;
 
 final class LayerNorm {
 
@@ -22,7 +22,7 @@ final class LayerNorm {
     }
 
     /** out (N, C) = (inp − mean) · rstd · weight + bias, rows = all leading dims. */
-    Saved forward(Backend backend, Tensor inp, Tensor weight, Tensor bias, Tensor out) {
+    Saved forward(Ops backend, Tensor inp, Tensor weight, Tensor bias, Tensor out) {
         int rows = rows(inp, out);
         Tensor mean = Buffers.statistics(backend, rows);   // (N)
         Tensor rstd = Buffers.statistics(backend, rows);   // (N)
@@ -31,7 +31,7 @@ final class LayerNorm {
     }
 
     /** Accumulates dinp (N, C), dweight (C), dbias (C) from dout (N, C). */
-    void backward(Backend backend, Saved saved, Tensor dout, Tensor inp, Tensor weight,
+    void backward(Ops backend, Saved saved, Tensor dout, Tensor inp, Tensor weight,
                   Tensor dinp, Tensor dweight, Tensor dbias) {
         int rows = rows(inp, dout);
         Buffers.requireShape(dinp, "LayerNorm dinp", inp.shape());

@@ -3,9 +3,9 @@
 // (weight = wte, no bias). Stateless: the caller owns every buffer and passes the parameters.
 package org.fsdp4j.model;
 
-import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Ops;
+import org.fsdp4j.api.Tensor;
 
 final class Linear {
 
@@ -26,7 +26,7 @@ final class Linear {
      * fp32 out keeps the GEMM-then-bias order, two passes over it fewer: its second rounding is
      * fp32's, within the fp32 parity tolerances.
      */
-    void forward(Backend backend, Tensor inp, Tensor weight, Tensor bias, Tensor out) {
+    void forward(Ops backend, Tensor inp, Tensor weight, Tensor bias, Tensor out) {
         int rows = rows(inp, out, weight, bias);
         if (bias == null || out.dtype() == DType.F32) {
             backend.gemm(false, true, rows, outFeatures, inFeatures, 1f, inp, weight, 0f, out);
@@ -45,7 +45,7 @@ final class Linear {
      * (dbias null when there is no bias). The parameter gradients always accumulate; dinp accumulates
      * when {@code accumulateDinp}, and is overwritten otherwise (a fresh buffer then needs no zero-fill).
      */
-    void backward(Backend backend, Tensor dout, Tensor inp, Tensor weight, Tensor dinp, boolean accumulateDinp,
+    void backward(Ops backend, Tensor dout, Tensor inp, Tensor weight, Tensor dinp, boolean accumulateDinp,
                   Tensor dweight, Tensor dbias) {
         int rows = rows(inp, dout, weight, dbias);
         Buffers.requireShape(dinp, "Linear dinp", inp.shape());

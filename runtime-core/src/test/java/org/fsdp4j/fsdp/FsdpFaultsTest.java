@@ -14,6 +14,8 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.UnaryOperator;
+import org.fsdp4j.api.MixedPrecisionPolicy;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.comm.LocalLauncher.RanksFailedException;
 import org.fsdp4j.model.GptModel;
 import org.junit.jupiter.api.Test;
@@ -36,10 +38,10 @@ class FsdpFaultsTest {
             if (r == failedRank && forwards[0] == 2 && hook.equals("preForward") && unit.index() == 2) {
                 fault.run();
             }
-        }), FsdpTestSupport.SGD, t.seed, BATCH, SEQ, org.fsdp4j.tensor.Device.CPU, FsdpTestSupport.RANK_BACKEND, UnaryOperator.identity());
+        }), FsdpTestSupport.SGD, t.seed, org.fsdp4j.api.Device.CPU, FsdpTestSupport.RANK_BACKEND, UnaryOperator.identity());
         try {
-            g.step(t.tokens[0], t.targets[0], 0.1f);
-            return assertThrows(RanksFailedException.class, () -> g.step(t.tokens[1], t.targets[1], 0.1f));
+            g.step(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), 0.1f);
+            return assertThrows(RanksFailedException.class, () -> g.step(FsdpTestSupport.batch(t.tokens[1], t.targets[1]), 0.1f));
         } finally {
             g.close();
         }

@@ -2,8 +2,8 @@
 // row statistics are computed in fp64, mean and rstd are saved in fp32 for the backward.
 package org.fsdp4j.backend.cpu;
 
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Shapes;
-import org.fsdp4j.tensor.Tensor;
 
 final class LayerNormOps {
 

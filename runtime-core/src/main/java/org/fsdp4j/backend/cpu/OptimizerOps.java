@@ -3,9 +3,9 @@
 // parity runs against torch.optim.AdamW agree to the last bits the math allows.
 package org.fsdp4j.backend.cpu;
 
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.AdamWStep;
 import org.fsdp4j.backend.Shapes;
-import org.fsdp4j.tensor.Tensor;
 
 final class OptimizerOps {
 

@@ -1,9 +1,10 @@
 // A dense, contiguous, row-major block of elements with a shape and a dtype, living in a
 // Storage at an element offset. Views share the storage (that is how a unit's parameters
 // map into its flat buffer); only the tensor that allocated the storage may close it.
-package org.fsdp4j.tensor;
+package org.fsdp4j.api;
 
 import java.util.Arrays;
+import org.fsdp4j.backend.Storage;
 
 public final class Tensor implements AutoCloseable {
 
