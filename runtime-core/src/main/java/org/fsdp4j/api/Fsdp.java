@@ -34,4 +34,22 @@ public final class Fsdp {
     public static ShardedModel shard(ModelFactory factory, FsdpOptions options) {
         return LocalShardedModel.start(factory, options);
     }
+
+    /**
+     * As {@link #shard(ModelFactory, FsdpOptions)}, for one process of a run over several: this
+     * process runs its share of the {@code options.worldSize()} ranks (ranks
+     * {@code [i·N/P, (i+1)·N/P)} for process i of P), which reach the others' over TCP. Every
+     * process calls it with the same options, and steps on the same global batches.
+     *
+     * @param factory   builds one rank's model
+     * @param options   how to shard and train (the same in every process)
+     * @param processes this process's membership in the run
+     * @return this process's share of the sharded model; close it when done
+     * @throws IllegalArgumentException if an option is invalid, or the world size does not split over the processes
+     */
+    public static ShardedModel shard(ModelFactory factory, FsdpOptions options, Processes processes) {
+        return LocalShardedModel.start(factory, options,
+                processes.group().ranks(options.worldSize(), options.collectiveTimeout()),
+                options.worldSize() / processes.processCount() * processes.processesOnThisMachine(), line -> { });
+    }
 }

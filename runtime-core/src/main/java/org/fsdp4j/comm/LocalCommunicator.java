@@ -15,7 +15,6 @@
 package org.fsdp4j.comm;
 
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 import org.fsdp4j.api.DType;
@@ -287,7 +286,7 @@ final class LocalCommunicator implements Communicator {
     }
 
     private String label(CommOp op, long seq) {
-        return op.label() + " #" + seq + " on '" + name() + "' at rank " + group.globalRank(rank);
+        return op.label() + " #" + seq + " on '" + name() + "' at rank " + group.globalRank(rank) + CommTag.suffix();
     }
 
     /** Binds this communicator to its first stream; another stream is a usage error (split one per stream). */
@@ -349,36 +348,8 @@ final class LocalCommunicator implements Communicator {
         }
     }
 
-    /**
-     * destinations[i] = reduction of sources[0..N−1][offset, offset+n), summed in fp32 in rank
-     * order and rounded once to each destination's dtype.
-     */
     private void reduceInto(Tensor[] sources, long offset, long n, Reduction reduction, List<Tensor> destinations) {
-        if (n == 0) {
-            return;
-        }
-        boolean accumulateInPlace = destinations.size() == 1 && destinations.get(0).dtype() == DType.F32
-                && Arrays.stream(sources).noneMatch(s -> CollectiveChecks.overlaps(s, destinations.get(0)));
-        Tensor acc = accumulateInPlace ? destinations.get(0) : backend.allocate(DType.F32, MemoryCategory.WORKSPACE, n);
-        try {
-            backend.copy(sources[0].reshape(sources[0].numel()).view(offset, n), acc);
-            for (int q = 1; q < sources.length; q++) {
-                backend.accumulate(acc, sources[q].reshape(sources[q].numel()).view(offset, n));
-            }
-            double scale = reduction.scaleAfterSum(size());
-            if (scale != 1.0) {
-                backend.scale(acc, (float) scale);
-            }
-            for (Tensor d : destinations) {
-                if (d != acc) {
-                    backend.copy(acc, d);
-                }
-            }
-        } finally {
-            if (!accumulateInPlace) {
-                acc.close();
-            }
-        }
+        Reductions.reduceInto(backend, size(), sources, offset, n, reduction, destinations);
     }
 
     /** Counts the bytes of a collective when it is issued (what it will move is known then, as NCCL's would be). */

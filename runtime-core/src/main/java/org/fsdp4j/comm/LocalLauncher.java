@@ -1,7 +1,8 @@
-// Runs N in-process ranks, one thread each, and turns their outcomes into one result: the
-// ranks' return values in rank order, or one exception that names the rank that failed first
-// and what every other rank saw. A rank that throws aborts the group, so the others stop at
-// their next collective instead of waiting for the timeout.
+// Runs the ranks of a RankGroup that live in this process, one thread each, and turns their
+// outcomes into one result: the ranks' return values in rank order, or one exception that names
+// the rank that failed first and what every other rank saw. A rank that throws aborts the group
+// (in other processes too), so the others stop at their next collective instead of waiting for
+// the timeout.
 package org.fsdp4j.comm;
 
 import java.util.ArrayList;
@@ -21,8 +22,8 @@ public final class LocalLauncher {
         private final int firstFailedRank;
         private final List<Throwable> failures;
 
-        RanksFailedException(String message, int firstFailedRank, Throwable[] failures) {
-            super(message, firstFailedRank >= 0 ? failures[firstFailedRank] : null);
+        RanksFailedException(String message, int firstFailedRank, Throwable firstFailure, Throwable[] failures) {
+            super(message, firstFailure);
             this.firstFailedRank = firstFailedRank;
             this.failures = java.util.Collections.unmodifiableList(java.util.Arrays.asList(failures.clone()));
         }
@@ -32,7 +33,7 @@ public final class LocalLauncher {
             return firstFailedRank;
         }
 
-        /** What each rank threw (null for a rank that finished or is still running), by rank. */
+        /** What each rank of this process threw (null for a rank that finished or is still running), in rank order. */
         public List<Throwable> failures() {
             return failures;
         }
@@ -42,30 +43,32 @@ public final class LocalLauncher {
     }
 
     /**
-     * Runs {@code body} for ranks 0..group.size()−1 on threads "fsdp4j-rank-r" and waits for all
-     * of them (at most a few collective timeouts after the first failure).
+     * Runs {@code body} for the ranks of this process, group.firstRank() .. + group.size()−1, on
+     * threads "fsdp4j-rank-r" and waits for all of them (at most a few collective timeouts after
+     * the first failure). The results are in rank order.
      */
     public static <T> List<T> run(RankGroup group, RankBody<T> body) {
         int n = group.size();
+        int base = group.firstRank();
         List<T> results = new ArrayList<>();
         Throwable[] failures = new Throwable[n];
         AtomicInteger firstFailed = new AtomicInteger(-1);
         Thread[] threads = new Thread[n];
         for (int r = 0; r < n; r++) {
             results.add(null);
-            int rank = r;
+            int local = r;
             threads[r] = new Thread(() -> {
                 try {
-                    T value = body.run(rank);
+                    T value = body.run(base + local);
                     synchronized (results) {
-                        results.set(rank, value);
+                        results.set(local, value);
                     }
                 } catch (Throwable t) {
-                    failures[rank] = t;
-                    firstFailed.compareAndSet(-1, rank);
-                    group.abort(rank, t);          // idempotent: the first cause wins
+                    failures[local] = t;
+                    firstFailed.compareAndSet(-1, local);
+                    group.abort(base + local, t);          // idempotent: the first cause wins
                 }
-            }, "fsdp4j-rank-" + r);
+            }, "fsdp4j-rank-" + (base + r));
             threads[r].setDaemon(true);
             threads[r].start();
         }
@@ -79,7 +82,7 @@ public final class LocalLauncher {
                 throw new IllegalStateException("interrupted while waiting for the ranks", e);
             }
             if (threads[r].isAlive()) {
-                stuck.add(r);
+                stuck.add(base + r);
             }
         }
         int first = firstFailed.get();
@@ -88,17 +91,18 @@ public final class LocalLauncher {
         }
         StringBuilder msg = new StringBuilder();
         if (first >= 0) {
-            msg.append("rank ").append(first).append(" failed: ").append(describe(failures[first]));
+            msg.append("rank ").append(base + first).append(" failed: ").append(describe(failures[first]));
         }
         for (int r = 0; r < n; r++) {
             if (r != first && failures[r] != null) {
-                msg.append("\n  rank ").append(r).append(": ").append(describe(failures[r]));
+                msg.append("\n  rank ").append(base + r).append(": ").append(describe(failures[r]));
             }
         }
         if (!stuck.isEmpty()) {
             msg.append("\n  ranks still running after ").append(4 * group.timeout().toMillis()).append(" ms: ").append(stuck);
         }
-        throw new RanksFailedException(msg.toString(), first, failures);
+        throw new RanksFailedException(msg.toString(), first < 0 ? -1 : base + first, first < 0 ? null : failures[first],
+                failures);
     }
 
     private static String describe(Throwable t) {

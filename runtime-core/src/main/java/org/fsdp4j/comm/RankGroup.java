@@ -2,7 +2,8 @@
 // there are, the communicator over all of them for each rank (made on that rank's thread, with
 // its backend), and the kill switch that makes every rank's pending and future collectives fail
 // promptly once one rank has failed. The in-process group of threads (LocalGroup) is one; NCCL
-// over the GPUs of this machine (nccl-comm) is another.
+// over the GPUs of this machine (nccl-comm) is another; a job spread over several processes
+// (TcpGroup) runs size() of its worldSize() ranks here, from firstRank() on.
 package org.fsdp4j.comm;
 
 import java.time.Duration;
@@ -10,12 +11,23 @@ import org.fsdp4j.backend.Backend;
 
 public interface RankGroup {
 
+    /** Ranks that live in this process. */
     int size();
+
+    /** Ranks in the whole job: size() unless the job spans processes. */
+    default int worldSize() {
+        return size();
+    }
+
+    /** The first of the ranks this process runs, which are firstRank() .. firstRank() + size() − 1 (0 unless the job spans processes). */
+    default int firstRank() {
+        return 0;
+    }
 
     /** How long a rank waits for the others in one collective before the group is aborted. */
     Duration timeout();
 
-    /** Rank {@code rank}'s communicator over the whole group, moving data with {@code backend}; call it on that rank's thread. */
+    /** (Global) rank {@code rank}'s communicator over the whole group, moving data with {@code backend}; call it on that rank's thread. */
     Communicator communicator(int rank, Backend backend);
 
     /** Poisons the group because rank {@code rank} failed with {@code cause}: every rank's collectives fail promptly, naming it. */

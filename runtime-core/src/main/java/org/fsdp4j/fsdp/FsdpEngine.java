@@ -40,16 +40,17 @@ import java.util.List;
 import java.util.Set;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Inputs;
-import org.fsdp4j.api.ShardedStateDict;
-import org.fsdp4j.api.StateSource;
 import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.ShardedStateDict;
 import org.fsdp4j.api.ShardingStrategy;
+import org.fsdp4j.api.StateSource;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.api.TrainableModel;
 import org.fsdp4j.api.Unit;
 import org.fsdp4j.api.UnitHooks;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.comm.CommBytes;
+import org.fsdp4j.comm.CommTag;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.DeviceMesh;
 import org.fsdp4j.comm.Reduction;
@@ -357,7 +358,9 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
             }
         }
         if (config.worldSize() > 1) {
-            mesh.world().allReduce(metrics, Reduction.SUM, compute);
+            try (CommTag.Scope tag = CommTag.of("the step's loss and gradient norm")) {
+                mesh.world().allReduce(metrics, Reduction.SUM, compute);
+            }
         }
         device.copyToHost(metrics, out, 0);
     }
@@ -393,7 +396,9 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         }
         waitFor(gatherStream, compute.record(), Wait.ALL_GATHER_ON_COMPUTE);
         for (ShardedUnit u : units) {
-            mesh.shard().allGather(u.gatherInput, u.full, gatherStream);
+            try (CommTag.Scope tag = CommTag.of("unit " + u.unit.name())) {
+                mesh.shard().allGather(u.gatherInput, u.full, gatherStream);
+            }
         }
         waitFor(compute, gatherStream.record(), Wait.COMPUTE_ON_REPLICATED_GATHER);
     }
@@ -516,7 +521,9 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         if (after != null) {
             waitFor(gatherStream, after, Wait.ALL_GATHER_ON_REDUCTION);
         }
-        mesh.shard().allGather(u.gatherInput, out, gatherStream);
+        try (CommTag.Scope tag = CommTag.of("unit " + u.unit.name())) {
+            mesh.shard().allGather(u.gatherInput, out, gatherStream);
+        }
         u.pendingGather = new ShardedUnit.PendingGather(out, gatherStream.record());
     }
 

@@ -22,6 +22,7 @@ import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
+import org.fsdp4j.comm.CommTag;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.Reduction;
 
@@ -84,7 +85,8 @@ final class GradReducer {
             throw new IllegalStateException("unit " + u.unit.name() + ": only a reduce-scatter into a shard of its own "
                     + "can add to the gradient shard");
         }
-        try (Backend.StreamScope s = device.onStream(reduceStream)) {
+        try (Backend.StreamScope s = device.onStream(reduceStream);
+             CommTag.Scope tag = CommTag.of("unit " + u.unit.name())) {
             Tensor in = grad;                                                    // (numel) reduce dtype
             Tensor cast = null;
             if (grad.dtype() != reduceDtype) {

@@ -143,16 +143,16 @@ public final class LocalFsdpGroup implements AutoCloseable {
     public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
                           List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link,
                           RankGroup group) {
-        if (devices.size() != config.worldSize() || group.size() != config.worldSize()) {
+        if (devices.size() != config.worldSize() || group.worldSize() != config.worldSize()) {
             throw new IllegalArgumentException(config.worldSize() + " ranks, but " + devices.size()
-                    + " devices and a group of " + group.size());
+                    + " devices and a group of " + group.worldSize());
         }
         this.config = config;
         this.group = group;
-        Rank[] made = new Rank[config.worldSize()];
+        Rank[] made = new Rank[group.size()];     // the ranks of this process: group.firstRank() onwards
         try {
-            LocalLauncher.run(group, r -> made[r] = new Rank(r, group, config, models, optimizer, seed,
-                    devices.get(r), perRank, link));
+            LocalLauncher.run(group, r -> made[r - group.firstRank()] = new Rank(r, group, config, models, optimizer,
+                    seed, devices.get(r), perRank, link));
         } catch (RuntimeException e) {
             for (Rank r : made) {
                 if (r != null) {
@@ -171,8 +171,9 @@ public final class LocalFsdpGroup implements AutoCloseable {
 
     /**
      * One step on a global batch: rank r trains on samples [r·B/N, (r+1)·B/N), split into its
-     * micro-batches in order, each uploaded to the rank's device as the model's Inputs. Returns
-     * every rank's result.
+     * micro-batches in order, each uploaded to the rank's device as the model's Inputs. Returns the
+     * result of every rank this process runs (all of them unless the group spans processes), in
+     * rank order.
      */
     public List<FsdpStepResult> step(Batch batch, float lr) {
         if (closed) {
@@ -182,7 +183,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
         int m = config.microBatches();
         int perMicroBatch = batch.samples() / config.worldSize() / m;
         return LocalLauncher.run(group, r -> {
-            Rank rank = ranks.get(r);
+            Rank rank = ranks.get(r - group.firstRank());
             List<Inputs> inputs = new ArrayList<>(m);
             try {
                 for (int i = 0; i < m; i++) {
@@ -197,10 +198,10 @@ public final class LocalFsdpGroup implements AutoCloseable {
 
     /** Runs {@code task} on every rank's thread (as a step does) and returns the results in rank order. */
     public <T> List<T> onEachRank(RankTask<T> task) {
-        return LocalLauncher.run(group, r -> task.run(r, ranks.get(r).engine));
+        return LocalLauncher.run(group, r -> task.run(r, ranks.get(r - group.firstRank()).engine));
     }
 
-    /** Each rank's device tracker, in rank order. */
+    /** Each rank's device tracker, in rank order (the ranks of this process). */
     public List<MemoryTracker> deviceMemory() {
         return ranks.stream().map(r -> r.deviceMemory).toList();
     }

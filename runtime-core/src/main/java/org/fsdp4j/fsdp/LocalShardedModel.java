@@ -56,7 +56,7 @@ public final class LocalShardedModel implements ShardedModel {
             this.params = checkSameModel(group.onEachRank((rank, engine) -> engine.layouts()));
             long count = params.stream().mapToLong(ParamSpec::numel).sum();
             UnitBufferPlan plan = group.plan();
-            this.info = new ShardingInfo(options, device, n, 0, here, count, group.paddedParams(),
+            this.info = new ShardingInfo(options, device, n, ranks.firstRank(), here, count, group.paddedParams(),
                     group.backendName() + (n > 1 ? " per rank" : ""), group.peakTflops(config.precision().paramDtype()),
                     Optional.of(new ShardingInfo.GatherSchedule(plan.schedule().cliName(), plan.budgetBytes(),
                             plan.peakBytes(), plan.keptPeakBytes())));

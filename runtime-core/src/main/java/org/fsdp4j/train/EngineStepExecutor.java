@@ -12,12 +12,15 @@ import java.util.OptionalDouble;
 import org.fsdp4j.api.Fsdp;
 import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.ModelFactory;
+import org.fsdp4j.api.Processes;
 import org.fsdp4j.api.ShardedModel;
 import org.fsdp4j.api.ShardedStateDict;
 import org.fsdp4j.api.ShardingInfo;
 import org.fsdp4j.api.StateSource;
 import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.data.Batch;
+import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.model.GptModel;
 
 public final class EngineStepExecutor implements StepExecutor {
@@ -28,17 +31,24 @@ public final class EngineStepExecutor implements StepExecutor {
     public static final float EPS = 1e-8f;
 
     private final ShardedModel model;
+    private final Processes processes;     // null when every rank runs in this process
     private long[] commBytesPerRank;
 
-    /** Starts config.worldSize() ranks as the config asks (the device resolved by the caller, for its log). */
+    /** Starts config.worldSize() ranks in this process, as the config asks. */
     public EngineStepExecutor(TrainConfig config) {
-        this(Fsdp.shard(ctx -> new GptModel(config.model(), ctx.ops(), ctx.activationCheckpointing()),
-                optionsOf(config)));
+        this(config, null);
     }
 
-    /** Trains {@code model}, already sharded. */
-    public EngineStepExecutor(ShardedModel model) {
-        this.model = model;
+    /**
+     * As above, but when {@code processes} is given this process runs only its share of the
+     * ranks (N / processes), which reach the others over TCP; the ranks of every process on this
+     * machine share its cores.
+     */
+    public EngineStepExecutor(TrainConfig config, ProcessGroup processes) {
+        this.processes = processes == null ? null : Processes.of(processes);
+        ModelFactory gpt = ctx -> new GptModel(config.model(), ctx.ops(), ctx.activationCheckpointing());
+        this.model = this.processes == null ? Fsdp.shard(gpt, optionsOf(config))
+                : Fsdp.shard(gpt, optionsOf(config), this.processes);
         this.commBytesPerRank = new long[model.info().localRanks()];
     }
 
@@ -57,6 +67,7 @@ public final class EngineStepExecutor implements StepExecutor {
                 .maxGradNorm(config.maxGradNorm())
                 .seed(config.seed())
                 .cpuThreads(config.cpuThreads())
+                .collectiveTimeout(config.collectiveTimeout())
                 .debugStreams(config.debugStreams());
         if (config.shardGroupSize() > 0) {
             b.hybridShard(config.shardGroupSize());
@@ -115,6 +126,16 @@ public final class EngineStepExecutor implements StepExecutor {
     @Override
     public long[] commBytesPerRank() {
         return commBytesPerRank.clone();
+    }
+
+    @Override
+    public boolean agreesOnStops() {
+        return processes != null;
+    }
+
+    @Override
+    public String agreeToStop(int step, String requested) {
+        return processes == null ? requested : processes.agreeToStop(step, requested);
     }
 
     @Override

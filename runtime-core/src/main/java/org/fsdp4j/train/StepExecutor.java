@@ -61,6 +61,20 @@ public interface StepExecutor extends AutoCloseable {
         return new long[worldSize()];
     }
 
+    /** Whether this run's processes decide together when to stop (a run over several processes). */
+    default boolean agreesOnStops() {
+        return false;
+    }
+
+    /**
+     * At the end of step {@code step} of a run over several processes: whether they all stop now,
+     * decided from what each was asked ({@code requested}: a signal's name, or null); null to go
+     * on. Every process gets the same answer at the same step boundary.
+     */
+    default String agreeToStop(int step, String requested) {
+        return requested;
+    }
+
     /** Every rank's training state copied to the host (for a checkpoint; between steps). */
     default ShardedStateDict shardedState() {
         throw new IllegalStateException(getClass().getSimpleName() + " keeps no state a checkpoint can save");

@@ -5,6 +5,7 @@
 package org.fsdp4j.train;
 
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.Locale;
 import java.util.Optional;
 import org.fsdp4j.api.DType;
@@ -42,6 +43,8 @@ import org.fsdp4j.model.GptConfig;
  * @param debugStreams          run every CPU stream on its own worker with random delays and poison freed
  *                              memory, so that missing stream orderings show up (see BackendOptions)
  * @param onNonFinite           what a step with an inf/NaN loss or gradient norm does to the run
+ * @param collectiveTimeout     how long a rank waits for the others in one collective before the run is
+ *                              aborted (the watchdog), and for the other processes at start
  */
 public record TrainConfig(String preset, GptConfig model, int steps, long seed, int batchSize, int seqLen,
                           float lr, float minLr, int warmupSteps, float weightDecay, float maxGradNorm,
@@ -49,7 +52,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
                           Optional<Path> dataFile, Optional<Path> outDir,
                           int worldSize, ShardingStrategy strategy, int shardGroupSize, MixedPrecisionPolicy precision,
                           int prefetch, int microBatches, boolean offload, boolean debugStreams,
-                          NonFinitePolicy onNonFinite) {
+                          NonFinitePolicy onNonFinite, Duration collectiveTimeout) {
 
     public TrainConfig {
         if (preset == null || model == null || device == null || dataFile == null || outDir == null) {
@@ -97,15 +100,24 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         if (onNonFinite == null) {
             throw new IllegalArgumentException("onNonFinite must be given (NonFinitePolicy.STOP by default)");
         }
+        if (collectiveTimeout == null || collectiveTimeout.compareTo(Duration.ofSeconds(1)) < 0
+                || collectiveTimeout.compareTo(MAX_COLLECTIVE_TIMEOUT) > 0) {
+            throw new IllegalArgumentException("--collective-timeout must be between 1 and " + MAX_COLLECTIVE_TIMEOUT.toSeconds()
+                    + " seconds, got " + (collectiveTimeout == null ? "none" : collectiveTimeout.toSeconds()));
+        }
         device = checkDevice(device);
         // the engine's validation is the one these flags get; then B must split into N ranks × M micro-batches
         fsdpConfig(worldSize, strategy, shardGroupSize, precision, prefetch, microBatches, offload, maxGradNorm)
                 .checkBatch(batchSize);
     }
 
+    /** The longest --collective-timeout (a day: a bound, not a policy). */
+    public static final Duration MAX_COLLECTIVE_TIMEOUT = Duration.ofDays(1);
+
     /** The engine's view of the sharding options. */
     public FsdpConfig fsdp() {
-        return fsdpConfig(worldSize, strategy, shardGroupSize, precision, prefetch, microBatches, offload, maxGradNorm);
+        return fsdpConfig(worldSize, strategy, shardGroupSize, precision, prefetch, microBatches, offload, maxGradNorm)
+                .withCollectiveTimeout(collectiveTimeout);
     }
 
     private static FsdpConfig fsdpConfig(int worldSize, ShardingStrategy strategy, int shardGroupSize,
@@ -152,7 +164,8 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
                 .dataFile(dataFile.orElse(null)).outDir(outDir.orElse(null))
                 .worldSize(worldSize).strategy(strategy).shardGroupSize(shardGroupSize)
                 .paramDtype(precision.paramDtype()).reduceDtype(precision.reduceDtype()).prefetch(prefetch)
-                .microBatches(microBatches).offload(offload).debugStreams(debugStreams).onNonFinite(onNonFinite);
+                .microBatches(microBatches).offload(offload).debugStreams(debugStreams).onNonFinite(onNonFinite)
+                .collectiveTimeout(collectiveTimeout);
     }
 
     /**
@@ -169,6 +182,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         public static final float DEFAULT_WEIGHT_DECAY = 0.1f;
         public static final float DEFAULT_MAX_GRAD_NORM = 1.0f;
         public static final String DEFAULT_DEVICE = "auto";
+        public static final Duration DEFAULT_COLLECTIVE_TIMEOUT = Duration.ofSeconds(600);
 
         private String preset = DEFAULT_PRESET;
         private GptConfig model;
@@ -196,6 +210,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         private boolean offload;
         private boolean debugStreams = Boolean.getBoolean(org.fsdp4j.backend.BackendOptions.DEBUG_STREAMS_PROPERTY);
         private NonFinitePolicy onNonFinite = NonFinitePolicy.STOP;
+        private Duration collectiveTimeout = DEFAULT_COLLECTIVE_TIMEOUT;
 
         private Builder() {
         }
@@ -338,6 +353,12 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
             return this;
         }
 
+        /** How long a rank waits for the others in one collective (the watchdog); default 600 s. */
+        public Builder collectiveTimeout(Duration v) {
+            this.collectiveTimeout = v;
+            return this;
+        }
+
         public Builder onNonFinite(NonFinitePolicy v) {
             this.onNonFinite = v;
             return this;
@@ -352,7 +373,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
                     weightDecay, maxGradNorm, checkpointActivations, device, cpuThreads,
                     Optional.ofNullable(dataFile), Optional.ofNullable(outDir), worldSize, strategy, shardGroupSize,
                     new MixedPrecisionPolicy(paramDtype, reduceDtype), prefetch, microBatches, offload, debugStreams,
-                    onNonFinite);
+                    onNonFinite, collectiveTimeout);
         }
     }
 }

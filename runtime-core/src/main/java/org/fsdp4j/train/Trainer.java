@@ -60,6 +60,7 @@ public final class Trainer implements AutoCloseable {
     private long hostSyncsPerStep;      // the most any rank's host waited for its device in one step
     private long promotedCopies;        // GEMMs with mixed operand dtypes, all steps and ranks
     private volatile String stopRequestedBy;
+    private volatile String stopSignalled;  // several processes: a stop asked of this one, put to the vote at the step's end
     private String failure;                 // a step threw: "step 12: ...", for the summary
     private final CheckpointOptions checkpoints;
     private final Checkpointer checkpointer;    // null without --save-dir
@@ -91,6 +92,14 @@ public final class Trainer implements AutoCloseable {
      */
     public Trainer(TrainConfig config, CheckpointOptions checkpoints, Consumer<String> log) {
         this(config, checkpoints, log, (c, d) -> new EngineStepExecutor(c));
+    }
+
+    /**
+     * As above for one process of a run over several ({@code processes}): it trains its share
+     * of the ranks on the same batches as every other process, and stops when they all agree.
+     */
+    public Trainer(TrainConfig config, Consumer<String> log, org.fsdp4j.dist.ProcessGroup processes) {
+        this(config, log, (c, d) -> new EngineStepExecutor(c, processes));
     }
 
     /** As above with the step executor {@code executors} builds (tests substitute one). */
@@ -190,10 +199,15 @@ public final class Trainer implements AutoCloseable {
 
     /**
      * Asks the run to stop after the step in progress; {@code why} ("SIGINT") goes into the
-     * summary. Safe to call from any thread (a signal handler's).
+     * summary. Safe to call from any thread (a signal handler's). In a run over several
+     * processes they all stop after the step at whose end they agree (StepExecutor.agreeToStop).
      */
     public void requestStop(String why) {
-        stopRequestedBy = why;
+        if (executor.agreesOnStops()) {
+            stopSignalled = why;        // every process must stop at the same step boundary
+        } else {
+            stopRequestedBy = why;
+        }
     }
 
     /** Runs the next step and reports it. */
@@ -290,6 +304,12 @@ public final class Trainer implements AutoCloseable {
         }
         if (checkpointer != null && checkpoints.saveEvery() > 0 && step % checkpoints.saveEvery() == 0) {
             saveCheckpoint();
+        }
+        if (executor.agreesOnStops() && step < config.steps()) {
+            String agreed = executor.agreeToStop(step, stopSignalled);
+            if (agreed != null) {
+                stopRequestedBy = agreed;
+            }
         }
         return new StepResult(step, config.steps(), outcome.loss(), outcome.gradNorm(), lr, timeMs,
                 config.tokensPerStep() / (timeMs / 1e3), live, peak, peakSplit, outcome.skipped(),

@@ -10,12 +10,14 @@ import org.fsdp4j.checkpoint.CheckpointException;
 import org.fsdp4j.comm.CommException;
 import org.fsdp4j.comm.LocalLauncher;
 import org.fsdp4j.cuda.CudaException;
+import org.fsdp4j.dist.ConfigMismatchException;
+import org.fsdp4j.dist.RendezvousException;
 import org.fsdp4j.fsdp.LossScaleFloorException;
-import picocli.CommandLine;
 import picocli.CommandLine.IExecutionExceptionHandler;
 import picocli.CommandLine.IParameterExceptionHandler;
 import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.ParseResult;
+import picocli.CommandLine;
 
 final class ErrorHandler implements IExecutionExceptionHandler, IParameterExceptionHandler {
 
@@ -76,6 +78,15 @@ final class ErrorHandler implements IExecutionExceptionHandler, IParameterExcept
         }
         if (ex instanceof LocalLauncher.RanksFailedException r && r.getCause() instanceof CommException) {
             return new UserError(ExitCode.RANK_FAILED, r.getMessage(), ex);
+        }
+        for (Throwable t = ex; t != null; t = t.getCause() == t ? null : t.getCause()) {     // runs over several processes
+            if (t instanceof ConfigMismatchException) {
+                return new UserError(ExitCode.SETTINGS_DIFFER, t.getMessage(), ex);
+            }
+            if (t instanceof RendezvousException || t instanceof CommException) {
+                return new UserError(t instanceof CommException ? ExitCode.RANK_FAILED : ExitCode.RENDEZVOUS_FAILED,
+                        t.getMessage(), ex);
+            }
         }
         return null;
     }

@@ -18,12 +18,19 @@ enum ExitCode {
     OUTPUT_IN_USE(5),
     /** Writing a report failed during or after the run (disk full, directory removed). */
     IO_ERROR(6),
-    /** A rank failed or stopped answering (collective timeout, a peer that died). */
+    /** A rank failed or stopped answering (collective timeout, a peer that died, ranks that disagree on a collective). */
     RANK_FAILED(7),
     /** bench gemm: the backend's results failed the fp64 check (#wrong > 0). */
     WRONG_RESULTS(8),
     /** A checkpoint to resume, inspect or export is incomplete, corrupted, or of another model. */
     BAD_CHECKPOINT(9),
+    /**
+     * The processes of a run could not form it: the master address unreachable or its port taken,
+     * a process that did not join within --collective-timeout, two processes with one rank.
+     */
+    RENDEZVOUS_FAILED(10),
+    /** The processes of a run were started with different settings (the message lists them). */
+    SETTINGS_DIFFER(11),
     /** A bug in fsdp4j: the message asks for a report and the stack trace follows. */
     INTERNAL(70),
     /** Interrupted by SIGINT (Ctrl-C), 128 + 2: the summary of the steps done is written. */

@@ -1,11 +1,10 @@
-// The fsdp4j command line: `train`, `plan`, `checkpoint` and `bench`.
+// The fsdp4j command line: `train`, `plan`, `checkpoint`, `bench` and `launch`.
 // Only main() exits the JVM; everything else returns an exit code so tests run it in-process
 // (SignalStop's halt after an abandoned step is the one exception). ExitCode lists the codes.
 package org.fsdp4j.cli;
 
 import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
-import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.ExecutionException;
 import picocli.CommandLine.Model.CommandSpec;
@@ -13,11 +12,12 @@ import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.ParseResult;
 import picocli.CommandLine.Spec;
 import picocli.CommandLine.TypeConversionException;
+import picocli.CommandLine;
 
 @Command(name = "fsdp4j", mixinStandardHelpOptions = true, version = Main.VERSION,
         description = "Fully Sharded Data Parallel (ZeRO-3) training on the JVM.",
         subcommands = {TrainCommand.class, PlanCommand.class, CheckpointCommand.class, BenchCommand.class,
-            CommandLine.HelpCommand.class})
+            LaunchCommand.class, CommandLine.HelpCommand.class})
 public final class Main implements Runnable {
 
     static final String VERSION = "fsdp4j 0.1.0";
@@ -27,7 +27,7 @@ public final class Main implements Runnable {
 
     @Override
     public void run() {
-        throw new ParameterException(spec.commandLine(), "missing command: use train, plan, checkpoint or bench");
+        throw new ParameterException(spec.commandLine(), "missing command: use train, plan, checkpoint, bench or launch");
     }
 
     /** The command line with fsdp4j's error handling; set its out/err to capture output. */
@@ -39,6 +39,7 @@ public final class Main implements Runnable {
                 .setParameterExceptionHandler(handler)
                 .setExecutionStrategy(Main::execute);
         setVersion(cl);
+        cl.getSubcommands().get("launch").setStopAtPositional(true);   // what follows the command is its own
         return cl;
     }
 

@@ -7,7 +7,7 @@
 // SIGINT handling); a step cannot be interrupted inside native code. Only the train command
 // installs this; where the signal was ignored when the JVM started (nohup, a background job),
 // it stays ignored. sun.misc.Signal (module jdk.unsupported) is the JDK's only way to handle a
-// signal; javac warns about it, and nothing else in the build needs it.
+// signal; javac warns about it, and only LaunchCommand needs it besides.
 package org.fsdp4j.cli;
 
 import java.time.Duration;
@@ -57,24 +57,39 @@ final class SignalStop implements AutoCloseable {
     private void handle(Signal signal) {
         String name = "SIG" + signal.getName();
         if (received.compareAndSet(null, name)) {
-            trainer.requestStop(name);
-            Thread watchdog = new Thread(() -> {
-                try {
-                    Thread.sleep(GRACE.toMillis());
-                } catch (InterruptedException e) {
-                    return;
-                }
-                if (ending.compareAndSet(false, true)) {   // the step is still running: abandon it
-                    abandonAndHalt("it did not finish within " + GRACE.toSeconds() + " s");
-                }
-            }, "fsdp4j-stop-watchdog");
-            watchdog.setDaemon(true);
-            watchdog.start();
+            firstSignal(name);
         } else if (ending.compareAndSet(false, true)) {
             abandonAndHalt("a second signal came");    // do not wait for the step
         } else {
             Runtime.getRuntime().halt(exitCode().code());   // ... nor for an ending under way
         }
+    }
+
+    /**
+     * A signal that `fsdp4j launch` received and passed on to this process (LaunchControl):
+     * handled as this process's first signal would be, and nothing if a signal came already
+     * (the terminal sends Ctrl-C to the launcher and its processes alike).
+     */
+    void forwarded(String name) {
+        if (received.compareAndSet(null, name)) {
+            firstSignal(name);
+        }
+    }
+
+    private void firstSignal(String name) {
+        trainer.requestStop(name);
+        Thread watchdog = new Thread(() -> {
+            try {
+                Thread.sleep(GRACE.toMillis());
+            } catch (InterruptedException e) {
+                return;
+            }
+            if (ending.compareAndSet(false, true)) {   // the step is still running: abandon it
+                abandonAndHalt("it did not finish within " + GRACE.toSeconds() + " s");
+            }
+        }, "fsdp4j-stop-watchdog");
+        watchdog.setDaemon(true);
+        watchdog.start();
     }
 
     /** Called once the caller has won {@code ending}: writes what is known and halts. */
@@ -101,8 +116,13 @@ final class SignalStop implements AutoCloseable {
 
     /** 130 after SIGINT, 143 after SIGTERM (0 when none came). */
     ExitCode exitCode() {
-        String name = received.get();
-        return name == null ? ExitCode.OK : SIGNALS.get(name.substring(3));
+        return exitCodeFor(received.get());
+    }
+
+    /** 130 for "SIGINT", 143 for "SIGTERM", 0 for null (a run of several processes stops on any one's signal). */
+    static ExitCode exitCodeFor(String signalName) {
+        return signalName == null || !signalName.startsWith("SIG") ? ExitCode.OK
+                : SIGNALS.getOrDefault(signalName.substring(3), ExitCode.OK);
     }
 
     /** Restores the handlers that were there before. */

@@ -8,6 +8,10 @@
 // continues the run); --resume starts from one. After step 1 it prints the planner's prediction
 // beside the measured memory. On a terminal the steps show as a progress bar with ETA; with --out
 // it also writes metrics.jsonl (one line per step) and, at the end, loss.png and memory.png.
+// As one process of several (DistOptions: flags, or torchrun's, Slurm's or Open MPI's variables)
+// it first meets the others and checks their settings are its own; process 0 prints and writes
+// for the run, and a failure here is left for the others to read, so that every process stops at
+// once with the same reason.
 package org.fsdp4j.cli;
 
 import java.io.PrintWriter;
@@ -19,6 +23,8 @@ import java.util.concurrent.Callable;
 import java.util.stream.Collectors;
 import org.fsdp4j.api.Device;
 import org.fsdp4j.backend.Backends;
+import org.fsdp4j.dist.ProcessGroup;
+import org.fsdp4j.dist.ProcessIdentity;
 import org.fsdp4j.plan.Planner;
 import org.fsdp4j.train.CheckpointOptions;
 import org.fsdp4j.train.NonFinitePolicy;
@@ -81,75 +87,116 @@ final class TrainCommand implements Callable<Integer> {
         }
     }
 
+    @Mixin
+    DistOptions dist;
+
     @Override
     public Integer call() {
-        PrintWriter out = spec.commandLine().getOut();
-        TrainConfig asked = options.applyTo(TrainConfig.builder()).build();
+        Optional<ProcessIdentity> identity = dist.identity();           // empty: this process runs alone
+        boolean first = identity.map(id -> id.rank() == 0).orElse(true);
+        PrintWriter out = first ? spec.commandLine().getOut() : DistOptions.quiet();   // process 0 speaks for the run
+        TrainConfig.Builder builder = options.applyTo(TrainConfig.builder());
+        if (identity.isPresent() && options.worldSize == null) {
+            builder.worldSize(identity.get().count());                  // one rank per process
+        }
+        if (!first) {
+            builder.outDir(null);                                       // process 0 writes the run's reports
+        }
+        TrainConfig asked = builder.build();
         CheckpointOptions checkpoints = new CheckpointOptions(saveEvery, Optional.ofNullable(saveDir), keep,
                 Optional.ofNullable(resume));
+        if (identity.isPresent() && (checkpoints.saveDir().isPresent() || checkpoints.resume().isPresent())) {
+            throw new UserError(ExitCode.BAD_INPUT, "checkpoints of a run over several processes are not supported yet"
+                    + " (each process holds only its ranks' shards): drop --save-dir and --resume, or run in one process");
+        }
         try (OutputDir dir = OutputDir.claim(asked.outDir(), "train", SUMMARY_FILE, MetricsLog.FILE,
                 RunCharts.LOSS_FILE, RunCharts.MEMORY_FILE)) {
             Device device = Backends.resolve(asked.device(), out::println);
+            if (identity.isPresent() && !device.isCpu()) {
+                throw new UserError(ExitCode.BAD_INPUT, "a run over several processes trains on the CPU (the ranks talk"
+                        + " over TCP), but --device resolved to " + device + ": pass --device cpu");
+            }
             TrainConfig config = asked.toBuilder().device(device.toString()).build();
-            Preflight.Report preflight = Preflight.check(config, device, new Planner(),
-                    memoryLimit == null ? OptionalLong.empty() : OptionalLong.of(memoryLimit), true);
-            refuseUnlessItFits(preflight);
-            dir.removeEarlierReports();
-            try (Trainer trainer = new Trainer(config, checkpoints, out::println);
-                 SignalStop stop = SignalStop.install(trainer, why -> abandon(trainer, dir, why));
-                 MetricsLog metrics = MetricsLog.open(config.outDir());
-                 StepDisplay display = StepDisplay.create(out, config, trainer.resumedFrom().map(Trainer.ResumedFrom::step)
-                         .orElse(0))) {
-                RunLog.header(out, "train", trainer.info());
-                RunLog.preflight(out, preflight, config.steps(), force);
-                boolean lossScaled = config.precision().needsLossScaling();
-                TrainSummary summary;
+            try (ProcessGroup processes = identity.isPresent()
+                    ? DistOptions.join(identity.get(), config, config.collectiveTimeout()) : null) {
                 try {
-                    summary = trainer.run(r -> {
-                        display.step(r, lossScaled);
-                        metrics.step(r);
-                        if (trainer.memoryCheck().isPresent() && !display.memoryCheckShown()) {
-                            display.memoryCheck(trainer.memoryCheck().get(), config.worldSize());
-                        }
-                    });
-                } catch (RuntimeException | OutOfMemoryError e) {
-                    if (!stop.claimEnding()) {
-                        waitForHalt();          // a signal's watchdog is writing the summary already
+                    return train(out, dir, config, device, checkpoints, processes);
+                } catch (RuntimeException | Error e) {
+                    if (processes != null) {
+                        processes.fail(String.valueOf(e.getMessage()));   // the others stop now, with this reason
                     }
-                    throw withSummary(e, trainer, dir);
+                    throw e;
                 }
-                if (!stop.claimEnding()) {
-                    waitForHalt();              // a signal abandoned the run and is writing its summary
-                }
-                display.close();
-                // preemption: SIGTERM saves the steps done (the watchdog no longer runs: the ending is claimed)
-                boolean savedAtStop = stop.signal().filter("SIGTERM"::equals).isPresent() && trainer.saveAtStop();
-                trainer.awaitCheckpoints();
-                TrainSummary ended = trainer.summary();      // with the checkpoints written
-                summary = ended;
-                RunLog.footer(out, summary);
-                Optional<Path> file = dir.write(SUMMARY_FILE, summary);
-                List<Path> charts = config.outDir().map(d -> RunCharts.write(d, ended, trainer.memoryTimelines()))
-                        .orElse(List.of());
-                file.ifPresent(f -> out.println("summary: " + f + metrics.file().map(m -> " | metrics: " + m).orElse("")
-                        + (charts.isEmpty() ? "" : " | charts: " + charts.stream().map(Path::toString)
-                                .collect(Collectors.joining(", ")))));
-                out.flush();
-                if (savedAtStop) {
-                    Path saved = summary.checkpoints().get(summary.checkpoints().size() - 1).dir();
-                    spec.commandLine().getErr().println("stopped by SIGTERM after step " + summary.steps() + " of "
-                            + summary.outcome().plannedSteps() + "; checkpoint " + saved + " saved: continue with --resume latest"
-                            + " --save-dir " + saveDir);
-                    spec.commandLine().getErr().flush();
-                    return ExitCode.OK.code();
-                }
-                return ending(config, summary, file, stop);
             }
         }
     }
 
+    /** The run itself, once the configuration is resolved and, for a run over several processes, they have met. */
+    private int train(PrintWriter out, OutputDir dir, TrainConfig config, Device device, CheckpointOptions checkpoints,
+                      ProcessGroup processes) {
+        Preflight.Report preflight = Preflight.check(config, device, new Planner(),
+                memoryLimit == null ? OptionalLong.empty() : OptionalLong.of(memoryLimit), true);
+        refuseUnlessItFits(preflight);
+        dir.removeEarlierReports();
+        try (Trainer trainer = processes == null ? new Trainer(config, checkpoints, out::println)
+                : new Trainer(config, out::println, processes);
+             SignalStop stop = SignalStop.install(trainer, why -> abandon(trainer, dir, why));
+             MetricsLog metrics = MetricsLog.open(config.outDir());
+             StepDisplay display = StepDisplay.create(out, config, trainer.resumedFrom().map(Trainer.ResumedFrom::step)
+                     .orElse(0))) {
+            LaunchControl.watch(stop::forwarded);     // started by `fsdp4j launch`: its signals come through stdin
+            RunLog.header(out, "train", trainer.info());
+            if (processes != null) {
+                out.println("  " + DistOptions.describe(processes.identity(), config.worldSize()));
+            }
+            RunLog.preflight(out, preflight, config.steps(), force);
+            boolean lossScaled = config.precision().needsLossScaling();
+            TrainSummary summary;
+            try {
+                summary = trainer.run(r -> {
+                    display.step(r, lossScaled);
+                    metrics.step(r);
+                    if (trainer.memoryCheck().isPresent() && !display.memoryCheckShown()) {
+                        display.memoryCheck(trainer.memoryCheck().get(), config.worldSize());
+                    }
+                });
+            } catch (RuntimeException | OutOfMemoryError e) {
+                if (!stop.claimEnding()) {
+                    waitForHalt();          // a signal's watchdog is writing the summary already
+                }
+                throw withSummary(e, trainer, dir);
+            }
+            if (!stop.claimEnding()) {
+                waitForHalt();              // a signal abandoned the run and is writing its summary
+            }
+            display.close();
+            // preemption: SIGTERM saves the steps done (the watchdog no longer runs: the ending is claimed)
+            boolean savedAtStop = stop.signal().filter("SIGTERM"::equals).isPresent() && trainer.saveAtStop();
+            trainer.awaitCheckpoints();
+            TrainSummary ended = trainer.summary();      // with the checkpoints written
+            summary = ended;
+            RunLog.footer(out, summary);
+            Optional<Path> file = dir.write(SUMMARY_FILE, summary);
+            List<Path> charts = config.outDir().map(d -> RunCharts.write(d, ended, trainer.memoryTimelines()))
+                    .orElse(List.of());
+            file.ifPresent(f -> out.println("summary: " + f + metrics.file().map(m -> " | metrics: " + m).orElse("")
+                    + (charts.isEmpty() ? "" : " | charts: " + charts.stream().map(Path::toString)
+                            .collect(Collectors.joining(", ")))));
+            out.flush();
+            if (savedAtStop) {
+                Path saved = summary.checkpoints().get(summary.checkpoints().size() - 1).dir();
+                spec.commandLine().getErr().println("stopped by SIGTERM after step " + summary.steps() + " of "
+                        + summary.outcome().plannedSteps() + "; checkpoint " + saved + " saved: continue with --resume latest"
+                        + " --save-dir " + saveDir);
+                spec.commandLine().getErr().flush();
+                return ExitCode.OK.code();
+            }
+            return ending(config, summary, file);
+        }
+    }
+
     /** The exit code of a run that got to its end; divergence is a UserError, an interruption one line. */
-    private int ending(TrainConfig config, TrainSummary summary, Optional<Path> file, SignalStop stop) {
+    private int ending(TrainConfig config, TrainSummary summary, Optional<Path> file) {
         RunOutcome outcome = summary.outcome();
         String where = file.map(f -> "; summary: " + f).orElse("");
         if (outcome.diverged()) {
@@ -159,7 +206,7 @@ final class TrainCommand implements Callable<Integer> {
             spec.commandLine().getErr().println("interrupted by " + outcome.interruptedBy() + " after step "
                     + summary.steps() + " of " + outcome.plannedSteps() + where);
             spec.commandLine().getErr().flush();
-            return stop.exitCode().code();
+            return SignalStop.exitCodeFor(outcome.interruptedBy()).code();   // the signal of whichever process got one
         }
         return ExitCode.OK.code();
     }

@@ -114,6 +114,11 @@ final class TrainOptions {
             + "also -Dfsdp4j.debugStreams=true)")
     boolean debugStreams;
 
+    @Option(names = "--collective-timeout", paramLabel = "SECONDS",
+            description = "abort the run when a collective waits longer than this for a rank (the watchdog); also how"
+                    + " long processes wait for each other at start (default: 600)")
+    Long collectiveTimeoutSeconds;
+
     @Option(names = "--on-nonfinite", paramLabel = "stop|skip",
             description = "a step whose loss or gradient norm is inf/NaN: stop the run there, or skip it (the parameters"
                     + " are not updated) up to --max-skipped-steps times (default: stop)")
@@ -211,6 +216,9 @@ final class TrainOptions {
         }
         if (debugStreams) {
             b.debugStreams(true);
+        }
+        if (collectiveTimeoutSeconds != null) {
+            b.collectiveTimeout(java.time.Duration.ofSeconds(collectiveTimeoutSeconds));
         }
         if (onNonFinite != null || maxSkippedSteps != null) {
             b.onNonFinite(NonFinitePolicy.parse(onNonFinite == null ? "stop" : onNonFinite, maxSkippedSteps));

@@ -1,0 +1,297 @@
+// One rank's connections, for one communicator, to the members of its group in other processes,
+// and the loop that moves a collective's frames over them. A collective queues what it sends and
+// what it expects from each peer, then run() drives every connection at once with one selector
+// (non-blocking, so two ranks that send to each other never wait on each other's socket buffers)
+// until all frames have gone and come, straight from and into the tensors' memory. Each header
+// that arrives is checked against the frame expected before its payload is read (see Wire). The
+// loop ends with a CommException that names the peer when a header does not match, a peer's
+// connection ends, the group is aborted, or the collective's deadline passes (the watchdog).
+package org.fsdp4j.comm;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.ClosedSelectorException;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
+import java.nio.channels.SocketChannel;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.IntFunction;
+import java.util.function.Supplier;
+
+final class TcpLinks implements AutoCloseable {
+
+    /** How often a waiting loop looks at the group's fate even if no socket stirs. */
+    private static final long POLL_MILLIS = 200;
+
+    private record Outgoing(ByteBuffer header, ByteBuffer payload) {
+    }
+
+    private record Incoming(Wire.Frame expected, ByteBuffer payload) {
+    }
+
+    /** One connection and what the running collective still has to move over it. */
+    private static final class Link {
+        final int peer;                 // the peer's member index in the communicator
+        final SocketChannel channel;
+        final SelectionKey key;
+        final ArrayDeque<Outgoing> out = new ArrayDeque<>();
+        final ArrayDeque<Incoming> in = new ArrayDeque<>();
+        final ByteBuffer header = ByteBuffer.allocate(Wire.HEADER_BYTES);
+        boolean headerRead;             // header holds the current incoming frame's (checked) header
+
+        Link(int peer, SocketChannel channel, SelectionKey key) {
+            this.peer = peer;
+            this.channel = channel;
+            this.key = key;
+        }
+
+        boolean busy() {
+            return !out.isEmpty() || !in.isEmpty();
+        }
+    }
+
+    private final Selector selector;
+    private final Map<Integer, Link> links = new LinkedHashMap<>();
+    private final IntFunction<String> describe;     // member index → "rank 2 (process 1)"
+    private volatile boolean closed;
+
+    /** Takes over {@code channels} (member index → connected channel). */
+    TcpLinks(Map<Integer, SocketChannel> channels, IntFunction<String> describe) {
+        this.describe = describe;
+        try {
+            this.selector = Selector.open();
+            for (Map.Entry<Integer, SocketChannel> e : channels.entrySet()) {
+                SocketChannel ch = e.getValue();
+                ch.configureBlocking(false);
+                Link l = new Link(e.getKey(), ch, ch.register(selector, 0));
+                l.key.attach(l);
+                links.put(e.getKey(), l);
+            }
+        } catch (IOException e) {
+            channels.values().forEach(PeerListener::closeQuietly);
+            throw new CommException("cannot set up the connections: " + e.getMessage(), e);
+        }
+    }
+
+    /** Queues {@code payload} (its remaining bytes) as one frame to member {@code peer}. */
+    void send(int peer, Wire.Frame header, ByteBuffer payload) {
+        link(peer).out.add(new Outgoing(header.encode(), payload));
+    }
+
+    /** Expects one frame like {@code expected} from member {@code peer}, its payload read into {@code payload}. */
+    void receive(int peer, Wire.Frame expected, ByteBuffer payload) {
+        if (payload.remaining() != expected.payloadBytes()) {
+            throw new IllegalStateException("frame of " + expected.payloadBytes() + " bytes into " + payload.remaining());
+        }
+        link(peer).in.add(new Incoming(expected, payload));
+    }
+
+    /** Queues a message of bytes.remaining() bytes to {@code peer} as Wire's frames, numbered from {@code firstIndex}. */
+    void sendMessage(int peer, Wire.Frame collective, ByteBuffer bytes, int firstIndex) {
+        long total = bytes.remaining();
+        int base = bytes.position();
+        for (int i = 0; i < Wire.frameCount(total); i++) {
+            int len = Wire.frameBytes(total, i);
+            send(peer, collective.frame(firstIndex + i, len), bytes.slice(base + i * Wire.MAX_FRAME_BYTES, len));
+        }
+    }
+
+    /** Expects a message of into.remaining() bytes from {@code peer}, read into {@code into}. */
+    void receiveMessage(int peer, Wire.Frame collective, ByteBuffer into, int firstIndex) {
+        long total = into.remaining();
+        int base = into.position();
+        for (int i = 0; i < Wire.frameCount(total); i++) {
+            int len = Wire.frameBytes(total, i);
+            receive(peer, collective.frame(firstIndex + i, len), into.slice(base + i * Wire.MAX_FRAME_BYTES, len));
+        }
+    }
+
+    /**
+     * Moves every queued frame. {@code where} labels errors; the loop gives up {@code timeout}
+     * after {@code startNanos} (System.nanoTime()) naming the peers still owing frames, and at
+     * once when {@code aborted} returns a cause (the group's).
+     */
+    void run(String where, long startNanos, java.time.Duration timeout, Supplier<CommException> aborted) {
+        long deadlineNanos = startNanos + timeout.toNanos();
+        try {
+            while (true) {
+                CommException cause = aborted.get();
+                if (cause != null) {
+                    throw new CommException(where + ": group aborted: " + cause.getMessage(), cause);
+                }
+                boolean busy = false;
+                for (Link l : links.values()) {
+                    int ops = (l.out.isEmpty() ? 0 : SelectionKey.OP_WRITE) | (l.in.isEmpty() ? 0 : SelectionKey.OP_READ);
+                    if (ops != 0) {
+                        busy = true;
+                    }
+                    if (l.key.isValid()) {
+                        l.key.interestOps(ops);
+                    } else if (ops != 0) {
+                        throw lost(where, l, null);
+                    }
+                }
+                if (!busy) {
+                    return;
+                }
+                long left = deadlineNanos - System.nanoTime();
+                if (left <= 0) {
+                    throw timedOut(where, timeout);
+                }
+                selector.select(Math.max(1, Math.min(POLL_MILLIS, left / 1_000_000)));
+                for (SelectionKey k : selector.selectedKeys()) {
+                    Link l = (Link) k.attachment();
+                    if (k.isValid() && k.isReadable()) {
+                        read(where, l);
+                    }
+                    if (k.isValid() && k.isWritable()) {
+                        write(where, l);
+                    }
+                }
+                selector.selectedKeys().clear();
+            }
+        } catch (IOException | ClosedSelectorException e) {
+            CommException cause = aborted.get();
+            if (cause != null) {
+                throw new CommException(where + ": group aborted: " + cause.getMessage(), cause);
+            }
+            throw new CommException(where + ": the connections were closed (" + e + ")", e);
+        } finally {
+            for (Link l : links.values()) {   // a failed collective leaves nothing queued for the next
+                l.out.clear();
+                l.in.clear();
+                l.headerRead = false;
+                l.header.clear();
+            }
+        }
+    }
+
+    private void read(String where, Link l) {
+        try {
+            while (!l.in.isEmpty()) {
+                Incoming next = l.in.peek();
+                if (!l.headerRead) {
+                    if (l.channel.read(l.header) < 0) {
+                        throw lost(where, l, null);
+                    }
+                    if (l.header.hasRemaining()) {
+                        return;
+                    }
+                    check(where, l, next.expected());
+                    l.headerRead = true;
+                }
+                if (next.payload().hasRemaining() && l.channel.read(next.payload()) < 0) {
+                    throw lost(where, l, null);
+                }
+                if (next.payload().hasRemaining()) {
+                    return;
+                }
+                l.in.poll();
+                l.headerRead = false;
+                l.header.clear();
+            }
+        } catch (IOException e) {
+            throw lost(where, l, e);
+        }
+    }
+
+    private void write(String where, Link l) {
+        try {
+            while (!l.out.isEmpty()) {
+                Outgoing o = l.out.peek();
+                l.channel.write(new ByteBuffer[] {o.header(), o.payload()});
+                if (o.header().hasRemaining() || o.payload().hasRemaining()) {
+                    return;      // the socket's buffer is full: wait until it drains
+                }
+                l.out.poll();
+            }
+        } catch (IOException e) {
+            throw lost(where, l, e);
+        }
+    }
+
+    /** The header just read must be the expected frame's: anything else names both sides. */
+    private void check(String where, Link l, Wire.Frame expected) {
+        Wire.Frame got = Wire.Frame.read(l.header.flip());
+        l.header.position(l.header.limit());
+        if (got == null) {
+            throw new CommException(where + ": " + describe.apply(l.peer) + " sent bytes that are not an fsdp4j frame"
+                    + String.format(" (magic 0x%08x)", l.header.getInt(0)) + "; dropping it and aborting the group");
+        }
+        if (!got.sameCollective(expected)) {
+            throw new CommException(where + ": ranks disagree on the collective: this rank runs " + expected.describe()
+                    + ", " + describe.apply(l.peer) + " sent " + got.describe()
+                    + (got.op() == expected.op() && got.count() == expected.count() && got.seq() == expected.seq()
+                            && got.dtype() == expected.dtype() ? " with another reduction or root" : ""));
+        }
+        if (got.index() != expected.index() || got.payloadBytes() != expected.payloadBytes()) {
+            throw new CommException(where + ": " + describe.apply(l.peer) + " sent frame " + got.index() + " of "
+                    + got.payloadBytes() + " bytes where frame " + expected.index() + " of " + expected.payloadBytes()
+                    + " belongs; dropping it and aborting the group");
+        }
+    }
+
+    private RuntimeException lost(String where, Link l, IOException e) {
+        return new LostPeerException(where + ": lost the connection to " + describe.apply(l.peer)
+                + (e == null ? "" : " (" + e.getMessage() + ")") + ": its process died or closed it", l.peer, e);
+    }
+
+    private CommException timedOut(String where, java.time.Duration timeout) {
+        List<String> owing = new ArrayList<>();
+        for (Link l : links.values()) {
+            if (!l.in.isEmpty()) {
+                owing.add(describe.apply(l.peer));
+            }
+        }
+        if (owing.isEmpty()) {
+            for (Link l : links.values()) {
+                if (!l.out.isEmpty()) {
+                    owing.add(describe.apply(l.peer) + " (not reading)");
+                }
+            }
+        }
+        return new CommException(where + ": " + String.join(", ", owing) + " did not arrive within "
+                + timeout.toSeconds() + " s (--collective-timeout); aborting the group");
+    }
+
+    /** A peer's connection ended: the caller asks the run for the reason its process left, if it gave one. */
+    static final class LostPeerException extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+        final int peer;
+
+        LostPeerException(String message, int peer, Throwable cause) {
+            super(message, cause);
+            this.peer = peer;
+        }
+    }
+
+    private Link link(int peer) {
+        Link l = links.get(peer);
+        if (l == null) {
+            throw new IllegalStateException("no connection to member " + peer);
+        }
+        return l;
+    }
+
+    /** Closes every connection and wakes a running loop (which then fails). Idempotent. */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        for (Link l : links.values()) {
+            PeerListener.closeQuietly(l.channel);
+        }
+        try {
+            selector.wakeup();
+            selector.close();
+        } catch (IOException ignored) {
+            // closing anyway
+        }
+    }
+}

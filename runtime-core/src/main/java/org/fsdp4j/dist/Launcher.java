@@ -1,0 +1,212 @@
+// What `fsdp4j launch` does on one node (torchrun's job, without its elastic restarts): starts
+// --nproc-per-node processes of a command with torchrun's variables (MASTER_ADDR, MASTER_PORT,
+// WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK), so they find each other, and
+// watches them. Their output goes straight to the launcher's. When one fails, the others stop by
+// themselves (its connections close, its reason is in the store); any still running after the
+// grace period get SIGTERM, then SIGKILL, so no process outlives the launcher's decision. The
+// exit code is the first failure's (128 + n for a process killed by signal n), or 0.
+//
+// Signals reach the processes through their stdin ("stop SIGTERM": LaunchControl in samples),
+// not as signals: a process then stops at a step boundary exactly as if it had got the signal
+// itself, and Ctrl-C, which the terminal sends to the launcher and its processes alike, does not
+// count twice. The end of that stdin tells a process its launcher is gone.
+package org.fsdp4j.dist;
+
+import java.io.IOException;
+import java.io.OutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+public final class Launcher {
+
+    /** Set in every process the launcher starts: its pid (and the sign that stdin is the control channel). */
+    public static final String LAUNCHER_PID_VARIABLE = "FSDP4J_LAUNCHER_PID";
+    /** The control line that passes a signal on: "stop SIGTERM". */
+    public static final String STOP_COMMAND = "stop ";
+    /** How long a process that was sent SIGTERM gets before SIGKILL. */
+    private static final Duration KILL_AFTER = Duration.ofSeconds(5);
+
+    /**
+     * Where this node's processes sit in the run.
+     *
+     * @param nodes        nodes in the run (--nnodes)
+     * @param nodeRank     this node's index (--node-rank)
+     * @param perNode      processes started on each node (--nproc-per-node)
+     * @param masterAddr   host of the process of rank 0 (on node 0), which serves the rendezvous store
+     * @param masterPort   its port
+     */
+    public record Layout(int nodes, int nodeRank, int perNode, String masterAddr, int masterPort) {
+        public Layout {
+            if (nodes < 1) {
+                throw new IllegalArgumentException("--nnodes must be at least 1, got " + nodes);
+            }
+            if (nodeRank < 0 || nodeRank >= nodes) {
+                throw new IllegalArgumentException("--node-rank " + nodeRank + " is outside 0.." + (nodes - 1)
+                        + " (--nnodes " + nodes + ")");
+            }
+            if (perNode < 1 || perNode > 1024) {
+                throw new IllegalArgumentException("--nproc-per-node must be between 1 and 1024, got " + perNode);
+            }
+            if (masterAddr == null || masterAddr.isBlank()) {
+                throw new IllegalArgumentException("--master-addr is required with --nnodes " + nodes
+                        + ": the host of node 0 (or use --standalone on one machine)");
+            }
+            if (masterPort < 1 || masterPort > 65535) {
+                throw new IllegalArgumentException("--master-port " + masterPort + " is not a TCP port (1-65535)");
+            }
+        }
+
+        /** The rank of this node's process {@code local}. */
+        int rank(int local) {
+            return nodeRank * perNode + local;
+        }
+    }
+
+    private final Layout layout;
+    private final List<String> command;
+    private final Map<String, String> environment;
+    private final Duration grace;
+    private final PrintStream log;
+    private final List<Process> processes = new ArrayList<>();
+
+    /**
+     * @param command     the program each process runs (java, its options, the main class, arguments)
+     * @param environment extra variables for every process
+     * @param grace       how long the others may take to end by themselves after one failed
+     * @param log         where the launcher's own lines go (stderr)
+     */
+    public Launcher(Layout layout, List<String> command, Map<String, String> environment, Duration grace, PrintStream log) {
+        this.layout = layout;
+        this.command = List.copyOf(command);
+        this.environment = Map.copyOf(environment);
+        this.grace = grace;
+        this.log = log;
+    }
+
+    /** Starts this node's processes and waits for them; returns the exit code the launcher should end with. */
+    public int run() {
+        synchronized (processes) {
+            for (int local = 0; local < layout.perNode(); local++) {
+                try {
+                    processes.add(start(local));
+                } catch (IOException e) {
+                    log.println("launch: cannot start process " + layout.rank(local) + " (" + e.getMessage() + ")");
+                    processes.forEach(Process::destroyForcibly);
+                    return 1;
+                }
+            }
+        }
+        return watch();
+    }
+
+    private Process start(int local) throws IOException {
+        ProcessBuilder pb = new ProcessBuilder(command);
+        pb.redirectOutput(ProcessBuilder.Redirect.INHERIT).redirectError(ProcessBuilder.Redirect.INHERIT)
+                .redirectInput(ProcessBuilder.Redirect.PIPE);
+        Map<String, String> env = pb.environment();
+        env.putAll(environment);
+        env.put("MASTER_ADDR", layout.masterAddr());
+        env.put("MASTER_PORT", Integer.toString(layout.masterPort()));
+        env.put("WORLD_SIZE", Integer.toString(layout.nodes() * layout.perNode()));
+        env.put("RANK", Integer.toString(layout.rank(local)));
+        env.put("LOCAL_RANK", Integer.toString(local));
+        env.put("LOCAL_WORLD_SIZE", Integer.toString(layout.perNode()));
+        env.put("GROUP_RANK", Integer.toString(layout.nodeRank()));
+        env.put(LAUNCHER_PID_VARIABLE, Long.toString(ProcessHandle.current().pid()));
+        return pb.start();
+    }
+
+    /** Waits for every process; after the first failure, gives the rest the grace period, then stops them. */
+    private int watch() {
+        int firstFailure = 0;
+        long stopAt = Long.MAX_VALUE;          // when the survivors of a failure get SIGTERM
+        boolean terminated = false;
+        List<Process> running = new ArrayList<>(processes);
+        while (!running.isEmpty()) {
+            for (Process p : List.copyOf(running)) {
+                if (p.isAlive()) {
+                    continue;
+                }
+                running.remove(p);
+                int code = p.exitValue();
+                if (code != 0 && firstFailure == 0) {
+                    firstFailure = code;
+                    log.println("launch: process " + rankOf(p) + " (pid " + p.pid() + ") " + describe(code)
+                            + (running.isEmpty() ? "" : "; the others stop by themselves, or in " + grace.toSeconds() + " s"));
+                    stopAt = System.nanoTime() + grace.toNanos();
+                }
+            }
+            if (running.isEmpty()) {
+                break;
+            }
+            if (System.nanoTime() > stopAt && !terminated) {
+                log.println("launch: stopping the processes still running: " + ranksOf(running));
+                running.forEach(Process::destroy);
+                terminated = true;
+                stopAt = System.nanoTime() + KILL_AFTER.toNanos();
+            } else if (System.nanoTime() > stopAt) {
+                running.forEach(Process::destroyForcibly);
+            }
+            try {
+                running.get(0).waitFor(100, TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                processes.forEach(Process::destroyForcibly);
+                return 1;
+            }
+        }
+        return firstFailure;
+    }
+
+    /** Passes signal {@code name} ("SIGTERM") on to every process still running (see the file comment). */
+    public void forward(String name) {
+        List<Process> all;
+        synchronized (processes) {
+            all = List.copyOf(processes);
+        }
+        for (Process p : all) {
+            try {
+                OutputStream in = p.getOutputStream();
+                in.write((STOP_COMMAND + name + "\n").getBytes(StandardCharsets.UTF_8));
+                in.flush();
+            } catch (IOException e) {
+                // it has ended already
+            }
+        }
+    }
+
+    /** Sends SIGTERM (or, with {@code force}, SIGKILL) to every process still running: a second or third signal. */
+    public void terminate(boolean force) {
+        List<Process> all;
+        synchronized (processes) {
+            all = List.copyOf(processes);
+        }
+        for (Process p : all) {
+            if (force) {
+                p.destroyForcibly();
+            } else {
+                p.destroy();
+            }
+        }
+    }
+
+    private int rankOf(Process p) {
+        return layout.rank(processes.indexOf(p));
+    }
+
+    private String ranksOf(List<Process> ps) {
+        List<Integer> ranks = new ArrayList<>();
+        ps.forEach(p -> ranks.add(rankOf(p)));
+        return "process" + (ranks.size() == 1 ? " " : "es ") + ranks.toString().replaceAll("[\\[\\]]", "");
+    }
+
+    /** "exited with 7", "exited with 137 (128 + signal 9: killed, or stopped by it)". */
+    static String describe(int code) {
+        return "exited with " + code + (code > 128 && code < 128 + 32 ? " (128 + signal " + (code - 128) + ")" : "");
+    }
+}

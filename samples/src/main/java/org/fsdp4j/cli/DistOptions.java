@@ -1,0 +1,71 @@
+// The flags that place a process in a run of several (train and bench collectives), and what a
+// command does with them: who this process is (the flags first, then torchrun's, Slurm's and Open
+// MPI's variables: ProcessIdentity), how many ranks it runs, and joining the others
+// (ProcessGroup: the rendezvous store, the settings check). Without any of them, and without
+// those variables, a command runs alone, as it always did.
+package org.fsdp4j.cli;
+
+import java.io.PrintWriter;
+import java.io.Writer;
+import java.time.Duration;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import org.fsdp4j.dist.ProcessGroup;
+import org.fsdp4j.dist.ProcessIdentity;
+import org.fsdp4j.dist.Settings;
+import picocli.CommandLine.Option;
+
+final class DistOptions {
+
+    /** Settings a process may hold for itself: where process 0 writes, how many threads each takes. */
+    static final Set<String> PER_PROCESS_SETTINGS = Set.of("outDir", "cpuThreads");
+
+    @Option(names = "--process-rank", paramLabel = "R",
+            description = "this process's index in a run of several (default: RANK, SLURM_PROCID or OMPI_COMM_WORLD_RANK)")
+    Integer processRank;
+
+    @Option(names = "--processes", paramLabel = "P",
+            description = "processes in the run, each running --world-size / P ranks (default: WORLD_SIZE, SLURM_NTASKS"
+                    + " or OMPI_COMM_WORLD_SIZE; none: this process runs alone)")
+    Integer processes;
+
+    @Option(names = "--master-addr", paramLabel = "HOST",
+            description = "host of the process of rank 0, which serves the rendezvous store (default: MASTER_ADDR, the"
+                    + " first host of SLURM_JOB_NODELIST, or 127.0.0.1 when every process is on this machine)")
+    String masterAddr;
+
+    @Option(names = "--master-port", paramLabel = "PORT",
+            description = "port of the rendezvous store (default: MASTER_PORT, else 29500; under Slurm 29500 + job id mod 10000)")
+    Integer masterPort;
+
+    /** Who this process is in a run of several, or empty when it runs alone. */
+    Optional<ProcessIdentity> identity() {
+        return identity(System.getenv());
+    }
+
+    Optional<ProcessIdentity> identity(Map<String, String> env) {
+        return ProcessIdentity.resolve(new ProcessIdentity.Explicit(processRank, processes, null, null, null, masterAddr,
+                masterPort), env).filter(id -> !id.alone());
+    }
+
+    /**
+     * Joins the other processes of the run, checking that {@code settings} (the command's resolved
+     * configuration record) are theirs too; waits up to {@code timeout} for them.
+     */
+    static ProcessGroup join(ProcessIdentity id, Record settings, Duration timeout) {
+        return ProcessGroup.join(id, Settings.of(settings, PER_PROCESS_SETTINGS), timeout);
+    }
+
+    /** Where a process other than process 0 prints its run log: nowhere (its errors still go to stderr). */
+    static PrintWriter quiet() {
+        return new PrintWriter(Writer.nullWriter());
+    }
+
+    /** The run's layout for the header: "2 processes x 2 ranks over TCP, master 127.0.0.1:29500 (torchrun's variables)". */
+    static String describe(ProcessIdentity id, int worldSize) {
+        int k = worldSize / id.count();
+        return id.count() + " processes x " + k + (k == 1 ? " rank" : " ranks") + " over TCP, master " + id.masterAddr() + ":"
+                + id.masterPort() + " (identity from " + id.source() + ")";
+    }
+}

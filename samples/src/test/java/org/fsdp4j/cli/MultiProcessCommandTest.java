@@ -1,0 +1,276 @@
+// Runs over several real processes (child JVMs on this machine, the test's classpath), as users
+// start them: `fsdp4j launch --standalone` with 2 processes × 2 ranks trains to exactly the
+// losses of 4 in-process ranks, and so do 2 processes given their identity only through Slurm's
+// variables set by hand, or only through torchrun's; kill -9 of one process mid-run makes the
+// others exit non-zero promptly (within the collective timeout + 5 s) naming the rank that died,
+// and leaves no process running; processes started with different --lr all fail at start
+// showing both values; SIGTERM to the launcher stops every process after the same step.
+package org.fsdp4j.cli;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class MultiProcessCommandTest {
+
+    /** A small run: 4 ranks of the tiny model, short sequences, so a child JVM trains it in a second or two. */
+    private static final List<String> RUN = List.of("train", "--device", "cpu", "--preset", "tiny", "--batch-size", "8",
+            "--seq-len", "32", "--cpu-threads", "2", "--collective-timeout", "30");
+
+    @TempDir
+    Path dir;
+
+    /** A child JVM running org.fsdp4j.cli.Main; stdout lines queue up, stderr goes to a file. */
+    private record Child(Process process, BlockingQueue<String> lines, Path err) {
+
+        static Child start(Path err, Map<String, String> env, List<String> args) throws IOException {
+            String java = ProcessHandle.current().info().command().orElse("java");
+            List<String> cmd = new ArrayList<>(List.of(java, "-cp", System.getProperty("java.class.path"),
+                    "-Dorg.bytedeco.javacpp.maxPhysicalBytes=0", Main.class.getName()));
+            cmd.addAll(args);
+            ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(err.toFile());
+            for (String v : List.of("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+                    "MASTER_PORT")) {
+                pb.environment().remove(v);
+            }
+            pb.environment().keySet().removeIf(k -> k.startsWith("SLURM_") || k.startsWith("OMPI_") || k.startsWith("PET_"));
+            pb.environment().putAll(env);
+            Process p = pb.start();
+            BlockingQueue<String> lines = new LinkedBlockingQueue<>();
+            Thread reader = new Thread(() -> {
+                try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+                    for (String l = r.readLine(); l != null; l = r.readLine()) {
+                        lines.add(l);
+                    }
+                } catch (IOException ignored) {
+                    // the child ended
+                }
+            });
+            reader.setDaemon(true);
+            reader.start();
+            return new Child(p, lines, err);
+        }
+
+        int exit(long seconds) throws InterruptedException {
+            if (!process.waitFor(seconds, TimeUnit.SECONDS)) {
+                process.descendants().forEach(ProcessHandle::destroyForcibly);
+                process.destroyForcibly();
+                throw new AssertionError("the child did not end within " + seconds + " s");
+            }
+            return process.exitValue();
+        }
+
+        String stderr() throws IOException {
+            return Files.readString(err);
+        }
+
+        /** Waits (60 s at most) for a stdout line starting with {@code prefix}. */
+        void await(String prefix) throws InterruptedException, IOException {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (System.nanoTime() < deadline) {
+                String l = lines.poll(1, TimeUnit.SECONDS);
+                if (l != null && l.startsWith(prefix)) {
+                    return;
+                }
+                if (l == null && !process.isAlive()) {
+                    break;
+                }
+            }
+            throw new AssertionError("no line '" + prefix + "...': " + stderr());
+        }
+    }
+
+    private static List<String> args(List<String> base, String... more) {
+        List<String> a = new ArrayList<>(base);
+        a.addAll(List.of(more));
+        return a;
+    }
+
+    private static float[] losses(Path summary) throws IOException {
+        JsonNode losses = new ObjectMapper().readTree(summary.toFile()).get("losses");
+        float[] out = new float[losses.size()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = (float) losses.get(i).asDouble();
+        }
+        return out;
+    }
+
+    /** A free port in Slurm's range of ours (29500 + job id mod 10000), and the job id that gives it. */
+    private static int[] freeSlurmPort() throws IOException {
+        for (int attempt = 0; attempt < 100; attempt++) {
+            int job = ThreadLocalRandom.current().nextInt(1, 10_000);
+            try (ServerSocket s = new ServerSocket(29_500 + job)) {
+                return new int[] {29_500 + job, job};
+            } catch (IOException taken) {
+                // try another
+            }
+        }
+        throw new IOException("no free port in 29500..39499");
+    }
+
+    private static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0)) {
+            return s.getLocalPort();
+        }
+    }
+
+    /** Two processes started by hand, each with {@code env(rank)}; returns their exit codes and stderr. */
+    private List<Child> twoByHand(java.util.function.IntFunction<Map<String, String>> env,
+                                  java.util.function.IntFunction<List<String>> argsOf) throws IOException {
+        List<Child> children = new ArrayList<>();
+        for (int r = 0; r < 2; r++) {
+            children.add(Child.start(dir.resolve("err" + r + "-" + System.nanoTime()), env.apply(r), argsOf.apply(r)));
+        }
+        return children;
+    }
+
+    @Test
+    void launcherSlurmAndTorchrunRunsTrainExactlyAsFourInProcessRanks() throws Exception {
+        Path inProcess = dir.resolve("in-process");
+        CliRunner.Result local = CliRunner.run(args(RUN, "--steps", "3", "--world-size", "4", "--out", inProcess.toString())
+                .toArray(String[]::new));
+        assertEquals(0, local.exitCode(), local.err());
+        float[] expected = losses(inProcess.resolve("summary.json"));
+
+        Path launched = dir.resolve("launched");
+        Child launcher = Child.start(dir.resolve("launch.err"), Map.of(), args(List.of("launch", "--standalone",
+                "--nproc-per-node", "2", "--"), args(RUN, "--steps", "3", "--world-size", "4", "--out", launched.toString())
+                .toArray(String[]::new)));
+        assertEquals(0, launcher.exit(120), launcher.stderr());
+        assertArrayEquals(expected, losses(launched.resolve("summary.json")), "fsdp4j launch, 2 processes x 2 ranks");
+
+        int[] portAndJob = freeSlurmPort();
+        Path slurm = dir.resolve("slurm");
+        List<Child> bySlurm = twoByHand(r -> Map.of("SLURM_PROCID", "" + r, "SLURM_NTASKS", "2", "SLURM_LOCALID", "" + r,
+                "SLURM_NTASKS_PER_NODE", "2", "SLURM_NODEID", "0", "SLURM_JOB_NODELIST", "localhost",
+                "SLURM_JOB_ID", "" + portAndJob[1]),
+                r -> args(RUN, "--steps", "3", "--world-size", "4", "--out", slurm.toString()));
+        for (Child c : bySlurm) {
+            assertEquals(0, c.exit(120), c.stderr());
+        }
+        assertArrayEquals(expected, losses(slurm.resolve("summary.json")), "Slurm's variables, 2 processes x 2 ranks");
+
+        int port = freePort();
+        Path torchrun = dir.resolve("torchrun");
+        List<Child> byTorchrun = twoByHand(r -> Map.of("RANK", "" + r, "WORLD_SIZE", "2", "LOCAL_RANK", "" + r,
+                "LOCAL_WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1", "MASTER_PORT", "" + port),
+                r -> args(RUN, "--steps", "3", "--world-size", "4", "--out", torchrun.toString()));
+        for (Child c : byTorchrun) {
+            assertEquals(0, c.exit(120), c.stderr());
+        }
+        assertArrayEquals(expected, losses(torchrun.resolve("summary.json")), "torchrun's variables, 2 processes x 2 ranks");
+    }
+
+    @Test
+    void killMinusNineOfOneProcessEndsTheOthersNamingTheMissingRank() throws Exception {
+        int timeoutSeconds = 30;
+        Child launcher = Child.start(dir.resolve("kill.err"), Map.of(), args(List.of("launch", "--standalone",
+                "--nproc-per-node", "2", "--"), args(RUN, "--steps", "100000", "--world-size", "4").toArray(String[]::new)));
+        launcher.await("step 2/");
+        List<ProcessHandle> processes = launcher.process().children().toList();
+        assertEquals(2, processes.size(), "the launcher runs two processes");
+        ProcessHandle victim = processes.stream().max((a, b) -> Long.compare(a.pid(), b.pid())).orElseThrow();
+        long start = System.nanoTime();
+        new ProcessBuilder("kill", "-9", Long.toString(victim.pid())).start().waitFor();
+        int code = launcher.exit(timeoutSeconds + 5);
+        double seconds = (System.nanoTime() - start) / 1e9;
+        String err = launcher.stderr();
+        assertNotEquals(0, code, err);
+        assertTrue(seconds < timeoutSeconds + 5, "took " + seconds + " s");
+        assertTrue(err.matches("(?s).*lost the connection to rank [23] \\(process 1\\).*"), err);
+        assertTrue(err.contains("exited with 137"), err);
+        for (ProcessHandle p : processes) {
+            assertTrue(p.onExit().get(5, TimeUnit.SECONDS) != null && !p.isAlive(), "process " + p.pid() + " is left running");
+        }
+    }
+
+    @Test
+    void aProcessThatHangsIsNamedByTheWatchdogAndTheRunEnds() throws Exception {
+        List<String> run = new ArrayList<>(RUN);
+        run.set(run.indexOf("--collective-timeout") + 1, "3");
+        Child launcher = Child.start(dir.resolve("hang.err"), Map.of(), args(List.of("launch", "--standalone",
+                "--nproc-per-node", "2", "--grace", "1", "--"), args(run, "--steps", "100000", "--world-size", "2")
+                .toArray(String[]::new)));
+        launcher.await("step 2/");
+        ProcessHandle hung = launcher.process().children().max((a, b) -> Long.compare(a.pid(), b.pid())).orElseThrow();
+        long start = System.nanoTime();
+        new ProcessBuilder("kill", "-STOP", Long.toString(hung.pid())).start().waitFor();
+        int code = launcher.exit(60);
+        double seconds = (System.nanoTime() - start) / 1e9;
+        String err = launcher.stderr();
+        assertEquals(ExitCode.RANK_FAILED.code(), code, err);
+        assertTrue(err.matches("(?s).*rank 1 \\(process 1\\) did not arrive within 3 s.*"), err);
+        assertTrue(err.matches("(?s).*(allGather|reduceScatter|allReduce) #\\d+ on 'world[^']*' at rank 0 \\([^)]+\\).*"), err);
+        assertTrue(seconds < 3 + 1 + 5 + 5, "took " + seconds + " s: watchdog 3 s, grace 1 s, SIGKILL 5 s after SIGTERM");
+        assertTrue(hung.onExit().get(10, TimeUnit.SECONDS) != null, "the hung process is killed, not left behind");
+    }
+
+    @Test
+    void launchRefusesWhatCannotWorkInOneLine() {
+        String[][] cases = {
+                {"launch", "--nnodes", "2", "--", "train"},                        // no master address
+                {"launch", "--nnodes", "2", "--node-rank", "2", "--master-addr", "h", "--", "train"},
+                {"launch", "--standalone", "--nnodes", "2", "--", "train"},
+                {"launch", "--standalone", "--", "java", "-version"},               // not an fsdp4j command
+                {"launch", "--standalone", "--nproc-per-node", "0", "--", "train"}};
+        String[] expected = {"--master-addr is required with --nnodes 2", "--node-rank 2 is outside 0..1",
+                "--standalone runs one node", "launch runs an fsdp4j command", "--nproc-per-node must be between 1"};
+        for (int i = 0; i < cases.length; i++) {
+            CliRunner.Result r = CliRunner.run(cases[i]);
+            assertEquals(ExitCode.BAD_INPUT.code(), r.exitCode(), String.join(" ", cases[i]) + ": " + r.err());
+            assertTrue(r.err().startsWith("error: ") && r.err().contains(expected[i]), r.err());
+            assertEquals(1, r.err().strip().lines().count(), r.err());
+        }
+        CliRunner.Result alone = CliRunner.run("train", "--processes", "2", "--process-rank", "0", "--device", "cuda:0", "--steps", "1");
+        assertEquals(ExitCode.BAD_INPUT.code(), alone.exitCode(), alone.err());
+    }
+
+    @Test
+    void processesStartedWithAnotherLrAllFailAtStartShowingBothValues() throws Exception {
+        int port = freePort();
+        List<Child> children = twoByHand(r -> Map.of("RANK", "" + r, "WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1",
+                "MASTER_PORT", "" + port), r -> args(RUN, "--steps", "3", "--lr", r == 0 ? "1e-3" : "2e-3"));
+        for (Child c : children) {
+            assertEquals(ExitCode.SETTINGS_DIFFER.code(), c.exit(60), c.stderr());
+            String err = c.stderr();
+            assertTrue(err.contains("lr: 0.001 (process 0), 0.002 (process 1)"), err);
+            assertEquals(1, err.strip().lines().count(), "one line: " + err);
+        }
+    }
+
+    @Test
+    void sigtermToTheLauncherStopsEveryProcessAfterTheSameStep() throws Exception {
+        Path out = dir.resolve("stopped");
+        Child launcher = Child.start(dir.resolve("term.err"), Map.of(), args(List.of("launch", "--standalone",
+                "--nproc-per-node", "2", "--"), args(RUN, "--steps", "100000", "--world-size", "4", "--out", out.toString())
+                .toArray(String[]::new)));
+        launcher.await("step 2/");
+        new ProcessBuilder("kill", "-TERM", Long.toString(launcher.process().pid())).start().waitFor();
+        assertEquals(ExitCode.SIGTERM.code(), launcher.exit(60), launcher.stderr());
+        JsonNode summary = new ObjectMapper().readTree(out.resolve("summary.json").toFile());
+        assertTrue(summary.get("interrupted").asBoolean(), summary.toString());
+        String err = launcher.stderr();
+        assertEquals(2, err.lines().filter(l -> l.startsWith("interrupted by SIGTERM after step " + summary.get("steps")))
+                .count(), "both processes stop after the same step: " + err);
+    }
+}
