@@ -47,7 +47,8 @@ zip -q -d "$cuda_native" $unused
 echo "[bundle] linking a Java runtime with only the modules the jars use"
 # java.desktop is an optional extra of Jackson that fsdp4j never touches.
 # java.logging, java.xml and java.sql: the JUnit console launcher (logging, XML reports).
-modules=java.base,java.logging,java.management,java.sql,java.xml,jdk.unsupported,jdk.zipfs   # Unsafe: JavaCPP
+# jdk.incubator.vector: the CPU backend's element-wise ops (the Vector API).
+modules=java.base,java.logging,java.management,java.sql,java.xml,jdk.incubator.vector,jdk.unsupported,jdk.zipfs   # Unsafe: JavaCPP
 java_home=$(dirname "$(dirname "$(readlink -f "$(command -v jlink)")")")
 jlink --module-path "$java_home/jmods" --add-modules "$modules" --strip-debug --no-man-pages \
   --no-header-files --compress=2 --output "$bundle/jre"

@@ -115,7 +115,7 @@ gpu_name=$(echo "$smi" | head -n 1 | cut -d, -f1 | xargs)
 driver_version=$(echo "$smi" | head -n 1 | cut -d, -f2 | xargs)
 say "GPU: $smi"
 
-jvm_opts=(-Xss4m -Xmx16g -Dorg.bytedeco.javacpp.maxPhysicalBytes=0)
+jvm_opts=(-Xss4m -Xmx16g -Dorg.bytedeco.javacpp.maxPhysicalBytes=0 --add-modules jdk.incubator.vector)
 
 # ---- 2. tests -------------------------------------------------------------------------
 say "running the cuda-kernels and nccl-comm tests (GPU tests included)"

@@ -6,6 +6,7 @@
 package org.fsdp4j.cli;
 
 import java.io.UncheckedIOException;
+import org.fsdp4j.backend.BackendUnavailableException;
 import org.fsdp4j.checkpoint.CheckpointException;
 import org.fsdp4j.comm.CommException;
 import org.fsdp4j.comm.LocalLauncher;
@@ -68,6 +69,9 @@ final class ErrorHandler implements IExecutionExceptionHandler, IParameterExcept
             }
             if (t instanceof CudaException c && "cudaErrorMemoryAllocation".equals(c.errorName())) {
                 return new UserError(ExitCode.OUT_OF_MEMORY, "out of GPU memory: " + c.getMessage(), ex);
+            }
+            if (t instanceof BackendUnavailableException b) {
+                return new UserError(ExitCode.BAD_INPUT, b.getMessage(), ex);
             }
             if (t instanceof LossScaleFloorException) {
                 return new UserError(ExitCode.DIVERGED, "training diverged: " + t.getMessage(), ex);

@@ -37,7 +37,7 @@ class PreemptionTest {
     private static Process start(Path err, List<String> jvm, String... args) throws IOException {
         String java = ProcessHandle.current().info().command().orElse("java");
         List<String> cmd = new ArrayList<>(List.of(java, "-cp", System.getProperty("java.class.path"),
-                "-Dorg.bytedeco.javacpp.maxPhysicalBytes=0"));
+                "-Dorg.bytedeco.javacpp.maxPhysicalBytes=0", "--add-modules", "jdk.incubator.vector"));
         cmd.addAll(jvm);
         cmd.add(Main.class.getName());
         cmd.addAll(List.of(args));

@@ -39,7 +39,8 @@ class SignalAndLockTest {
         static Child start(Path out, Path err, String... extra) throws IOException {
             String java = ProcessHandle.current().info().command().orElse("java");
             List<String> cmd = new ArrayList<>(List.of(java, "-cp", System.getProperty("java.class.path"),
-                    "-Dorg.bytedeco.javacpp.maxPhysicalBytes=0", Main.class.getName(), "train", "--steps",
+                    "-Dorg.bytedeco.javacpp.maxPhysicalBytes=0", "--add-modules", "jdk.incubator.vector",
+                    Main.class.getName(), "train", "--steps",
                     String.valueOf(STEPS), "--device", "cpu", "--cpu-threads", "1", "--out", out.toString()));
             cmd.addAll(List.of(extra));
             Process p = new ProcessBuilder(cmd).redirectError(err.toFile()).start();
@@ -90,6 +91,13 @@ class SignalAndLockTest {
         }
     }
 
+    /** The child's stderr lines less the JVM's own notice that it runs the incubating Vector API module. */
+    private static List<String> fsdp4jLines(Path err) throws IOException {
+        List<String> lines = new ArrayList<>(Files.readAllLines(err));
+        lines.removeIf(l -> l.startsWith("WARNING: Using incubator modules: jdk.incubator.vector"));
+        return lines;
+    }
+
     /** Whether the child ignores SIGINT (started from a non-interactive shell's background job): then it must. */
     private static boolean ignoresSigint(Process p) throws IOException {
         Path status = Path.of("/proc/" + p.pid() + "/status");
@@ -129,7 +137,7 @@ class SignalAndLockTest {
         } finally {
             child.process().destroyForcibly();
         }
-        List<String> err = Files.readAllLines(child.err());
+        List<String> err = fsdp4jLines(child.err());
         assertEquals(1, err.size(), err.toString());
         assertTrue(err.get(0).startsWith("interrupted by SIG" + signal + " after step "), err.get(0));
         JsonNode s = summary(out);
@@ -167,7 +175,7 @@ class SignalAndLockTest {
         } finally {
             child.process().destroyForcibly();
         }
-        List<String> err = Files.readAllLines(child.err());
+        List<String> err = fsdp4jLines(child.err());
         assertEquals(1, err.size(), err.toString());
         assertTrue(err.get(0).startsWith("interrupted by SIGINT during step ")
                 && err.get(0).contains("(abandoned: a second signal came)"), err.get(0));

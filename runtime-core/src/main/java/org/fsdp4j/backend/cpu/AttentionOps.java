@@ -1,9 +1,13 @@
 // The non-GEMM parts of causal self-attention: moving heads between the token-major layout
 // (B, T, C) and the head-major layout (B, H, T, C/H) the batched GEMMs want, and the causal
 // softmax over (BH, T, T) score matrices. Rows are independent, so all parallelise over rows.
+// The softmax is vectorised (Simd): exp in fp32 (FloatExp's, about 1 ulp), its sum and the
+// backward's dot product in fp64.
 package org.fsdp4j.backend.cpu;
 
 import java.util.Arrays;
+import jdk.incubator.vector.DoubleVector;
+import jdk.incubator.vector.FloatVector;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Shapes.HeadLayout;
 import org.fsdp4j.backend.Shapes;
@@ -100,24 +104,11 @@ final class AttentionOps {
         Elements ea = Elements.of(att);
         threads.forChunks(Shapes.rows(preatt), CpuThreads.rowsPerChunk(t, ElementwiseOps.GRAIN), (chunk, from, to) -> {
             float[] x = Scratch.floats(0, t);
+            double[] lanes = Simd.laneScratch();
             for (long r = from; r < to; r++) {
                 int len = (int) (r % t) + 1;   // row i sees keys 0..i
                 ep.load(r * t, x, 0, len);
-                float max = Float.NEGATIVE_INFINITY;
-                for (int j = 0; j < len; j++) {
-                    x[j] *= scale;
-                    max = Math.max(max, x[j]);
-                }
-                double sum = 0;
-                for (int j = 0; j < len; j++) {
-                    double e = Math.exp(x[j] - max);
-                    x[j] = (float) e;
-                    sum += e;
-                }
-                float inv = (float) (1.0 / sum);
-                for (int j = 0; j < len; j++) {
-                    x[j] *= inv;
-                }
+                softmaxRow(x, len, scale, lanes);
                 Arrays.fill(x, len, t, 0f);
                 ea.store(x, 0, r * t, t);
             }
@@ -134,21 +125,71 @@ final class AttentionOps {
             float[] a = Scratch.floats(0, t);
             float[] g = Scratch.floats(1, t);
             float[] d = Scratch.floats(2, t);
+            double[] lanes = Simd.laneScratch();
             for (long r = from; r < to; r++) {
                 int len = (int) (r % t) + 1;
                 ea.load(r * t, a, 0, len);
                 eg.load(r * t, g, 0, len);
                 ed.load(r * t, d, 0, len);
-                double dot = 0;
-                for (int j = 0; j < len; j++) {
-                    dot += (double) a[j] * g[j];
-                }
-                float dotF = (float) dot;
-                for (int j = 0; j < len; j++) {
-                    d[j] += scale * a[j] * (g[j] - dotF);
-                }
+                softmaxBackwardRow(a, g, d, len, scale, lanes);
                 ed.store(d, 0, r * t, len);
             }
         });
+    }
+
+    // The row loops are methods of their own, so that C2 inlines every vector op of one (a vector
+    // op left out of the inlining budget would run boxed, an allocation per op).
+
+    /** x[0..len) = softmax(scale · x[0..len)): exp in fp32 (FloatExp), the sum in fp64. */
+    private static void softmaxRow(float[] x, int len, float scale, double[] lanes) {
+        int vecEnd = len - len % Simd.FL;
+        FloatVector maxes = FloatVector.broadcast(Simd.F, Float.NEGATIVE_INFINITY);
+        for (int j = 0; j < vecEnd; j += Simd.FL) {
+            FloatVector v = FloatVector.fromArray(Simd.F, x, j).mul(scale);
+            v.intoArray(x, j);
+            maxes = maxes.max(v);
+        }
+        float max = Simd.maxLanes(maxes);
+        for (int j = vecEnd; j < len; j++) {
+            x[j] *= scale;
+            max = Math.max(max, x[j]);
+        }
+        for (int j = 0; j < vecEnd; j += Simd.FL) {
+            FloatVector.fromArray(Simd.F, x, j).sub(max).intoArray(x, j);
+        }
+        for (int j = vecEnd; j < len; j++) {
+            x[j] -= max;
+        }
+        Simd.expInPlace(x, 0, len);
+        float inv = (float) (1.0 / Simd.sum(x, len, lanes));
+        for (int j = 0; j < vecEnd; j += Simd.FL) {
+            FloatVector.fromArray(Simd.F, x, j).mul(inv).intoArray(x, j);
+        }
+        for (int j = vecEnd; j < len; j++) {
+            x[j] *= inv;
+        }
+    }
+
+    /** d[0..len) += scale · a · (g − Σ a·g), the dot product in fp64. */
+    private static void softmaxBackwardRow(float[] a, float[] g, float[] d, int len, float scale, double[] lanes) {
+        int dEnd = len - len % Simd.DL;
+        DoubleVector acc = DoubleVector.zero(Simd.D);
+        for (int j = 0; j < dEnd; j += Simd.DL) {
+            acc = acc.add(Simd.widen(a, j).mul(Simd.widen(g, j)));
+        }
+        double dot = Simd.sumLanes(acc, lanes);
+        for (int j = dEnd; j < len; j++) {
+            dot += (double) a[j] * g[j];
+        }
+        float dotF = (float) dot;
+        int fEnd = len - len % Simd.FL;
+        for (int j = 0; j < fEnd; j += Simd.FL) {
+            FloatVector av = FloatVector.fromArray(Simd.F, a, j);
+            FloatVector gv = FloatVector.fromArray(Simd.F, g, j);
+            FloatVector.fromArray(Simd.F, d, j).add(av.mul(scale).mul(gv.sub(dotF))).intoArray(d, j);
+        }
+        for (int j = fEnd; j < len; j++) {
+            d[j] += scale * a[j] * (g[j] - dotF);
+        }
     }
 }

@@ -57,6 +57,7 @@ public final class CpuBackend implements Backend {
     /** As above, its memory from {@code blocks} (page-locked memory for the host of a GPU). */
     public CpuBackend(MemoryTracker tracker, int cpuThreads, boolean debugStreams, HostBlocks blocks) {
         this.tracker = Objects.requireNonNull(tracker, "tracker");
+        VectorModule.require();
         OpenBlas.load();
         OpenBlas.useCallerThreadOnly();
         this.threads = new CpuThreads(cpuThreads);
@@ -87,6 +88,14 @@ public final class CpuBackend implements Backend {
     @Override
     public MemoryTracker memory() {
         return tracker;
+    }
+
+    /**
+     * Under -Dfsdp4j.opTimes=true (the per-op timing that bench/NOTES.md's breakdowns come from),
+     * forgets the op times so far, so that the table printed at exit covers the steady state only.
+     */
+    public static void resetOpTimes() {
+        OpTimes.reset();
     }
 
     /** Whether this backend runs every stream on a worker with random delays and poisons freed memory. */
@@ -190,8 +199,10 @@ public final class CpuBackend implements Backend {
         if (a.dtype() != b.dtype() || (c.dtype() != DType.F32 && c.dtype() != a.dtype())) {
             promotedCopies.incrementAndGet();
         }
-        issue("gemm", () -> GemmOp.gemm(threads, transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB,
-                beta, c, ldc, strideC, batch), a, b, c);
+        String timeKey = OpTimes.ENABLED ? OpTimes.gemmKey(transA, transB, m, n, k, batch,
+                a.dtype() + "," + b.dtype() + "->" + c.dtype()) : "gemm";
+        issue("gemm", timeKey, 2L * m * n * k * batch, () -> GemmOp.gemm(threads, transA, transB, m, n, k, alpha,
+                a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC, batch), a, b, c);
     }
 
     // ------------------------------------------------------------------ elementwise
@@ -514,6 +525,11 @@ public final class CpuBackend implements Backend {
      * current stream (at once when called from inside stream work).
      */
     private void issue(String op, Runnable work, Tensor... tensors) {
+        issue(op, op, 0, work, tensors);
+    }
+
+    /** As above, timed under {@code timeKey} (with {@code flops} of work) when op times are on (OpTimes). */
+    private void issue(String op, String timeKey, long flops, Runnable work, Tensor... tensors) {
         checkOpen();
         if (!CpuStream.inStreamWork()) {   // inside stream work the host may rightly have closed them since
             for (Tensor t : tensors) {
@@ -522,7 +538,7 @@ public final class CpuBackend implements Backend {
                 }
             }
         }
-        stream().execute(work);
+        stream().execute(OpTimes.timed(timeKey, flops, work));
     }
 
     /** Runs {@code work} in order on the current stream and waits for its value: a host synchronisation. */

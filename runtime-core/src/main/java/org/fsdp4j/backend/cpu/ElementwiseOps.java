@@ -1,8 +1,10 @@
 // The CPU backend's pointwise ops (fill, cast-copy, add, scale, bias, GELU): chunks of
-// elements or rows are loaded into fp32 scratch, computed, and rounded back on store.
+// elements or rows are loaded into fp32 scratch, computed with the Vector API (Simd: the same
+// bits as the scalar tail loops, lane by lane), and rounded back on store.
 package org.fsdp4j.backend.cpu;
 
 import java.util.Arrays;
+import jdk.incubator.vector.FloatVector;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Shapes;
@@ -14,6 +16,7 @@ final class ElementwiseOps {
 
     private static final float GELU_SCALE = (float) Math.sqrt(2.0 / Math.PI);
     private static final float GELU_CUBIC = 0.044715f;
+    private static final float GELU_CUBIC3 = 3f * GELU_CUBIC;   // folded by javac in fp32, as the scalar form was
 
     private ElementwiseOps() {
     }
@@ -58,18 +61,19 @@ final class ElementwiseOps {
 
     static void add(CpuThreads threads, Tensor a, Tensor b, Tensor out) {
         Shapes.pointwise("add", a, b, out);
-        Pointwise.map(threads, new Tensor[] {a, b}, new Tensor[] {out}, (x, n) -> {
-            for (int i = 0; i < n; i++) {
-                x[0][i] += x[1][i];
-            }
-        });
+        Pointwise.map(threads, new Tensor[] {a, b}, new Tensor[] {out}, (x, n) -> addInPlace(x[0], x[1], 0, n));
     }
 
     static void scale(CpuThreads threads, Tensor t, float alpha) {
         Shapes.floating("scale", t);
         Pointwise.map(threads, new Tensor[] {t}, new Tensor[] {t}, (x, n) -> {
-            for (int i = 0; i < n; i++) {
-                x[0][i] *= alpha;
+            float[] a = x[0];
+            int i = 0;
+            for (; i <= n - Simd.FL; i += Simd.FL) {
+                FloatVector.fromArray(Simd.F, a, i).mul(alpha).intoArray(a, i);
+            }
+            for (; i < n; i++) {
+                a[i] *= alpha;
             }
         });
     }
@@ -83,9 +87,7 @@ final class ElementwiseOps {
             float[] row = Scratch.floats(0, oc);
             for (long r = from; r < to; r++) {
                 eo.load(r * oc, row, 0, oc);
-                for (int j = 0; j < oc; j++) {
-                    row[j] += b[j];
-                }
+                addInPlace(row, b, 0, oc);
                 eo.store(row, 0, r * oc, oc);
             }
         });
@@ -101,9 +103,7 @@ final class ElementwiseOps {
             float[] row = Scratch.floats(0, oc);
             for (long r = from; r < to; r++) {
                 ed.load(r * oc, row, 0, oc);
-                for (int j = 0; j < oc; j++) {
-                    acc[j] += row[j];
-                }
+                Simd.addInto(acc, row, oc);
             }
         });
         sums.addTo(dbias);
@@ -115,35 +115,83 @@ final class ElementwiseOps {
 
     static void geluForward(CpuThreads threads, Tensor inp, Tensor out) {
         Shapes.pointwise("geluForward", inp, out);
-        Pointwise.map(threads, new Tensor[] {inp}, new Tensor[] {out}, (xs, n) -> {
-            float[] x = xs[0];
-            for (int i = 0; i < n; i++) {
-                float v = x[i];
-                x[i] = v / (1f + FloatExp.exp(-2f * geluArg(v)));
-            }
-        });
+        Pointwise.map(threads, new Tensor[] {inp}, new Tensor[] {out}, (xs, n) -> gelu(xs[0], n));
     }
 
     /** dinp += GELU'(inp) · dout, with GELU'(v) = σ + 2v·E·σ²·u'(v) for σ = 1 / (1 + E). */
     static void geluBackward(CpuThreads threads, Tensor inp, Tensor dout, Tensor dinp) {
         Shapes.pointwise("geluBackward", inp, dout, dinp);
-        Pointwise.map(threads, new Tensor[] {dinp, inp, dout}, new Tensor[] {dinp}, (xs, n) -> {
-            float[] d = xs[0];
-            float[] x = xs[1];
-            float[] g = xs[2];
-            for (int i = 0; i < n; i++) {
-                float v = x[i];
-                float e = FloatExp.exp(-2f * geluArg(v));   // clamped, so e·σ² below is never ∞·0
-                float s = 1f / (1f + e);
-                float du = GELU_SCALE * (1f + 3f * GELU_CUBIC * v * v);
-                float local = s + 2f * v * (e * s) * s * du;
-                d[i] += local * g[i];
-            }
-        });
+        Pointwise.map(threads, new Tensor[] {dinp, inp, dout}, new Tensor[] {dinp}, (xs, n) -> geluBackward(xs[0], xs[1], xs[2], n));
+    }
+
+    // GELU in three passes over a chunk in cache: E = exp(−2u) goes through Simd.expInPlace (see
+    // there why the exp is not a vector method called per vector); the passes are methods of
+    // their own, so that C2 inlines every vector op of each.
+
+    /** x = GELU(x). */
+    private static void gelu(float[] x, int n) {
+        float[] e = Scratch.floats(1, n);
+        minusTwoGeluArg(x, e, n);
+        Simd.expInPlace(e, 0, n);
+        int i = 0;
+        for (; i <= n - Simd.FL; i += Simd.FL) {
+            FloatVector v = FloatVector.fromArray(Simd.F, x, i);
+            v.div(FloatVector.fromArray(Simd.F, e, i).add(1f)).intoArray(x, i);
+        }
+        for (; i < n; i++) {
+            x[i] = x[i] / (1f + e[i]);
+        }
+    }
+
+    /** d += GELU'(x)·g. */
+    private static void geluBackward(float[] d, float[] x, float[] g, int n) {
+        float[] es = Scratch.floats(3, n);
+        minusTwoGeluArg(x, es, n);
+        Simd.expInPlace(es, 0, n);   // clamped, so e·σ² below is never ∞·0
+        int i = 0;
+        for (; i <= n - Simd.FL; i += Simd.FL) {
+            FloatVector v = FloatVector.fromArray(Simd.F, x, i);
+            FloatVector e = FloatVector.fromArray(Simd.F, es, i);
+            FloatVector s = FloatVector.broadcast(Simd.F, 1f).div(e.add(1f));
+            FloatVector du = v.mul(GELU_CUBIC3).mul(v).add(1f).mul(GELU_SCALE);
+            FloatVector local = v.mul(2f).mul(e.mul(s)).mul(s).mul(du).add(s);
+            FloatVector.fromArray(Simd.F, d, i).add(local.mul(FloatVector.fromArray(Simd.F, g, i))).intoArray(d, i);
+        }
+        for (; i < n; i++) {
+            float v = x[i];
+            float e = es[i];
+            float s = 1f / (1f + e);
+            float du = GELU_SCALE * (1f + GELU_CUBIC3 * v * v);
+            float local = s + 2f * v * (e * s) * s * du;
+            d[i] += local * g[i];
+        }
+    }
+
+    /** out = −2·u(x), the exp's argument. */
+    private static void minusTwoGeluArg(float[] x, float[] out, int n) {
+        int i = 0;
+        for (; i <= n - Simd.FL; i += Simd.FL) {
+            FloatVector v = FloatVector.fromArray(Simd.F, x, i);
+            v.mul(GELU_CUBIC).mul(v).mul(v).add(v).mul(GELU_SCALE).mul(-2f).intoArray(out, i);
+        }
+        for (; i < n; i++) {
+            out[i] = -2f * geluArg(x[i]);
+        }
     }
 
     /** u = √(2/π)(v + 0.044715v³), the tanh argument of the GELU. */
     private static float geluArg(float v) {
         return GELU_SCALE * (v + GELU_CUBIC * v * v * v);
+    }
+
+    /** a[from..to) += b[from..to). */
+    static void addInPlace(float[] a, float[] b, int from, int to) {
+        int i = from;
+        for (; i <= to - Simd.FL; i += Simd.FL) {
+            FloatVector.fromArray(Simd.F, a, i).add(FloatVector.fromArray(Simd.F, b, i)).intoArray(a, i);
+        }
+        for (; i < to; i++) {
+            a[i] += b[i];
+        }
     }
 }

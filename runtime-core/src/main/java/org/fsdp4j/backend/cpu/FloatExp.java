@@ -11,10 +11,17 @@ final class FloatExp {
     static final float MIN_ARG = -87f;
     static final float MAX_ARG = 88f;
 
-    private static final float LOG2E = 1.44269504088896341f;
-    private static final float LN2_HI = 0.693359375f;          // exact in 9 bits, so n·LN2_HI is exact
-    private static final float LN2_LO = -2.12194440e-4f;
-    private static final float ROUNDER = 0x1.8p23f;                   // 1.5·2^23
+    static final float LOG2E = 1.44269504088896341f;
+    static final float LN2_HI = 0.693359375f;          // exact in 9 bits, so n·LN2_HI is exact
+    static final float LN2_LO = -2.12194440e-4f;
+    static final float ROUNDER = 0x1.8p23f;                   // 1.5·2^23
+    // the polynomial for e^r, highest degree first (Simd.exp uses the same)
+    static final float P0 = 1.9875691500e-4f;
+    static final float P1 = 1.3981999507e-3f;
+    static final float P2 = 8.3334519073e-3f;
+    static final float P3 = 4.1665795894e-2f;
+    static final float P4 = 1.6666665459e-1f;
+    static final float P5 = 5.0000001201e-1f;
 
     private FloatExp() {
     }
@@ -31,12 +38,12 @@ final class FloatExp {
         float n = shifted - ROUNDER;
         float twoToN = Float.intBitsToFloat((Float.floatToRawIntBits(shifted) << 23) + (127 << 23));
         float r = x - n * LN2_HI - n * LN2_LO;
-        float p = 1.9875691500e-4f;
-        p = p * r + 1.3981999507e-3f;
-        p = p * r + 8.3334519073e-3f;
-        p = p * r + 4.1665795894e-2f;
-        p = p * r + 1.6666665459e-1f;
-        p = p * r + 5.0000001201e-1f;
+        float p = P0;
+        p = p * r + P1;
+        p = p * r + P2;
+        p = p * r + P3;
+        p = p * r + P4;
+        p = p * r + P5;
         return (p * (r * r) + r + 1f) * twoToN;
     }
 }

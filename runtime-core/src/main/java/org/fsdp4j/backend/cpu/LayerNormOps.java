@@ -1,7 +1,10 @@
 // LayerNorm over the last dim (eps 1e-5), forward and backward, as llm.c's layernorm: the
 // row statistics are computed in fp64, mean and rstd are saved in fp32 for the backward.
+// Vectorised (Simd) in fp64 lanes: the per-element math gives the scalar bits; the row sums are
+// DL lane partials added in lane order (Simd's note on reductions).
 package org.fsdp4j.backend.cpu;
 
+import jdk.incubator.vector.DoubleVector;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Shapes;
 
@@ -27,22 +30,12 @@ final class LayerNormOps {
             float[] x = Scratch.floats(0, c);
             float[] means = Scratch.floats(1, n);
             float[] rstds = Scratch.floats(2, n);
+            double[] lanes = Simd.laneScratch();
             for (long r = from; r < to; r++) {
                 ei.load(r * c, x, 0, c);
-                double sum = 0;
-                for (int j = 0; j < c; j++) {
-                    sum += x[j];
-                }
-                double m = sum / c;
-                double var = 0;
-                for (int j = 0; j < c; j++) {
-                    double d = x[j] - m;
-                    var += d * d;
-                }
-                double s = 1.0 / Math.sqrt(var / c + EPS);
-                for (int j = 0; j < c; j++) {
-                    x[j] = (float) ((x[j] - m) * s * w[j] + b[j]);
-                }
+                double m = Simd.sum(x, c, lanes) / c;
+                double s = 1.0 / Math.sqrt(squaredDeviations(x, c, m, lanes) / c + EPS);
+                normalize(x, w, b, c, m, s);
                 eo.store(x, 0, r * c, c);
                 means[(int) (r - from)] = (float) m;
                 rstds[(int) (r - from)] = (float) s;
@@ -75,33 +68,98 @@ final class LayerNormOps {
             er.load(from, rstds, 0, n);
             double[] dwAcc = dw.partial(chunk);
             double[] dbAcc = db.partial(chunk);
+            double[] lanes = Simd.laneScratch();
             for (long r = from; r < to; r++) {
                 double m = means[(int) (r - from)];
                 double s = rstds[(int) (r - from)];
                 eg.load(r * c, g, 0, c);
                 ei.load(r * c, x, 0, c);
                 ed.load(r * c, d, 0, c);
-                double dnormMean = 0;
-                double dnormNormMean = 0;
-                for (int j = 0; j < c; j++) {
-                    double norm = (x[j] - m) * s;
-                    double dnorm = (double) w[j] * g[j];
-                    dnormMean += dnorm;
-                    dnormNormMean += dnorm * norm;
-                    dbAcc[j] += g[j];
-                    dwAcc[j] += norm * g[j];
-                }
-                dnormMean /= c;
-                dnormNormMean /= c;
-                for (int j = 0; j < c; j++) {
-                    double norm = (x[j] - m) * s;
-                    double dnorm = (double) w[j] * g[j];
-                    d[j] = (float) (d[j] + (dnorm - dnormMean - norm * dnormNormMean) * s);
-                }
+                backwardSums(x, g, w, c, m, s, dbAcc, dwAcc, lanes);
+                backwardDx(x, g, w, d, c, m, s, lanes[0] / c, lanes[1] / c);
                 ed.store(d, 0, r * c, c);
             }
         });
         dw.addTo(dweight);
         db.addTo(dbias);
+    }
+
+    // The row loops are small methods of their own: C2 inlines a method's vector calls up to a
+    // budget, and a vector op it does not inline is run boxed (an allocation per op). Vectors
+    // never cross these methods' boundaries, only arrays and scalars.
+
+    /** Σ (x[j] − m)² over a row, fp64. */
+    private static double squaredDeviations(float[] x, int c, double m, double[] lanes) {
+        int vecEnd = c - c % Simd.DL;
+        DoubleVector acc = DoubleVector.zero(Simd.D);
+        for (int j = 0; j < vecEnd; j += Simd.DL) {
+            DoubleVector d = Simd.widen(x, j).sub(m);
+            acc = acc.add(d.mul(d));
+        }
+        double var = Simd.sumLanes(acc, lanes);
+        for (int j = vecEnd; j < c; j++) {
+            double d = x[j] - m;
+            var += d * d;
+        }
+        return var;
+    }
+
+    /** x = (x − m)·s·w + b, in fp64, rounded once. */
+    private static void normalize(float[] x, float[] w, float[] b, int c, double m, double s) {
+        int vecEnd = c - c % Simd.DL;
+        for (int j = 0; j < vecEnd; j += Simd.DL) {
+            Simd.narrowInto(Simd.widen(x, j).sub(m).mul(s).mul(Simd.widen(w, j)).add(Simd.widen(b, j)), x, j);
+        }
+        for (int j = vecEnd; j < c; j++) {
+            x[j] = (float) ((x[j] - m) * s * w[j] + b[j]);
+        }
+    }
+
+    /**
+     * One row of the backward's sums: dbias += g, dweight += norm·g (column-wise), and into
+     * sums[0], sums[1] the row's Σ dnorm and Σ dnorm·norm (dnorm = w·g).
+     */
+    private static void backwardSums(float[] x, float[] g, float[] w, int c, double m, double s, double[] dbAcc,
+                                     double[] dwAcc, double[] sums) {
+        int vecEnd = c - c % Simd.DL;
+        DoubleVector meanAcc = DoubleVector.zero(Simd.D);
+        DoubleVector normMeanAcc = DoubleVector.zero(Simd.D);
+        for (int j = 0; j < vecEnd; j += Simd.DL) {
+            DoubleVector norm = Simd.widen(x, j).sub(m).mul(s);
+            DoubleVector gv = Simd.widen(g, j);
+            DoubleVector dnorm = Simd.widen(w, j).mul(gv);
+            meanAcc = meanAcc.add(dnorm);
+            normMeanAcc = normMeanAcc.add(dnorm.mul(norm));
+            DoubleVector.fromArray(Simd.D, dbAcc, j).add(gv).intoArray(dbAcc, j);
+            DoubleVector.fromArray(Simd.D, dwAcc, j).add(norm.mul(gv)).intoArray(dwAcc, j);
+        }
+        double dnormMean = Simd.sumLanes(meanAcc, sums);
+        double dnormNormMean = Simd.sumLanes(normMeanAcc, sums);
+        for (int j = vecEnd; j < c; j++) {
+            double norm = (x[j] - m) * s;
+            double dnorm = (double) w[j] * g[j];
+            dnormMean += dnorm;
+            dnormNormMean += dnorm * norm;
+            dbAcc[j] += g[j];
+            dwAcc[j] += norm * g[j];
+        }
+        sums[0] = dnormMean;
+        sums[1] = dnormNormMean;
+    }
+
+    /** d += (dnorm − mean(dnorm) − norm·mean(dnorm·norm))·s, in fp64, rounded once. */
+    private static void backwardDx(float[] x, float[] g, float[] w, float[] d, int c, double m, double s,
+                                   double dnormMean, double dnormNormMean) {
+        int vecEnd = c - c % Simd.DL;
+        for (int j = 0; j < vecEnd; j += Simd.DL) {
+            DoubleVector norm = Simd.widen(x, j).sub(m).mul(s);
+            DoubleVector dnorm = Simd.widen(w, j).mul(Simd.widen(g, j));
+            Simd.narrowInto(Simd.widen(d, j).add(dnorm.sub(dnormMean).sub(norm.mul(dnormNormMean)).mul(s)), d, j);
+        }
+        for (int j = vecEnd; j < c; j++) {
+            double norm = (x[j] - m) * s;
+            double dnorm = (double) w[j] * g[j];
+            d[j] = (float) (d[j] + (dnorm - dnormMean - norm * dnormNormMean) * s);
+        }
     }
 }

@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""fsdp4j against PyTorch on the same CPU training configuration, alternating, with the ratio.
+
+Runs `./fsdp4j bench step` and the PyTorch peer (../shared/peers/torch_fsdp_cpu.py, PyTorch 1.13
+with OpenBLAS) on the same GPT shape, batch and world size, in turn (fsdp4j, PyTorch, fsdp4j,
+PyTorch, ...), so that both see the same machine when its speed drifts, and prints per round the
+tokens/s of each, their ratio, the load average before and after, and the peak resident memory
+(RSS) of each process. At the end: the median ratio and its range over the rounds.
+
+  N = 1: fsdp4j single rank (all cores) against PyTorch eager in one process with --torch-threads
+         threads (default: all cores).
+  N > 1: fsdp4j FULL_SHARD with N in-process ranks (cores / N threads each) against PyTorch FSDP
+         FULL_SHARD over gloo with N processes of max(1, cores / N) threads each.
+
+fsdp4j's RSS is its one process (all N ranks); PyTorch's is per rank process (the largest), and
+the sum over its ranks. Example (from the repository root):
+
+  /usr/bin/python3 bench/vs_torch.py --preset small --seq-len 256 --world-size 1 --rounds 3
+  /usr/bin/python3 bench/vs_torch.py --layers 8 --hidden 512 --heads 8 --seq-len 128 --world-size 2
+
+A shared machine is noisy: quote the median ratio and its range, and the load beside them.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEER = os.path.normpath(os.path.join(ROOT, "..", "shared", "peers", "torch_fsdp_cpu.py"))
+# fsdp4j's presets (GptConfig): vocab 256 everywhere
+PRESETS = {"tiny": dict(context=64, layers=2, heads=2, hidden=64),
+           "small": dict(context=256, layers=6, heads=6, hidden=384),
+           "bench-4x256": dict(context=128, layers=4, heads=4, hidden=256)}
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def run(cmd, env=None):
+    """Runs cmd; returns (exit code, output, peak RSS of the process tree's largest waited process in MiB)."""
+    start = time.time()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    out = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, out, usage.ru_maxrss / 1024.0, time.time() - start
+
+
+def fsdp4j(a, shape, outdir):
+    cmd = [os.path.join(ROOT, "fsdp4j"), "bench", "step", "--device", "cpu", "--preset", a.preset,
+           "--layers", str(shape["layers"]), "--hidden", str(shape["hidden"]), "--heads", str(shape["heads"]),
+           "--context", str(shape["context"]), "--seq-len", str(a.seq_len), "--batch-size", str(a.batch_size),
+           "--world-size", str(a.world_size), "--steps", str(a.steps), "--warmup", str(a.warmup),
+           "--out", outdir]
+    if a.world_size > 1:
+        cmd += ["--strategy", "full_shard"]
+    code, out, rss, wall = run(cmd)
+    if code != 0:
+        sys.exit(f"fsdp4j failed ({code}):\n{out}")
+    with open(os.path.join(outdir, "step.json")) as f:
+        r = json.load(f)
+    tok = r.get("tokensPerSecond", r.get("tokens_per_second"))
+    return tok, rss, [rss], wall
+
+
+def torch(a, shape):
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        js = f.name
+    mode = "single" if a.world_size == 1 else "fsdp_full"
+    threads = a.torch_threads if a.world_size == 1 else 0   # 0: max(1, cores / N) per rank
+    cmd = ["/usr/bin/python3", PEER, "--modes", mode, "--nprocs", str(a.world_size),
+           "--n-layer", str(shape["layers"]), "--n-embd", str(shape["hidden"]), "--n-head", str(shape["heads"]),
+           "--seq-len", str(a.seq_len), "--global-batch", str(a.batch_size),
+           "--steps", str(a.steps + a.warmup), "--warmup", str(a.warmup), "--threads", str(threads),
+           "--json-out", js]
+    code, out, _, wall = run(cmd)
+    try:
+        with open(js) as f:
+            runs = json.load(f)["runs"]
+    finally:
+        os.unlink(js)
+    r = next((r for r in runs if r["mode"] == mode and r["N"] == a.world_size), None)
+    if code != 0 or r is None or "error" in r:
+        sys.exit(f"the PyTorch peer failed ({code}):\n{out}")
+    return r["tok_s"], max(r["peak_rss_mib"]), r["peak_rss_mib"], wall
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--preset", default="small", choices=sorted(PRESETS))
+    ap.add_argument("--layers", type=int)
+    ap.add_argument("--hidden", type=int)
+    ap.add_argument("--heads", type=int)
+    ap.add_argument("--context", type=int, help="default: the preset's, or --seq-len if larger")
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--batch-size", type=int, default=8, help="global batch (sequences per step, all ranks)")
+    ap.add_argument("--world-size", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3, help="fsdp4j-then-PyTorch pairs")
+    ap.add_argument("--steps", type=int, default=8, help="timed steps per run (the median is taken)")
+    ap.add_argument("--warmup", type=int, default=8, help="untimed steps per run (fsdp4j's JIT needs ~10)")
+    ap.add_argument("--torch-threads", type=int, default=os.cpu_count(), help="PyTorch threads at N = 1")
+    ap.add_argument("--json-out", help="write every round and the summary here")
+    a = ap.parse_args()
+    shape = dict(PRESETS[a.preset])
+    for k in ("layers", "hidden", "heads", "context"):
+        if getattr(a, k) is not None:
+            shape[k] = getattr(a, k)
+    shape["context"] = max(shape["context"], a.seq_len)
+    if a.batch_size % a.world_size:
+        ap.error("--batch-size must be a multiple of --world-size")
+
+    what = "single rank vs PyTorch eager" if a.world_size == 1 else f"FULL_SHARD N={a.world_size} vs PyTorch FSDP"
+    print(f"# {what} | layers {shape['layers']} hidden {shape['hidden']} heads {shape['heads']} "
+          f"| batch {a.batch_size} x {a.seq_len} | {a.warmup} warm-up + {a.steps} timed steps | {os.cpu_count()} cores")
+    print(f"# {'round':>5} {'fsdp4j tok/s':>13} {'torch tok/s':>12} {'ratio':>7} {'load before/after':>18} "
+          f"{'fsdp4j RSS MiB':>15} {'torch RSS/rank MiB':>19}")
+    rounds = []
+    with tempfile.TemporaryDirectory(prefix="vs_torch_") as tmp:
+        for i in range(a.rounds):
+            l0 = loadavg()
+            f_tok, f_rss, _, _ = fsdp4j(a, shape, os.path.join(tmp, f"r{i}"))
+            t_tok, t_rss, t_ranks, _ = torch(a, shape)
+            l1 = loadavg()
+            rounds.append(dict(fsdp4j_tok_s=f_tok, torch_tok_s=t_tok, ratio=f_tok / t_tok, load_before=l0,
+                               load_after=l1, fsdp4j_rss_mib=f_rss, torch_rss_mib_per_rank=t_ranks))
+            print(f"  {i + 1:5d} {f_tok:13.0f} {t_tok:12.0f} {f_tok / t_tok:7.2f} {l0:8.2f} / {l1:<7.2f} "
+                  f"{f_rss:15.0f} {'/'.join(f'{x:.0f}' for x in t_ranks):>19}", flush=True)
+    ratios = [r["ratio"] for r in rounds]
+    f_rss = max(r["fsdp4j_rss_mib"] for r in rounds)
+    t_rank = max(max(r["torch_rss_mib_per_rank"]) for r in rounds)
+    t_sum = max(sum(r["torch_rss_mib_per_rank"]) for r in rounds)
+    print(f"# ratio fsdp4j/PyTorch tokens/s: median {statistics.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}"
+          f" | peak RSS fsdp4j {f_rss:.0f} MiB (one process, {a.world_size} rank(s)); PyTorch {t_rank:.0f} MiB per rank,"
+          f" {t_sum:.0f} MiB over its {a.world_size} process(es)")
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump(dict(shape=shape, args=vars(a), rounds=rounds, median_ratio=statistics.median(ratios)), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+// Where a CPU step's time goes, op by op, for bench/NOTES.md: with -Dfsdp4j.opTimes=true every op
+// of every CPU backend in the JVM is timed where it runs (on the compute thread, or on a stream's
+// worker), GEMMs per shape with their achieved GFLOP/s, and the table is printed to stderr when the
+// JVM exits. Off by default: then the only cost is one static final boolean per op.
+// Unlike a sampling profiler it sees native time (OpenBLAS) and Java time alike and exactly; it
+// does not see time spent waiting, which is the step time minus the sum of the ops.
+package org.fsdp4j.backend.cpu;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.LongAdder;
+
+final class OpTimes {
+
+    static final boolean ENABLED = Boolean.getBoolean("fsdp4j.opTimes");
+
+    /** Calls, nanoseconds and (GEMMs) FLOPs of one op or GEMM shape. */
+    private static final class Entry {
+        final LongAdder calls = new LongAdder();
+        final LongAdder nanos = new LongAdder();
+        final LongAdder flops = new LongAdder();
+    }
+
+    private static final Map<String, Entry> ENTRIES = new ConcurrentHashMap<>();
+
+    static {
+        if (ENABLED) {
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> System.err.print(table()), "fsdp4j-op-times"));
+        }
+    }
+
+    private OpTimes() {
+    }
+
+    /** {@code work}, timed under {@code key} when enabled. */
+    static Runnable timed(String key, long flops, Runnable work) {
+        if (!ENABLED) {
+            return work;
+        }
+        return () -> {
+            long t0 = System.nanoTime();
+            try {
+                work.run();
+            } finally {
+                Entry e = ENTRIES.computeIfAbsent(key, k -> new Entry());
+                e.calls.increment();
+                e.nanos.add(System.nanoTime() - t0);
+                e.flops.add(flops);
+            }
+        };
+    }
+
+    /** Forgets what was timed so far (the step benchmark calls this after its warm-up steps). */
+    static void reset() {
+        ENTRIES.clear();
+    }
+
+    /** The GEMM key: shape, transposes, batch and dtypes. */
+    static String gemmKey(boolean transA, boolean transB, int m, int n, int k, int batch, String dtypes) {
+        return String.format(Locale.ROOT, "gemm %s%s m=%d n=%d k=%d batch=%d %s", transA ? "T" : "N",
+                transB ? "T" : "N", m, n, k, batch, dtypes);
+    }
+
+    static String table() {
+        List<Map.Entry<String, Entry>> rows = new ArrayList<>(ENTRIES.entrySet());
+        rows.sort((a, b) -> Long.compare(b.getValue().nanos.sum(), a.getValue().nanos.sum()));
+        double total = 0;
+        for (Map.Entry<String, Entry> r : rows) {
+            total += r.getValue().nanos.sum();
+        }
+        StringBuilder sb = new StringBuilder();
+        sb.append(String.format(Locale.ROOT, "# fsdp4j CPU op times (all ranks, all threads that ran ops; waits not counted)%n"));
+        sb.append(String.format(Locale.ROOT, "# %-58s %9s %11s %7s %9s%n", "op", "calls", "total(ms)", "share", "GFLOP/s"));
+        for (Map.Entry<String, Entry> r : rows) {
+            Entry e = r.getValue();
+            double ns = e.nanos.sum();
+            long flops = e.flops.sum();
+            sb.append(String.format(Locale.ROOT, "  %-58s %9d %11.1f %6.1f%% %9s%n", r.getKey(), e.calls.sum(), ns / 1e6,
+                    100 * ns / Math.max(1, total), flops == 0 ? "" : String.format(Locale.ROOT, "%.1f", flops / ns)));
+        }
+        return sb.toString();
+    }
+}

@@ -1,0 +1,126 @@
+// The JDK's Vector API (jdk.incubator.vector) for the CPU backend's element-wise loops: the
+// species, a vector exp with FloatExp's exact arithmetic, and fp64 accumulation of fp32 data.
+//
+// Bits: every vector loop here does per lane exactly what the scalar code of the same op does
+// (the same operations in the same order, no fused multiply-add, which Java never contracts
+// either), and the loop tails run that scalar code, so a lane-wise op gives the same bits whatever
+// the vector width. Reductions keep DL partial sums (one per double lane), added in lane order
+// from an array, never with reduceLanes (whose order is unspecified and may differ between the
+// intrinsic and the interpreter): deterministic on a machine for any thread count and across JIT
+// tiers; a machine with other vector widths may differ in the last bits of a row statistic.
+//
+// The module must be resolved at launch (`--add-modules jdk.incubator.vector`); the CPU backend
+// checks that first (VectorModule.require, a class that does not touch the API) so that a JVM
+// without it gets one clear sentence instead of a NoClassDefFoundError from this class's initialiser.
+package org.fsdp4j.backend.cpu;
+
+import jdk.incubator.vector.DoubleVector;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorShape;
+import jdk.incubator.vector.VectorSpecies;
+
+final class Simd {
+
+    /** fp32 lanes of the machine's widest vector (16 with AVX-512, 8 with AVX2). */
+    static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
+    static final int FL = F.length();
+    /** fp64 lanes for accumulating fp32 data in fp64, and the fp32 species with as many lanes (half as wide). */
+    static final VectorSpecies<Double> D = DoubleVector.SPECIES_PREFERRED;
+    static final int DL = D.length();
+    static final VectorSpecies<Float> FD = VectorSpecies.of(float.class, VectorShape.forBitSize(D.vectorBitSize() / 2));
+
+    private Simd() {
+    }
+
+    /**
+     * x[from..to) = FloatExp.exp(x) in place: lane by lane the same operations in the same order
+     * (the same bits). The vector exp is written out inside this loop on purpose: as a method of
+     * its own it is compiled alone while hot, and C2 then does not inline a large compiled method
+     * into the loops that call it, which boxes every vector (an allocation per op).
+     */
+    static void expInPlace(float[] x, int from, int to) {
+        int i = from;
+        for (; i <= to - FL; i += FL) {
+            FloatVector v = FloatVector.fromArray(F, x, i).max(FloatExp.MIN_ARG).min(FloatExp.MAX_ARG);  // NaN stays NaN
+            FloatVector shifted = v.mul(FloatExp.LOG2E).add(FloatExp.ROUNDER);
+            FloatVector n = shifted.sub(FloatExp.ROUNDER);
+            FloatVector twoToN = shifted.reinterpretAsInts().lanewise(VectorOperators.LSHL, 23).add(127 << 23)
+                    .reinterpretAsFloats();
+            FloatVector r = v.sub(n.mul(FloatExp.LN2_HI)).sub(n.mul(FloatExp.LN2_LO));
+            FloatVector p = r.mul(FloatExp.P0).add(FloatExp.P1);
+            p = p.mul(r).add(FloatExp.P2);
+            p = p.mul(r).add(FloatExp.P3);
+            p = p.mul(r).add(FloatExp.P4);
+            p = p.mul(r).add(FloatExp.P5);
+            p.mul(r.mul(r)).add(r).add(1f).mul(twoToN).intoArray(x, i);
+        }
+        for (; i < to; i++) {
+            x[i] = FloatExp.exp(x[i]);
+        }
+    }
+
+    /** DL fp32 elements of a from index i, widened to fp64 (exact). */
+    static DoubleVector widen(float[] a, int i) {
+        return (DoubleVector) FloatVector.fromArray(FD, a, i).convertShape(VectorOperators.F2D, D, 0);
+    }
+
+    /** a[i .. i+DL) = v rounded to fp32 (RNE, as a cast). */
+    static void narrowInto(DoubleVector v, float[] a, int i) {
+        ((FloatVector) v.convertShape(VectorOperators.D2F, FD, 0)).intoArray(a, i);
+    }
+
+    /** The lanes of {@code acc} added in lane order (scratch holds DL doubles). */
+    static double sumLanes(DoubleVector acc, double[] scratch) {
+        acc.intoArray(scratch, 0);
+        double s = 0;
+        for (int l = 0; l < DL; l++) {
+            s += scratch[l];
+        }
+        return s;
+    }
+
+    /** The largest lane (Math.max's semantics, so exact in any order), without reduceLanes. */
+    static float maxLanes(FloatVector v) {
+        float[] lanes = FLANES.get();
+        v.intoArray(lanes, 0);
+        float m = lanes[0];
+        for (int l = 1; l < FL; l++) {
+            m = Math.max(m, lanes[l]);
+        }
+        return m;
+    }
+
+    /** Σ x[0..n) in fp64: DL lane partials added in lane order, then the tail in order. */
+    static double sum(float[] x, int n, double[] scratch) {
+        DoubleVector acc = DoubleVector.zero(D);
+        int j = 0;
+        for (; j <= n - DL; j += DL) {
+            acc = acc.add(widen(x, j));
+        }
+        double s = sumLanes(acc, scratch);
+        for (; j < n; j++) {
+            s += x[j];
+        }
+        return s;
+    }
+
+    /** acc[0..n) += x[0..n) widened to fp64 (lane-wise: the scalar loop's bits). */
+    static void addInto(double[] acc, float[] x, int n) {
+        int j = 0;
+        for (; j <= n - DL; j += DL) {
+            DoubleVector.fromArray(D, acc, j).add(widen(x, j)).intoArray(acc, j);
+        }
+        for (; j < n; j++) {
+            acc[j] += x[j];
+        }
+    }
+
+    /** A double[] of DL elements for sumLanes, private to this thread. */
+    static double[] laneScratch() {
+        return LANES.get();
+    }
+
+    private static final ThreadLocal<float[]> FLANES = ThreadLocal.withInitial(() -> new float[FL]);
+    private static final ThreadLocal<double[]> LANES = ThreadLocal.withInitial(() -> new double[DL]);
+}
