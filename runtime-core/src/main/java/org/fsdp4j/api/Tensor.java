@@ -45,6 +45,21 @@ public final class Tensor implements AutoCloseable {
     }
 
     /**
+     * Checks a tensor's shape.
+     *
+     * @param t     the tensor
+     * @param what  names it in the message ("Linear weight")
+     * @param shape the shape it must have
+     * @throws IllegalArgumentException naming {@code what}, the expected and the actual shape, if they differ
+     */
+    public static void requireShape(Tensor t, String what, long... shape) {
+        if (!Arrays.equals(t.shape, shape)) {
+            throw new IllegalArgumentException(what + " must have shape " + Arrays.toString(shape) + ", got "
+                    + Arrays.toString(t.shape));
+        }
+    }
+
+    /**
      * A view of {@code numelOf(shape)} elements starting {@code elementOffset} elements into this
      * tensor. Taking a view never fails for a closed tensor (a backend running issued work takes
      * views of tensors the host may have closed since); using one does, when work is issued.

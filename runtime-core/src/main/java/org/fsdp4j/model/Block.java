@@ -5,6 +5,8 @@ package org.fsdp4j.model;
 
 import java.util.ArrayList;
 import java.util.List;
+import org.fsdp4j.api.LayerNorm;
+import org.fsdp4j.api.Linear;
 import org.fsdp4j.api.Ops;
 import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.Tensor;

@@ -5,7 +5,6 @@
 // per-position losses) are always fp32.
 package org.fsdp4j.model;
 
-import java.util.Arrays;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.Ops;
@@ -46,9 +45,6 @@ final class Buffers {
 
     /** Throws unless {@code t} has exactly {@code shape}; {@code what} names the buffer in the message. */
     static void requireShape(Tensor t, String what, long... shape) {
-        if (!Arrays.equals(t.shape(), shape)) {
-            throw new IllegalArgumentException(what + " must have shape " + Arrays.toString(shape) + ", got "
-                    + Arrays.toString(t.shape()));
-        }
+        Tensor.requireShape(t, what, shape);
     }
 }

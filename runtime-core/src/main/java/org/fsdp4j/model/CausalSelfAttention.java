@@ -3,6 +3,7 @@
 // attention products are strided-batched GEMMs over the B·H heads.
 package org.fsdp4j.model;
 
+import org.fsdp4j.api.Linear;
 import org.fsdp4j.api.Ops;
 import org.fsdp4j.api.Tensor;
 

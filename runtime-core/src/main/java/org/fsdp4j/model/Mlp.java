@@ -1,6 +1,7 @@
 // The block's feed-forward part: Linear C→4C, GELU (tanh approximation, as GPT-2), Linear 4C→C.
 package org.fsdp4j.model;
 
+import org.fsdp4j.api.Linear;
 import org.fsdp4j.api.Ops;
 import org.fsdp4j.api.Tensor;
 

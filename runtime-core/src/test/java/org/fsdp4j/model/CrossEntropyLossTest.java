@@ -4,6 +4,7 @@ package org.fsdp4j.model;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import org.fsdp4j.api.CrossEntropyLoss;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.Tensor;

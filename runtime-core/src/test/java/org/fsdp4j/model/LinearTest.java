@@ -2,6 +2,7 @@
 // central differences of the fp64 forward, accumulating into gradients that already hold values.
 package org.fsdp4j.model;
 
+import org.fsdp4j.api.Linear;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
 import org.junit.jupiter.params.ParameterizedTest;
