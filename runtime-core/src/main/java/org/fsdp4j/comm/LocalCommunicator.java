@@ -17,8 +17,6 @@ package org.fsdp4j.comm;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
-import org.fsdp4j.api.DType;
-import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
 

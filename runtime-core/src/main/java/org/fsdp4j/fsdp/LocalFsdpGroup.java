@@ -14,7 +14,6 @@ import org.fsdp4j.api.Batch;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Device;
 import org.fsdp4j.api.Inputs;
-import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.TrainableModel;
 import org.fsdp4j.backend.Backend;

@@ -3,8 +3,6 @@
 // no thread is left running. Bad configuration gets one clear line each.
 package org.fsdp4j.fsdp;
 
-import static org.fsdp4j.fsdp.FsdpTestSupport.BATCH;
-import static org.fsdp4j.fsdp.FsdpTestSupport.SEQ;
 import static org.fsdp4j.fsdp.FsdpTestSupport.TINY;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
