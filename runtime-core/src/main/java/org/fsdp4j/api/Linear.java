@@ -28,6 +28,24 @@ public final class Linear {
     }
 
     /**
+     * The input's last dimension.
+     *
+     * @return IC
+     */
+    public int inFeatures() {
+        return inFeatures;
+    }
+
+    /**
+     * The output's last dimension.
+     *
+     * @return OC
+     */
+    public int outFeatures() {
+        return outFeatures;
+    }
+
+    /**
      * out (N, OC) = inp (N, IC) · weight (OC, IC)ᵀ + bias (OC); bias may be null. N = all leading dims.
      * A half out gets the bias first and the GEMM adds to it (beta = 1), so it is rounded once,
      * after the bias is added in fp32, as PyTorch's bf16 linear does (oneDNN on the CPU, cuBLASLt's
@@ -65,7 +83,7 @@ public final class Linear {
      * @param dout           (N, OC), the gradient of the output
      * @param inp            (N, IC), the forward's input
      * @param weight         (OC, IC)
-     * @param dinp           (N, IC), the input's gradient
+     * @param dinp           (N, IC), the input's gradient; null when the input needs none (a model's input)
      * @param accumulateDinp add to dinp (true) or overwrite it (false)
      * @param dweight        (OC, IC), accumulated
      * @param dbias          (OC), accumulated; null when there is no bias
@@ -73,9 +91,11 @@ public final class Linear {
     public void backward(Ops backend, Tensor dout, Tensor inp, Tensor weight, Tensor dinp, boolean accumulateDinp,
                   Tensor dweight, Tensor dbias) {
         int rows = rows(inp, dout, weight, dbias);
-        Tensor.requireShape(dinp, "Linear dinp", inp.shape());
         Tensor.requireShape(dweight, "Linear dweight", outFeatures, inFeatures);
-        backend.gemm(false, false, rows, inFeatures, outFeatures, 1f, dout, weight, accumulateDinp ? 1f : 0f, dinp);
+        if (dinp != null) {
+            Tensor.requireShape(dinp, "Linear dinp", inp.shape());
+            backend.gemm(false, false, rows, inFeatures, outFeatures, 1f, dout, weight, accumulateDinp ? 1f : 0f, dinp);
+        }
         backend.gemm(true, false, outFeatures, inFeatures, rows, 1f, dout, inp, 1f, dweight);
         if (dbias != null) {
             backend.biasBackward(dout.reshape(rows, outFeatures), dbias);

@@ -146,6 +146,34 @@ public interface Ops {
     void mergeHeadsBackward(Tensor dout, Tensor dy);
 
     /**
+     * out (B, N, M) = x (B, M, N) with its last two dimensions swapped (an MLP-Mixer's token
+     * mixing runs a Linear over the transposed activations). mergeHeads with one-element heads.
+     *
+     * @param x   (B, M, N)
+     * @param out (B, N, M), overwritten
+     */
+    default void transpose(Tensor x, Tensor out) {
+        if (x.rank() != 3) {
+            throw new IllegalArgumentException("transpose takes (B, M, N), got " + x);
+        }
+        mergeHeads(x.reshape(x.dim(0), x.dim(1), x.dim(2), 1), out);
+    }
+
+    /**
+     * dx (B, M, N) += dout (B, N, M) with its last two dimensions swapped back: the backward of
+     * {@link #transpose}.
+     *
+     * @param dout (B, N, M)
+     * @param dx   (B, M, N), accumulated
+     */
+    default void transposeBackward(Tensor dout, Tensor dx) {
+        if (dx.rank() != 3) {
+            throw new IllegalArgumentException("transposeBackward takes dx (B, M, N), got " + dx);
+        }
+        mergeHeadsBackward(dout, dx.reshape(dx.dim(0), dx.dim(1), dx.dim(2), 1));
+    }
+
+    /**
      * Causal softmax over the last dim of preatt (BH, T, T): for row i,
      * att[i, j] = softmax_{j ≤ i}(scale · preatt[i, j]) and att[i, j] = 0 for j > i.
      */
