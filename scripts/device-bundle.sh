@@ -16,7 +16,7 @@ mkdir -p "$bundle/lib"
 
 echo "[bundle] building cuda-kernels, nccl-comm and samples (and the modules they need) with Maven"
 # Runtime scope only: JUnit comes as the console launcher below, which carries its own copy.
-mvn -B -q -pl cuda-kernels,nccl-comm,samples -am package -DskipTests \
+mvn -B -q -pl cuda-kernels,nccl-comm,samples -am package -DskipTests -DskipStandIns \
   dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$bundle/lib"
 mvn -B -q -pl cuda-kernels,nccl-comm -am test-compile
 # runtime-core-*-tests.jar comes too: the GPU parity test extends its GptParityChecks and reads its

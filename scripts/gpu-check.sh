@@ -4,7 +4,8 @@
 #   1. finds the CUDA 13 libraries (driver, cudart, cuBLAS, NCCL; a Python env's
 #      nvidia/*/lib folders count) and puts their folders on LD_LIBRARY_PATH,
 #   2. runs the cuda-kernels and nccl-comm test suites (GPU tests included; not the CPU-only
-#      emulator tests, tag "emulator", which mvn verify runs) with the bundled Java,
+#      emulator tests, tag "emulator", nor the stand-in CUDA's own, tag "standin", which mvn
+#      verify runs) with the bundled Java,
 #   3. benchmarks bf16 GEMMs (4096³, 8192³) against the device's peak with the fsdp4j CLI
 #      (bench gemm, which also checks sampled entries against fp64), trains the default run on
 #      cuda and on the cpu (same final loss), then bench step for gpt2-124m (T = 1024) in fp32 and
@@ -120,7 +121,7 @@ jvm_opts=(-Xss4m -Xmx16g -Dorg.bytedeco.javacpp.maxPhysicalBytes=0 --add-modules
 # ---- 2. tests -------------------------------------------------------------------------
 say "running the cuda-kernels and nccl-comm tests (GPU tests included)"
 (cd cuda-kernels && timeout 150 "$java" "${jvm_opts[@]}" -jar "$bundle/junit-platform-console-standalone.jar" \
-  execute --disable-banner --details=tree --class-path "$classpath" --exclude-tag emulator \
+  execute --disable-banner --details=tree --class-path "$classpath" --exclude-tag emulator --exclude-tag standin \
   --scan-class-path "$bundle/lib/cuda-kernels-tests.jar:$bundle/lib/nccl-comm-tests.jar" \
   --reports-dir "$out/junit") | tee "$out/tests.txt"
 count() { grep -E "^\[ +[0-9]+ $1 +\]" "$out/tests.txt" | grep -oE '[0-9]+' | head -n 1; }

@@ -13,7 +13,8 @@ static __device__ float2 row_max_sumexp(const void* logits, int dt, long long ba
     return make_float2(m, block_sum(s));
 }
 
-// losses (N) F32 = logsumexp(logits[n]) − logits[n, targets[n]]. Block 512, grid N.
+// losses (N) F32 = logsumexp(logits[n]) − logits[n, targets[n]]. Block: whole warps covering V, at
+// most 512 (CrossEntropyLauncher.threads); grid N.
 extern "C" __global__ void cross_entropy_forward_kernel(const void* logits, int dt, const int* targets,
                                                         float* losses, long long N, int V) {
     long long n = blockIdx.x;

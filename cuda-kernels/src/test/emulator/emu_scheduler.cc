@@ -6,6 +6,10 @@
 // function call per thread, not two context switches. When nothing can run, either every live
 // thread waits at the same __syncthreads (released together) or the block is stuck, which is
 // reported with where every thread is. Blocks run one at a time, in the schedule's order.
+// The same scheduler runs inside the stand-in libcuda.so.1 (src/test/standin), where launches
+// come from several OS threads one at a time and a failure must not end the JVM: there the
+// __shared__ memory is this module's TLS block of the launching thread, and a failed launch
+// abandons its fibers and returns (emu_launch.h).
 #include "cuda_emu.h"
 #include "emu_context.h"
 #include "emu_launch.h"
@@ -91,8 +95,16 @@ Thread* current = nullptr;
 const std::function<void()>* body = nullptr;
 std::string kernel_name;
 const Schedule* schedule = nullptr;
+bool on_fiber = false;                    // a fiber runs (not the scheduler)
+LaunchError* failure_out = nullptr;       // where a failure goes instead of ending the process
+bool failed = false;                      // this launch failed: abandon it
 
-[[noreturn]] void fail(int code, const std::string& what) {
+// Reports a failure of the launch. The runner's way: print it and end the process. With a
+// LaunchError: record it; on a fiber, park that fiber for good (the scheduler returns from the
+// launch); in the scheduler, return to the caller, which must unwind the launch.
+void fail(int code, const std::string& what);
+
+[[noreturn]] void fail_fatally(int code, const std::string& what) {
     fprintf(stderr, "emu: %s\n  in %s, block (%u, %u) of grid (%u, %u), block shape (%u, %u), schedule %s\n",
             what.c_str(), kernel_name.c_str(), block_idx.x, block_idx.y, grid_dim.x, grid_dim.y, block_dim.x,
             block_dim.y, schedule ? schedule->name.c_str() : "?");
@@ -151,12 +163,33 @@ void switch_context(Context& from, Context& to, const void* to_bottom, size_t to
 }
 
 void to_scheduler(Fiber* self) {
+    on_fiber = false;
     switch_context(self->context, scheduler_context, scheduler_stack_bottom, scheduler_stack_size);
 }
 
 void to_fiber(Fiber* f) {
+    on_fiber = true;
     switch_context(scheduler_context, f->context, f->stack, STACK_BYTES);
+    on_fiber = false;
 }
+
+void fail(int code, const std::string& what) {
+    if (failure_out == nullptr) fail_fatally(code, what);
+    if (!failed) {
+        failed = true;
+        char where[200];
+        snprintf(where, sizeof where, "\n  in %s, block (%u, %u) of grid (%u, %u), block shape (%u, %u)",
+                 kernel_name.c_str(), block_idx.x, block_idx.y, grid_dim.x, grid_dim.y, block_dim.x, block_dim.y);
+        failure_out->code = code;
+        failure_out->what = what + where;
+    }
+    if (on_fiber) {
+        Thread* t = current;
+        to_scheduler(t->fiber);   // never resumed: the launch is abandoned
+        abort();
+    }
+}
+
 
 // The next thread of this sweep, if it has not started: the finishing fiber runs it directly.
 Thread* claim_next_unstarted(Fiber* self) {
@@ -192,7 +225,7 @@ Fiber* new_fiber() {
     size_t bytes = STACK_BYTES + page;
     void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED || mprotect(mem, page, PROT_NONE) != 0) {   // a stack overflow faults
-        fail(EXIT_PLAN, "cannot map a fiber stack");
+        fail_fatally(EXIT_PLAN, "cannot map a fiber stack");
     }
     Fiber* f = new Fiber;
     f->stack = static_cast<char*>(mem) + page;
@@ -229,14 +262,26 @@ void wait_as(State s) {
     current = t;
 }
 
-// The program's own TLS segment, which holds exactly the __shared__ variables (cuda_emu.h).
+// The TLS segment of the module this scheduler is linked into (the runner, or the stand-in
+// libcuda.so.1), which holds exactly the __shared__ variables (cuda_emu.h) and this anchor, in
+// the calling thread's copy. Touching the anchor first makes sure a dlopen'ed module's block
+// exists in this thread (glibc allocates it lazily).
+static thread_local char tls_anchor;
+
 struct SharedMemory {
     void* base = nullptr;
     size_t bytes = 0;
 };
 
 int find_tls(dl_phdr_info* info, size_t, void* out) {
-    if (info->dlpi_name != nullptr && info->dlpi_name[0] != 0) return 0;   // the executable comes first
+    uintptr_t here = reinterpret_cast<uintptr_t>(&find_tls);
+    bool mine = false;
+    for (int i = 0; i < info->dlpi_phnum && !mine; i++) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+        mine = ph.p_type == PT_LOAD && here >= start && here < start + ph.p_memsz;
+    }
+    if (!mine) return 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         if (info->dlpi_phdr[i].p_type == PT_TLS) {
             *static_cast<SharedMemory*>(out) = {info->dlpi_tls_data, info->dlpi_phdr[i].p_memsz};
@@ -245,13 +290,11 @@ int find_tls(dl_phdr_info* info, size_t, void* out) {
     return 1;
 }
 
-const SharedMemory& shared_memory() {
-    static const SharedMemory shared = [] {
-        SharedMemory s;
-        dl_iterate_phdr(find_tls, &s);
-        return s;
-    }();
-    return shared;
+SharedMemory shared_memory() {
+    *static_cast<volatile char*>(&tls_anchor) = 0;
+    SharedMemory s;
+    dl_iterate_phdr(find_tls, &s);
+    return s;
 }
 
 uint64_t next_random(uint64_t& s) {   // splitmix64
@@ -277,7 +320,7 @@ std::string lanes_of(unsigned mask) {
 }
 
 // Nothing can run and the block is not finished: say where every waiting or missing thread is.
-[[noreturn]] void report_stuck() {
+void report_stuck() {
     std::ostringstream o;
     o << "deadlock: no thread can proceed";
     int shown = 0;
@@ -312,6 +355,7 @@ void release_barrier() {
             first = &t;
         } else if (!same_site(t.site, first->site)) {
             fail(EXIT_DIVERGENT, "divergent __syncthreads: " + describe(*first) + ", " + describe(t));
+            return;
         }
     }
     for (Thread& t : threads) {
@@ -319,7 +363,7 @@ void release_barrier() {
     }
 }
 
-void run_block(uint64_t& rng) {
+void run_block(uint64_t& rng, const SharedMemory& shared) {
     int n = static_cast<int>(threads.size());
     for (int i = 0; i < n; i++) {
         Thread& t = threads[i];
@@ -328,7 +372,6 @@ void run_block(uint64_t& rng) {
         t.idx = make_uint3(i % block_dim.x, i / block_dim.x, 0);
     }
     warp_groups.assign((n + WARP - 1) / WARP, {});
-    const SharedMemory& shared = shared_memory();
     if (shared.base != nullptr) memset(shared.base, schedule->poison, shared.bytes);
     order.resize(n);
     for (;;) {
@@ -340,6 +383,7 @@ void run_block(uint64_t& rng) {
             } else if (t->state == State::RUNNABLE) {
                 resume(t);
             }
+            if (failed) return;
         }
         int done = 0, atBarrier = 0, runnable = 0;
         for (const Thread& t : threads) {
@@ -351,9 +395,11 @@ void run_block(uint64_t& rng) {
         if (runnable > 0) continue;
         if (done + atBarrier == n) {
             release_barrier();
+            if (failed) return;
             continue;
         }
         report_stuck();
+        return;
     }
 }
 
@@ -455,20 +501,30 @@ uint64_t warp_exchange(Site site, WarpOp op, unsigned mask, uint64_t value, int 
     return t->result;
 }
 
-void launch(const std::string& kernel, Dim grid, Dim block, const Schedule& s, const std::function<void()>& fn) {
+bool launch(const std::string& kernel, Dim grid, Dim block, const Schedule& s, const std::function<void()>& fn,
+            LaunchError* error) {
     kernel_name = kernel;
     schedule = &s;
     body = &fn;
+    failure_out = error;
+    failed = false;
     grid_dim = dim3(grid.x, grid.y, 1);
     block_dim = dim3(block.x, block.y, 1);
     threads.assign(static_cast<size_t>(block.x) * block.y, Thread());
     uint64_t rng = s.seed;
     std::vector<int> blocks(static_cast<size_t>(grid.x) * grid.y);
     arrange(blocks, s.order, rng);
+    SharedMemory shared = shared_memory();
     for (int b : blocks) {
         block_idx = make_uint3(b % grid.x, b / grid.x, 0);
-        run_block(rng);
+        run_block(rng, shared);
+        if (failed) break;
     }
+    // the threads of an abandoned block keep their fibers: drop the references to them
+    for (Thread& t : threads) t.fiber = nullptr;
+    current = nullptr;
+    failure_out = nullptr;
+    return !failed;
 }
 
 }  // namespace emu

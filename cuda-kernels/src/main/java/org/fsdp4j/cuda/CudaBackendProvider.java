@@ -45,6 +45,12 @@ public final class CudaBackendProvider implements BackendProvider {
         return new CudaBackend(device.index(), tracker, CudaOptions.fromSystemProperties());
     }
 
+    /** The cuBLAS workspace of the compute stream (the one stream whose GEMMs get a handle in a step). */
+    @Override
+    public long reservedBytesPerRank(Device device) {
+        return CudaOptions.fromSystemProperties().cublasWorkspaceBytes();
+    }
+
     /**
      * Free memory on the GPU (cudaMemGetInfo), what other processes hold already subtracted;
      * empty when CUDA is not usable. Creates the device's primary context, as a run would.

@@ -2,7 +2,9 @@
 // org.bytedeco.cuda.global.cudart for the life of the JVM (see shared/reference/javacpp-cuda.md),
 // so this runs once, catches LinkageError, and caches both the device count and, when CUDA
 // is unusable, one sentence saying why (no driver, no device, which library is missing).
-// Every other CUDA class is reached only after probe().usable() said yes.
+// Every other CUDA class is reached only after probe().usable() said yes. The test suite's
+// stand-in CUDA libraries (cuda-kernels/src/test/standin: host memory and an emulator, not a GPU)
+// name their devices "stand-in CUDA, not a GPU"; the probe says so plainly.
 package org.fsdp4j.cuda;
 
 import java.util.Optional;
@@ -12,10 +14,25 @@ import org.bytedeco.javacpp.Loader;
 
 public final class CudaProbe {
 
-    /** What the probe found: a device count, or the reason CUDA cannot be used. */
-    public record Result(int deviceCount, Optional<String> unavailableReason) {
+    /** The device name the test suite's stand-in CUDA libraries report. */
+    public static final String STAND_IN_NAME = "stand-in CUDA, not a GPU";
+
+    /**
+     * What the probe found: a device count, or the reason CUDA cannot be used; and whether the
+     * devices are the test suite's stand-ins rather than GPUs.
+     */
+    public record Result(int deviceCount, Optional<String> unavailableReason, boolean standIn) {
         public boolean usable() {
             return unavailableReason.isEmpty();
+        }
+
+        /** One line for logs: "2 CUDA device(s)", "1 stand-in CUDA device(s): stand-in CUDA, not a GPU", or why none. */
+        public String describe() {
+            if (!usable()) {
+                return "CUDA not usable: " + unavailableReason.get();
+            }
+            return standIn ? deviceCount + " stand-in CUDA device(s): " + STAND_IN_NAME + " (emulated kernels on the CPU)"
+                    : deviceCount + " CUDA device(s)";
         }
     }
 
@@ -67,11 +84,18 @@ public final class CudaProbe {
             return unusable("this build has no GPU kernels: nvcc was not found when cuda-kernels was built"
                     + " (put nvcc on PATH or set CUDA_HOME, then rebuild)");
         }
-        return new Result(count, Optional.empty());
+        return new Result(count, Optional.empty(), isStandIn());
+    }
+
+    /** Whether device 0 is the test suite's stand-in (it names itself so). */
+    private static boolean isStandIn() {
+        org.bytedeco.cuda.cudart.cudaDeviceProp props = new org.bytedeco.cuda.cudart.cudaDeviceProp();
+        int rc = org.bytedeco.cuda.global.cudart.cudaGetDeviceProperties(props, 0);
+        return rc == org.bytedeco.cuda.global.cudart.cudaSuccess && props.name().getString().startsWith(STAND_IN_NAME);
     }
 
     private static Result unusable(String reason) {
-        return new Result(0, Optional.of(reason));
+        return new Result(0, Optional.of(reason), false);
     }
 
     private static String deviceCountError(int rc) {

@@ -89,7 +89,13 @@ abstract class BackendConformanceTest {
 
     @Test
     void gemmEveryTransposeDtypeAndBatch() {
-        int m = 33, n = 47, k = 29, batch = 3;
+        for (int batch : new int[] {1, 3}) {   // one GEMM (cublasGemmEx on CUDA) and a strided batch
+            gemmEveryTransposeAndDtype(batch);
+        }
+    }
+
+    private void gemmEveryTransposeAndDtype(int batch) {
+        int m = 33, n = 47, k = 29;
         float alpha = 0.7f, beta = 0.3f;
         DType[][] triples = {{DType.F32, DType.F32, DType.F32}, {DType.BF16, DType.BF16, DType.BF16},
             {DType.BF16, DType.BF16, DType.F32}, {DType.F16, DType.F16, DType.F16}, {DType.F16, DType.F16, DType.F32},
@@ -123,7 +129,8 @@ abstract class BackendConformanceTest {
                     try (Tensor ta_ = OpCheck.put(be, dt[0], a, a.length); Tensor tb_ = OpCheck.put(be, dt[1], b, b.length);
                          Tensor tc = OpCheck.put(be, dt[2], c0, c0.length)) {
                         be.gemm(ta, tb, m, n, k, alpha, ta_, lda, sA, tb_, ldb, sB, beta, tc, ldc, sC, batch);
-                        String what = "gemm " + (ta ? "T" : "N") + (tb ? "T" : "N") + " " + dt[0] + "×" + dt[1] + "→" + dt[2];
+                        String what = "gemm " + (ta ? "T" : "N") + (tb ? "T" : "N") + " " + dt[0] + "×" + dt[1] + "→" + dt[2]
+                                + " ×" + batch;
                         // fp32 accumulation over k terms of size ≤ 1, then one rounding to C's dtype
                         c.assertClose(what, ref, be, tc, 1e-4, OpCheck.rtol(dt[2]));
                     }

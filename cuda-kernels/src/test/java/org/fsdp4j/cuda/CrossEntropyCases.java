@@ -1,4 +1,5 @@
-// Emulator cases for crossentropy.cu through CrossEntropyLauncher (one 512-thread block per row):
+// Emulator cases for crossentropy.cu through CrossEntropyLauncher (one block per row, of the warps
+// that cover it up to 512 threads: one warp for V = 1 and 7, sixteen for 1000 and 50,257):
 // vocabularies of 1, 7, 1000 and GPT-2's 50,257, targets outside [0, V) (NaN loss and gradient
 // rather than an out-of-bounds read), a −inf logit, the backward writing over the logits
 // themselves, and each logits dtype. References follow the kernel's fp32 order (Approx).
@@ -11,9 +12,6 @@ import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Tensor;
 
 final class CrossEntropyCases {
-
-    /** CrossEntropyLauncher's block: each thread sums ⌈V/512⌉ terms, then two 5-level butterflies. */
-    private static final int THREADS = 512;
 
     private CrossEntropyCases() {
     }
@@ -34,7 +32,9 @@ final class CrossEntropyCases {
     }
 
     private static long depth(int vocab) {
-        return (vocab + THREADS - 1) / THREADS + 10;
+        // CrossEntropyLauncher's block: each thread sums ⌈V/threads⌉ terms, then two 5-level butterflies
+        int threads = CrossEntropyLauncher.threads(vocab);
+        return (vocab + threads - 1) / threads + 10;
     }
 
     /** Targets: random, but row 1 out of range below and (with 3+ rows) row 2 at V itself. */

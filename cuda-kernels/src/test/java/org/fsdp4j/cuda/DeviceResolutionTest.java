@@ -67,7 +67,7 @@ class DeviceResolutionTest {
     @Test
     void onThisMachineTheReasonSaysWhatIsMissing() {
         CudaProbe.Result probe = CudaProbe.probe();
-        System.out.println("CUDA probe: " + (probe.usable() ? probe.deviceCount() + " device(s)" : probe.unavailableReason().get()));
+        System.out.println("CUDA probe: " + probe.describe());
         if (!probe.usable()) {
             String why = probe.unavailableReason().get();
             assertTrue(why.contains("lib") || why.contains("device") || why.contains("driver") || why.contains("nvcc"), why);

@@ -51,10 +51,16 @@ final class EmuToolchain {
         }
     }
 
-    private static final String CXX = Optional.ofNullable(System.getenv("CXX")).orElse("g++");
+    static final String CXX = Optional.ofNullable(System.getenv("CXX")).orElse("g++");
     private static volatile Optional<String> unavailable;
     /** What CXX --version printed: part of every build's hash, so a new compiler rebuilds. */
     private static volatile String compilerVersion = "";
+
+    /** What CXX --version printed (after unavailable() has probed it). */
+    static String compilerVersion() {
+        unavailable();
+        return compilerVersion;
+    }
     private static final AtomicBoolean SKIP_SAID = new AtomicBoolean();
 
     private EmuToolchain() {
@@ -249,7 +255,8 @@ final class EmuToolchain {
         }
     }
 
-    private static void runAll(Path dir, List<List<String>> commands) throws IOException {
+    /** Runs {@code commands} (at most one per core at a time) in {@code dir}; the first failure is thrown. */
+    static void runAll(Path dir, List<List<String>> commands) throws IOException {
         int parallel = Math.max(1, Math.min(commands.size(), Runtime.getRuntime().availableProcessors()));
         ExecutorService pool = Executors.newFixedThreadPool(parallel);
         try {
@@ -278,7 +285,7 @@ final class EmuToolchain {
         }
     }
 
-    private static void exec(Path dir, List<String> command) throws IOException {
+    static void exec(Path dir, List<String> command) throws IOException {
         Path log = Files.createTempFile(Files.createDirectories(dir), "cmd", ".log");
         Process p = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
         try {

@@ -1,7 +1,8 @@
 // The extern "C" kernels of a folder of .cu files, read from the sources themselves: their names
-// and the C type of each parameter. LauncherSignatureTest checks the launchers' arguments
-// against these; the emulator tests write their launch plans and kernel table from them and
-// fail on a kernel that no test covers.
+// and the C type (and name) of each parameter. LauncherSignatureTest checks the launchers'
+// arguments against these; the emulator tests write their launch plans and kernel table from them
+// and fail on a kernel that no test covers; the stand-in driver's trampolines are generated from
+// them (StandInToolchain).
 package org.fsdp4j.cuda;
 
 import java.io.IOException;
@@ -36,12 +37,31 @@ final class KernelSources {
         }
     }
 
+    /** One parameter as declared: its C type ("const void*"), its name, and how a launch passes it. */
+    record Declared(String type, String name, Param param) {
+        boolean isVoidPointer() {
+            return param == Param.POINTER && type.replace("const", "").replace(" ", "").equals("void*");
+        }
+
+        /** A dtype code by the sources' convention: an int named dt or ending in Dt. */
+        boolean isDtypeCode() {
+            return param == Param.INT && (name.equals("dt") || name.endsWith("Dt"));
+        }
+    }
+
     private KernelSources() {
     }
 
     /** Kernel name → its parameters in order, for every .cu file of {@code dir}, sorted by name. */
     static Map<String, List<Param>> kernels(Path dir) {
         Map<String, List<Param>> out = new TreeMap<>();
+        declarations(dir).forEach((k, ds) -> out.put(k, ds.stream().map(Declared::param).toList()));
+        return out;
+    }
+
+    /** Kernel name → its parameters as declared, for every .cu file of {@code dir}, sorted by name. */
+    static Map<String, List<Declared>> declarations(Path dir) {
+        Map<String, List<Declared>> out = new TreeMap<>();
         try (Stream<Path> files = Files.list(dir)) {
             for (Path f : (Iterable<Path>) files.filter(p -> p.toString().endsWith(".cu")).sorted()::iterator) {
                 String code = Files.readString(f).replaceAll("//[^\n]*", "");
@@ -49,9 +69,14 @@ final class KernelSources {
                 int found = 0;
                 while (m.find()) {
                     found++;
-                    List<Param> params = new ArrayList<>();
+                    List<Declared> params = new ArrayList<>();
                     for (String p : m.group(2).split(",")) {
-                        params.add(param(p.trim().replaceAll("\\s+", " "), m.group(1)));
+                        String decl = p.trim().replaceAll("\\s+", " ");
+                        int space = decl.lastIndexOf(' ');
+                        String name = decl.substring(space + 1).replace("*", "");
+                        String type = (decl.substring(0, space) + (decl.substring(space + 1).startsWith("*") ? "*" : ""))
+                                .replace(" *", "*");
+                        params.add(new Declared(type, name, param(decl, m.group(1))));
                     }
                     if (out.put(m.group(1), params) != null) {
                         throw new IllegalStateException("kernel " + m.group(1) + " is defined twice in " + dir);

@@ -1,18 +1,20 @@
 // The FSDP engine on GPUs equals the unsharded CPU reference, the same comparison as the CPU's
 // FsdpEquivalenceTest: every strategy, N = 2, 3, 4 ranks sharing one GPU (the in-process group
-// trading stream events) and N = 1 through NCCL (the GPU machine has one GPU; NCCL between two
-// GPUs needs a machine with two).
-// Needs a GPU (and NCCL for the NCCL cases); skipped with the probe's reason where there is none.
+// trading stream events) and through NCCL N = 1 and, where there are that many devices (the
+// stand-ins of nccl-comm's fake-GPU run report four), N = 2 and 4 with rank r on cuda:r.
+// Needs a GPU or the stand-ins (and NCCL for the NCCL cases); skipped with the reason otherwise.
 package org.fsdp4j.fsdp;
 
 import static org.fsdp4j.fsdp.FsdpTestSupport.SGD;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.time.Duration;
+import java.util.List;
+import java.util.stream.IntStream;
 import org.fsdp4j.api.Device;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.cuda.CudaProbe;
+import org.fsdp4j.cuda.StandIns;
 import org.fsdp4j.nccl.NcclGroup;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -27,9 +29,8 @@ class GpuFsdpEquivalenceTest {
      */
     static final FsdpTestSupport.Tolerance GPU_FP32 = new FsdpTestSupport.Tolerance(1e-4, 1e-4, 1e-4);
 
-    private static void assumeGpu() {
-        CudaProbe.Result probe = CudaProbe.probe();
-        assumeTrue(probe.usable(), () -> "no usable GPU: " + probe.unavailableReason().orElse(""));
+    private static CudaProbe.Result assumeGpu() {
+        return StandIns.assumeGpu();
     }
 
     @Test
@@ -50,12 +51,20 @@ class GpuFsdpEquivalenceTest {
     @Test
     @Tag("gpu")
     void ncclRanksMatchTheReference() {
-        assumeGpu();
-        FsdpTestSupport t = new FsdpTestSupport(Device.cuda(0), n -> NcclGroup.create(n, Duration.ofSeconds(60)));
+        int devices = assumeGpu().deviceCount();
+        FsdpTestSupport t = new FsdpTestSupport(n -> IntStream.range(0, n).mapToObj(Device::cuda).toList(),
+                n -> NcclGroup.create(n, Duration.ofSeconds(60)));
         FsdpTestSupport.Trajectory ref = t.reference(SGD, 0f);
-        for (ShardingStrategy strategy : ShardingStrategy.values()) {
-            FsdpConfig config = FsdpTestSupport.config(1, strategy);
-            t.assertMatches("NCCL " + strategy.cliName() + " N=1", ref, t.sharded(config, SGD, false), GPU_FP32);
+        for (int n : new int[] {1, 2, 4}) {
+            if (n > devices) {
+                continue;
+            }
+            // N = 1 is one path whatever the strategy: once, where larger groups run every strategy
+            for (ShardingStrategy strategy : n == 1 && devices > 1 ? List.of(ShardingStrategy.FULL_SHARD)
+                    : List.of(ShardingStrategy.values())) {
+                FsdpConfig config = FsdpTestSupport.config(n, strategy);
+                t.assertMatches("NCCL " + strategy.cliName() + " N=" + n, ref, t.sharded(config, SGD, false), GPU_FP32);
+            }
         }
     }
 }

@@ -35,4 +35,13 @@ public interface BackendProvider {
     default OptionalLong availableMemoryBytes(Device device) {
         return OptionalLong.empty();
     }
+
+    /**
+     * Bytes each rank's backend on {@code device} keeps for itself beside the tensors a step
+     * allocates (the CUDA backend's cuBLAS workspace), which the preflight adds to every rank's
+     * peak; 0 by default.
+     */
+    default long reservedBytesPerRank(Device device) {
+        return 0;
+    }
 }

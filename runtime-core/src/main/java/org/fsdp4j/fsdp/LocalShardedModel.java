@@ -57,13 +57,23 @@ public final class LocalShardedModel implements ShardedModel {
             long count = params.stream().mapToLong(ParamSpec::numel).sum();
             UnitBufferPlan plan = group.plan();
             this.info = new ShardingInfo(options, device, n, ranks.firstRank(), here, count, group.paddedParams(),
-                    group.backendName() + (n > 1 ? " per rank" : ""), group.peakTflops(config.precision().paramDtype()),
+                    backendName(group.backendName(), devices), group.peakTflops(config.precision().paramDtype()),
                     Optional.of(new ShardingInfo.GatherSchedule(plan.schedule().cliName(), plan.budgetBytes(),
                             plan.peakBytes(), plan.keptPeakBytes())));
         } catch (RuntimeException e) {
             group.close();
             throw e;
         }
+    }
+
+    /** Rank 0's backend in words, and where the other ranks run when they are not on the same device. */
+    private static String backendName(String first, List<Device> devices) {
+        if (devices.size() == 1) {
+            return first;
+        }
+        return first + (devices.stream().distinct().count() == 1 ? " per rank"
+                : " and one rank on each of " + devices.subList(1, devices.size()).stream().map(Device::toString)
+                        .collect(java.util.stream.Collectors.joining(", ")));
     }
 
     /** Every rank of {@code options} in this process (Fsdp.shard). */

@@ -1,8 +1,9 @@
 // The checks a run makes before its first step allocates anything: will the step fit in the
-// memory the device has left (every in-process CPU rank shares the host's RAM; a GPU rank has
-// its GPU), is no single buffer over the CPU backend's 2 GiB limit, and about how long will a
-// step take. A run that does not fit gets the figures and the flags that would make it fit.
-// The memory figures come from a StepCostModel (the planner).
+// memory the device has left (every in-process CPU rank shares the host's RAM; the ranks placed
+// on one GPU share it: one with --device cuda, all of them with --device cuda:i), with what the
+// backend keeps for itself (cuBLAS's workspace), is no single buffer over the CPU backend's 2 GiB
+// limit, and about how long will a step take. A run that does not fit gets the figures and the
+// flags that would make it fit. The memory figures come from a StepCostModel (the planner).
 package org.fsdp4j.train;
 
 import java.util.ArrayList;
@@ -16,6 +17,7 @@ import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.backend.cpu.CpuStorage;
 import org.fsdp4j.bench.GemmBenchmark;
+import org.fsdp4j.fsdp.RankPlacement;
 
 public final class Preflight {
 
@@ -34,7 +36,9 @@ public final class Preflight {
 
     /**
      * @param cost          the model's estimate for one rank
-     * @param sharingRanks  ranks whose memory comes from the same pool (N on the CPU, 1 per GPU)
+     * @param sharingRanks  ranks whose memory comes from the same pool (N on the CPU; on a GPU the
+     *                      ranks placed on it)
+     * @param reservedBytesPerRank what each rank's backend keeps for itself beside the step's tensors
      * @param neededBytes   what those ranks need together at the step's peak (with offloaded state)
      * @param availableBytes what the device has left, as the OS or the driver says (or as the caller limits it)
      * @param memoryKind    "host RAM" or "GPU memory", for messages
@@ -42,7 +46,8 @@ public final class Preflight {
      * @param fixes         flag changes that would make a run that does not fit, fit
      * @param stepTimeMs    estimated time of a step once warmed up; empty when not measured
      */
-    public record Report(StepCost cost, int sharingRanks, long neededBytes, OptionalLong availableBytes,
+    public record Report(StepCost cost, int sharingRanks, long reservedBytesPerRank, long neededBytes,
+                         OptionalLong availableBytes,
                          String memoryKind, long bufferLimitBytes, List<Fix> fixes, OptionalDouble stepTimeMs) {
 
         /** Whether the needed bytes fit in the available ones (true when the available amount is unknown). */
@@ -70,44 +75,60 @@ public final class Preflight {
     public static Report check(TrainConfig config, Device device, StepCostModel model, OptionalLong availableBytes,
                                boolean measureTime) {
         boolean cpu = device.isCpu();
-        int sharing = cpu ? (config.sharded() ? config.worldSize() : 1) : 1;
+        int sharing = cpu ? (config.sharded() ? config.worldSize() : 1) : ranksOn(config, device);
+        long reserved = Backends.provider(device.kind()).map(p -> p.reservedBytesPerRank(device)).orElse(0L);
+        Pool pool = new Pool(sharing, cpu, reserved);
         OptionalLong available = availableBytes.isPresent() ? availableBytes
                 : Backends.provider(device.kind()).map(p -> p.availableMemoryBytes(device)).orElse(OptionalLong.empty());
         long limit = cpu ? CpuStorage.MAX_BYTES : 0;
         StepCost cost = model.estimate(config);
-        long needed = needed(cost, sharing, cpu);
+        long needed = pool.needed(cost);
         boolean fits = available.isEmpty() || needed <= available.getAsLong();
         boolean bufferFits = limit == 0 || cost.largestBufferBytes() <= limit;
         OptionalLong target = available.isEmpty() ? available
                 : OptionalLong.of((long) (available.getAsLong() * (1 - FIX_HEADROOM)));
-        List<Fix> fixes = fits && bufferFits ? List.of() : fixes(config, model, sharing, cpu, target, limit);
+        List<Fix> fixes = fits && bufferFits ? List.of() : fixes(config, model, pool, target, limit);
         OptionalDouble timeMs = measureTime ? OptionalDouble.of(stepTimeMs(config, device, cost)) : OptionalDouble.empty();
-        return new Report(cost, sharing, needed, available, cpu ? "host RAM" : "GPU memory", limit, fixes, timeMs);
+        return new Report(cost, sharing, reserved, needed, available, cpu ? "host RAM" : "GPU memory", limit, fixes,
+                timeMs);
     }
 
-    private static long needed(StepCost cost, int sharing, boolean cpu) {
-        return sharing * (cost.peakBytesPerRank() + (cpu ? cost.hostBytesPerRank() : 0));
+    /** The ranks whose memory comes from one pool, and what each rank's backend keeps for itself. */
+    private record Pool(int sharing, boolean cpu, long reservedPerRank) {
+        long needed(StepCost cost) {
+            return sharing * (cost.peakBytesPerRank() + reservedPerRank + (cpu ? cost.hostBytesPerRank() : 0));
+        }
+
+        Pool withSharing(int n) {
+            return new Pool(n, cpu, reservedPerRank);
+        }
+    }
+
+    /** How many ranks the run places on {@code device}, rank 0's GPU (RankPlacement). */
+    private static int ranksOn(TrainConfig config, Device device) {
+        return (int) RankPlacement.place(config.device(), device, config.worldSize()).stream()
+                .filter(device::equals).count();
     }
 
     /**
      * The smallest changes that fit: more micro-batches, activation checkpointing, a smaller
      * batch, and on the CPU (where in-process ranks share the host's memory) fewer ranks.
      */
-    private static List<Fix> fixes(TrainConfig config, StepCostModel model, int sharing, boolean cpu,
-                                   OptionalLong available, long limit) {
+    private static List<Fix> fixes(TrainConfig config, StepCostModel model, Pool pool, OptionalLong available,
+                                   long limit) {
         List<Fix> fixes = new ArrayList<>();
         int perRank = config.batchSize() / config.worldSize();
         for (int m = config.microBatches() + 1; m <= perRank; m++) {
             if (perRank % m == 0) {
                 TrainConfig c = config.toBuilder().microBatches(m).build();
-                if (fitsWith(c, model, sharing, cpu, available, limit, fixes, "--micro-batches " + m)) {
+                if (fitsWith(c, model, pool, available, limit, fixes, "--micro-batches " + m)) {
                     break;
                 }
             }
         }
         if (!config.checkpointActivations()) {
-            fitsWith(config.toBuilder().checkpointActivations(true).build(), model, sharing, cpu, available, limit,
-                    fixes, "--checkpoint-activations");
+            fitsWith(config.toBuilder().checkpointActivations(true).build(), model, pool, available, limit, fixes,
+                    "--checkpoint-activations");
         }
         // the largest batch (a multiple of N·M) that fits: the need grows with the batch
         int unit = config.worldSize() * config.microBatches();
@@ -116,17 +137,17 @@ public final class Preflight {
         while (lo < hi) {
             int mid = (lo + hi + 1) >>> 1;
             TrainConfig c = config.toBuilder().batchSize(mid * unit).build();
-            if (fits(model.estimate(c), sharing, cpu, available, limit)) {
+            if (fits(model.estimate(c), pool, available, limit)) {
                 lo = mid;
             } else {
                 hi = mid - 1;
             }
         }
         if (lo > 0 && lo * unit < config.batchSize()) {
-            fitsWith(config.toBuilder().batchSize(lo * unit).build(), model, sharing, cpu, available, limit, fixes,
+            fitsWith(config.toBuilder().batchSize(lo * unit).build(), model, pool, available, limit, fixes,
                     "--batch-size " + lo * unit);
         }
-        if (cpu && config.worldSize() > 1) {
+        if (pool.cpu() && config.worldSize() > 1) {
             for (int n = config.worldSize() - 1; n >= 1; n--) {       // the most ranks that fit
                 TrainConfig c;
                 try {
@@ -134,7 +155,7 @@ public final class Preflight {
                 } catch (IllegalArgumentException e) {
                     continue;                   // the batch or the shard groups do not split over n ranks
                 }
-                if (fitsWith(c, model, c.sharded() ? n : 1, cpu, available, limit, fixes, "--world-size " + n)) {
+                if (fitsWith(c, model, pool.withSharing(c.sharded() ? n : 1), available, limit, fixes, "--world-size " + n)) {
                     break;
                 }
             }
@@ -142,18 +163,18 @@ public final class Preflight {
         return List.copyOf(fixes);
     }
 
-    private static boolean fitsWith(TrainConfig c, StepCostModel model, int sharing, boolean cpu, OptionalLong available,
-                                    long limit, List<Fix> fixes, String flags) {
+    private static boolean fitsWith(TrainConfig c, StepCostModel model, Pool pool, OptionalLong available, long limit,
+                                    List<Fix> fixes, String flags) {
         StepCost cost = model.estimate(c);
-        if (!fits(cost, sharing, cpu, available, limit)) {
+        if (!fits(cost, pool, available, limit)) {
             return false;
         }
-        fixes.add(new Fix(flags, needed(cost, sharing, cpu)));
+        fixes.add(new Fix(flags, pool.needed(cost)));
         return true;
     }
 
-    private static boolean fits(StepCost cost, int sharing, boolean cpu, OptionalLong available, long limit) {
-        return (available.isEmpty() || needed(cost, sharing, cpu) <= available.getAsLong())
+    private static boolean fits(StepCost cost, Pool pool, OptionalLong available, long limit) {
+        return (available.isEmpty() || pool.needed(cost) <= available.getAsLong())
                 && (limit == 0 || cost.largestBufferBytes() <= limit);
     }
 

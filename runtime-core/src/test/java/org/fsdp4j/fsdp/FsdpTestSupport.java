@@ -62,7 +62,7 @@ final class FsdpTestSupport {
     final Random random = new Random(seed);
     final int[][] tokens = new int[STEPS][];
     final int[][] targets = new int[STEPS][];
-    final Device device;                          // where every rank runs
+    final IntFunction<List<Device>> placement;    // where the ranks of a run of N ranks sit
     final IntFunction<RankGroup> groups;          // how N ranks talk
 
     FsdpTestSupport() {
@@ -75,7 +75,12 @@ final class FsdpTestSupport {
 
     /** Ranks on {@code device}, talking through the group {@code groups} makes for N ranks (GPU tests). */
     FsdpTestSupport(Device device, IntFunction<RankGroup> groups) {
-        this.device = device;
+        this(n -> java.util.Collections.nCopies(n, device), groups);
+    }
+
+    /** Rank r of N on {@code placement.apply(N).get(r)} (ranks on GPUs of their own, through NCCL). */
+    FsdpTestSupport(IntFunction<List<Device>> placement, IntFunction<RankGroup> groups) {
+        this.placement = placement;
         this.groups = groups;
         for (int s = 0; s < STEPS; s++) {
             tokens[s] = randomTokens();
@@ -196,7 +201,7 @@ final class FsdpTestSupport {
             out.add(new RankTrajectory(new ArrayList<>(), new ArrayList<>()));
         }
         try (LocalFsdpGroup group = new LocalFsdpGroup(config, (r, b) -> new GptModel(TINY, b, checkpoint), optimizer,
-                seed, java.util.Collections.nCopies(config.worldSize(), device), RANK_BACKEND, link,
+                seed, placement.apply(config.worldSize()), RANK_BACKEND, link,
                 groups.apply(config.worldSize()))) {
             group.onEachRank((r, engine) -> {
                 setUp.accept(engine);

@@ -58,6 +58,17 @@ class PreflightTest {
     }
 
     @Test
+    void ranksSharingOneGpuShareItsMemory() {
+        // --device cuda:0 puts every rank on GPU 0, so their peaks add up there (no CUDA provider in
+        // this module: the placement alone decides, and no backend reserve is added)
+        TrainConfig config = small().device("cuda:0").worldSize(2).build();
+        Preflight.Report r = Preflight.check(config, Device.cuda(0), MODEL, OptionalLong.of(Long.MAX_VALUE), false);
+        assertEquals(2, r.sharingRanks());
+        assertEquals(2 * r.cost().peakBytesPerRank(), r.neededBytes());
+        assertEquals("GPU memory", r.memoryKind());
+    }
+
+    @Test
     void aBufferOverTheCpuLimitIsFlaggedWithABatchThatFits() {
         // (b, H, T, T) attention probabilities of the small preset: 6 · 256² · 4 B = 1.5 MiB per sequence
         TrainConfig config = small().batchSize(4096).build();

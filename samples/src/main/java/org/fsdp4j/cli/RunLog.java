@@ -71,9 +71,12 @@ final class RunLog {
      * has, and the time a step and the whole run will take.
      */
     static void preflight(PrintWriter out, Preflight.Report p, int steps, boolean forced) {
-        StringBuilder line = new StringBuilder("  preflight: peak ≈ ").append(Format.bytes(p.cost().peakBytesPerRank()))
-                .append(" per rank");
-        if (p.sharingRanks() > 1 || p.neededBytes() != p.cost().peakBytesPerRank()) {
+        long perRank = p.cost().peakBytesPerRank() + p.reservedBytesPerRank();
+        StringBuilder line = new StringBuilder("  preflight: peak ≈ ").append(Format.bytes(perRank)).append(" per rank");
+        if (p.reservedBytesPerRank() > 0) {
+            line.append(", ").append(Format.bytes(p.reservedBytesPerRank())).append(" of it the backend's workspace");
+        }
+        if (p.sharingRanks() > 1 || p.neededBytes() != perRank) {
             line.append(" (").append(Format.bytes(p.neededBytes())).append(" for ").append(p.sharingRanks())
                     .append(p.sharingRanks() == 1 ? " rank" : " ranks").append(p.cost().hostBytesPerRank() > 0
                             ? " with offloaded state" : "").append(")");

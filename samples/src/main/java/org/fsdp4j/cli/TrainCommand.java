@@ -116,7 +116,10 @@ final class TrainCommand implements Callable<Integer> {
                 throw new UserError(ExitCode.BAD_INPUT, "a run over several processes trains on the CPU (the ranks talk"
                         + " over TCP), but --device resolved to " + device + ": pass --device cpu");
             }
-            TrainConfig config = asked.toBuilder().device(device.toString()).build();
+            // The trainer places the ranks from the device as asked ("cuda": one rank per GPU;
+            // "cuda:i": every rank on GPU i), so only auto's fallback to the CPU is written back
+            // (the trainer resolves again, and must not print the fallback's line twice).
+            TrainConfig config = device.isCpu() ? asked.toBuilder().device("cpu").build() : asked;
             try (ProcessGroup processes = identity.isPresent()
                     ? DistOptions.join(identity.get(), config, config.collectiveTimeout()) : null) {
                 try {
@@ -236,11 +239,14 @@ final class TrainCommand implements Callable<Integer> {
                         .map(f -> f.flags() + " (≈ " + Format.bytes(f.neededBytes()) + ")")
                         .collect(Collectors.joining(", or "));
         String need = "the run needs ≈ " + Format.bytes(p.neededBytes()) + " of " + p.memoryKind() + " at its peak ("
-                + (p.sharingRanks() > 1 ? p.sharingRanks() + " ranks × " + Format.bytes(p.cost().peakBytesPerRank()) + ": "
-                        : "") + Format.bytes(p.cost().persistentBytesPerRank()) + " state, "
+                + (p.sharingRanks() > 1 ? p.sharingRanks() + " ranks × "
+                        + Format.bytes(p.cost().peakBytesPerRank() + p.reservedBytesPerRank()) + ": " : "")
+                + Format.bytes(p.cost().persistentBytesPerRank()) + " state, "
                 + Format.bytes(p.cost().activationBytesPerRank()) + " activations"
                 + (p.cost().temporaryBytesPerRank() > 0 ? ", " + Format.bytes(p.cost().temporaryBytesPerRank())
-                        + " unit buffers" : "") + (p.sharingRanks() > 1 ? " per rank)" : ")")
+                        + " unit buffers" : "")
+                + (p.reservedBytesPerRank() > 0 ? ", " + Format.bytes(p.reservedBytesPerRank()) + " backend workspace" : "")
+                + (p.sharingRanks() > 1 ? " per rank)" : ")")
                 + p.availableBytes().stream().mapToObj(a -> ", " + Format.bytes(a) + " is available").findFirst().orElse("");
         if (p.bufferTooLarge()) {
             // not even --force helps: the backend cannot allocate it
