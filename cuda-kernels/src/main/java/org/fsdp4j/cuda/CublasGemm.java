@@ -17,8 +17,8 @@ import static org.bytedeco.cuda.global.cudart.CUDA_R_16F;
 import static org.bytedeco.cuda.global.cudart.CUDA_R_32F;
 
 import org.bytedeco.javacpp.FloatPointer;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Tensor;
 
 final class CublasGemm {
 

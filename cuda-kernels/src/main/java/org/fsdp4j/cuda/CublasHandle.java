@@ -8,7 +8,7 @@ import static org.bytedeco.cuda.global.cublas.cublasSetStream_v2;
 import static org.bytedeco.cuda.global.cublas.cublasSetWorkspace_v2;
 
 import org.bytedeco.cuda.cublas.cublasContext;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.Tensor;
 
 final class CublasHandle implements AutoCloseable {
 

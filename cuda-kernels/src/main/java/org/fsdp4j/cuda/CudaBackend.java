@@ -8,9 +8,9 @@ package org.fsdp4j.cuda;
 
 import static org.bytedeco.cuda.global.cudart.cuCtxSetCurrent;
 import static org.bytedeco.cuda.global.cudart.cuDeviceGet;
-import static org.bytedeco.cuda.global.cudart.cuInit;
 import static org.bytedeco.cuda.global.cudart.cuDevicePrimaryCtxRelease;
 import static org.bytedeco.cuda.global.cudart.cuDevicePrimaryCtxRetain;
+import static org.bytedeco.cuda.global.cudart.cuInit;
 import static org.bytedeco.cuda.global.cudart.cudaDeviceSynchronize;
 import static org.bytedeco.cuda.global.cudart.cudaFree;
 import static org.bytedeco.cuda.global.cudart.cudaGetDeviceProperties;
@@ -22,11 +22,11 @@ import static org.bytedeco.cuda.global.cudart.cudaMemsetAsync;
 import static org.bytedeco.cuda.global.cudart.cudaSetDevice;
 
 import java.util.ArrayList;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.OptionalDouble;
+import java.util.concurrent.atomic.AtomicLong;
 import org.bytedeco.cuda.cudart.CUctx_st;
 import org.bytedeco.cuda.cudart.cudaDeviceProp;
 import org.bytedeco.javacpp.BytePointer;
@@ -35,15 +35,15 @@ import org.bytedeco.javacpp.FloatPointer;
 import org.bytedeco.javacpp.IntPointer;
 import org.bytedeco.javacpp.Pointer;
 import org.bytedeco.javacpp.ShortPointer;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.AdamWStep;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.backend.Shapes.HeadLayout;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.MemoryTracker;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.backend.Shapes;
 
 public final class CudaBackend implements Backend {
 

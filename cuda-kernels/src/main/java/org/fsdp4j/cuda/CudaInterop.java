@@ -4,8 +4,8 @@
 package org.fsdp4j.cuda;
 
 import org.bytedeco.cuda.cudart.CUstream_st;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
 
 public final class CudaInterop {
 

@@ -3,9 +3,9 @@
 // streams that used it (recordStream) keep it from reuse until they are done.
 package org.fsdp4j.cuda;
 
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.MemoryTracker;
-import org.fsdp4j.tensor.Storage;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.backend.Storage;
 
 final class CudaStorage extends Storage implements DeviceAddressable {
 

@@ -6,7 +6,7 @@ package org.fsdp4j.cuda;
 
 import java.util.Locale;
 import java.util.OptionalDouble;
-import org.fsdp4j.tensor.DType;
+import org.fsdp4j.api.DType;
 
 final class DevicePeaks {
 

@@ -2,8 +2,8 @@
 // the dtype code its kernel takes. Rejects tensors that do not live on this CUDA device.
 package org.fsdp4j.cuda;
 
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.Tensor;
 
 final class DeviceTensors {
 

@@ -4,7 +4,7 @@ package org.fsdp4j.cuda;
 import static org.fsdp4j.cuda.DeviceTensors.address;
 import static org.fsdp4j.cuda.DeviceTensors.code;
 
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.Tensor;
 
 final class GeluLauncher {
 

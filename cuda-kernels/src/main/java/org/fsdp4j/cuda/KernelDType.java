@@ -2,7 +2,7 @@
 // DType.ordinal() so reordering the enum cannot silently change what a kernel reads.
 package org.fsdp4j.cuda;
 
-import org.fsdp4j.tensor.DType;
+import org.fsdp4j.api.DType;
 
 final class KernelDType {
 

@@ -4,8 +4,8 @@ package org.fsdp4j.cuda;
 import static org.fsdp4j.cuda.DeviceTensors.address;
 import static org.fsdp4j.cuda.DeviceTensors.code;
 
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.AdamWStep;
-import org.fsdp4j.tensor.Tensor;
 
 final class OptimizerLauncher {
 

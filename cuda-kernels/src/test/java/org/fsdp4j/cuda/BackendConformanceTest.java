@@ -12,14 +12,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Consumer;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.AdamWStep;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Backends;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.MemoryTracker;
-import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -77,7 +77,7 @@ abstract class BackendConformanceTest {
             }
             int[] tokens = c.random.ints(333, -5000, 5000).toArray();
             try (Tensor t = OpCheck.ints(be, tokens, 333); Tensor u = be.allocate(DType.I32,
-                    org.fsdp4j.tensor.MemoryCategory.ACTIVATIONS, 333)) {
+                    org.fsdp4j.api.MemoryCategory.ACTIVATIONS, 333)) {
                 be.copy(t, u);
                 int[] back = new int[335];
                 be.copyToHost(u, back, 2);

@@ -8,8 +8,8 @@ import static org.fsdp4j.cuda.BackendConformanceTest.FLOATS;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Tensor;
 
 final class CastCases {
 

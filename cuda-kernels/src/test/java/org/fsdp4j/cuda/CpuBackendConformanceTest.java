@@ -1,10 +1,10 @@
 // The conformance checks on the CPU backend: proves the fp64 references the GPU is held to.
 package org.fsdp4j.cuda;
 
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Backends;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryTracker;
 
 class CpuBackendConformanceTest extends BackendConformanceTest {
 

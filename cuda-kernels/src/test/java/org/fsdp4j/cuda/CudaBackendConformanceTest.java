@@ -3,8 +3,8 @@
 package org.fsdp4j.cuda;
 
 
+import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.MemoryTracker;
 import org.junit.jupiter.api.Tag;
 
 @Tag("gpu")

@@ -1,4 +1,4 @@
-// The FSDP engine on one GPU (the one step path at N = 1): the same steps as on the CPU backend
+// The FSDP engine on one GPU (the one step path at N = 1, through the public API): the same steps as on the CPU backend
 // reach the same losses (fp32: to rounding; bf16 compute: to bf16's), each step synchronises the
 // host once (the loss and norm read), and in bf16 no GEMM operand is promoted by a copy. Needs a
 // GPU; skipped with the probe's reason where there is none.
@@ -6,19 +6,15 @@ package org.fsdp4j.cuda;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-import java.util.List;
 import java.util.Random;
-import java.util.function.UnaryOperator;
-import org.fsdp4j.backend.BackendOptions;
-import org.fsdp4j.fsdp.FsdpConfig;
-import org.fsdp4j.fsdp.FsdpStepResult;
-import org.fsdp4j.fsdp.LocalFsdpGroup;
-import org.fsdp4j.fsdp.MixedPrecisionPolicy;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Fsdp;
+import org.fsdp4j.api.FsdpOptions;
+import org.fsdp4j.api.MixedPrecisionPolicy;
+import org.fsdp4j.api.ShardedModel;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.model.GptModel;
-import org.fsdp4j.optim.AdamW;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Device;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -30,18 +26,18 @@ class CudaEngineTest {
     private static final int SEQ = 64;
     private static final int STEPS = 5;
 
-    private static float[] losses(Device device, DType paramDtype, long seed, int[][] tokens, int[][] targets) {
-        FsdpConfig c = FsdpConfig.fullShard(1).withPrecision(new MixedPrecisionPolicy(paramDtype, DType.F32));
+    /** Losses of STEPS steps of one rank on {@code device}, trained through the public API. */
+    private static float[] losses(String device, DType paramDtype, long seed, int[][] tokens, int[][] targets) {
+        FsdpOptions options = FsdpOptions.builder().device(device).precision(new MixedPrecisionPolicy(paramDtype, DType.F32))
+                .adamW(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f).seed(seed).cpuThreads(1).build();
         float[] out = new float[STEPS];
-        try (LocalFsdpGroup g = new LocalFsdpGroup(c, (r, b) -> new GptModel(MODEL, b, false),
-                new AdamW(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f), seed, BATCH, SEQ, device, new BackendOptions(1, false),
-                UnaryOperator.identity())) {
+        try (ShardedModel m = Fsdp.shard(ctx -> new GptModel(MODEL, ctx.ops(), false), options)) {
             for (int s = 0; s < STEPS; s++) {
-                List<FsdpStepResult> r = g.step(tokens[s], targets[s], 1e-3f);
-                out[s] = r.get(0).loss();
-                if (device.kind() == Device.Kind.CUDA) {
-                    assertEquals(1, r.get(0).hostSyncs(), "step " + s + ": the loss and norm read only");
-                    assertEquals(0, r.get(0).promotedCopies(), "step " + s + ": GEMMs in one dtype");
+                StepMetrics r = m.step(GptModel.batch(BATCH, SEQ, tokens[s], targets[s]));
+                out[s] = r.loss();
+                if (device.startsWith("cuda")) {
+                    assertEquals(1, r.hostSyncs(), "step " + s + ": the loss and norm read only");
+                    assertEquals(0, r.promotedCopies(), "step " + s + ": GEMMs in one dtype");
                 }
             }
         }
@@ -64,8 +60,8 @@ class CudaEngineTest {
                 targets[s][i] = random.nextInt(MODEL.vocabSize());
             }
         }
-        float[] gpu = losses(Device.cuda(0), param, seed, tokens, targets);
-        float[] cpu = losses(Device.CPU, param, seed, tokens, targets);
+        float[] gpu = losses("cuda:0", param, seed, tokens, targets);
+        float[] cpu = losses("cpu", param, seed, tokens, targets);
         // fp32: the GPU sums in other orders (and TF32 is off by default): a few ulps of a loss of
         // ~5.5 per step, compounded over 5 AdamW steps of lr 1e-3; bf16: activations rounded to
         // 8 significant bits on both (unit roundoff u = 2^-8), in other orders: a couple of u of the loss.

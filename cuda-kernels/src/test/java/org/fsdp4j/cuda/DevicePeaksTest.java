@@ -5,7 +5,7 @@ package org.fsdp4j.cuda;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import org.fsdp4j.tensor.DType;
+import org.fsdp4j.api.DType;
 import org.junit.jupiter.api.Test;
 
 class DevicePeaksTest {

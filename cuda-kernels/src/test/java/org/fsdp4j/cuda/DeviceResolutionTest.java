@@ -9,8 +9,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
 import java.util.List;
+import org.fsdp4j.api.Device;
 import org.fsdp4j.backend.Backends;
-import org.fsdp4j.tensor.Device;
 import org.junit.jupiter.api.Test;
 
 class DeviceResolutionTest {
@@ -46,7 +46,7 @@ class DeviceResolutionTest {
                 () -> Backends.resolve("cuda", s -> { }));
         assertTrue(e.getMessage().contains(probe.unavailableReason().get()), e.getMessage());
         IllegalStateException direct = assertThrows(IllegalStateException.class,
-                () -> new CudaBackendProvider().create(Device.cuda(0), new org.fsdp4j.tensor.MemoryTracker("t"),
+                () -> new CudaBackendProvider().create(Device.cuda(0), new org.fsdp4j.api.MemoryTracker("t"),
                         new org.fsdp4j.backend.BackendOptions(0, false)));
         assertTrue(direct.getMessage().contains(probe.unavailableReason().get()), direct.getMessage());
     }

@@ -9,8 +9,8 @@ package org.fsdp4j.cuda;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Tensor;
 
 final class EmuCase {
 

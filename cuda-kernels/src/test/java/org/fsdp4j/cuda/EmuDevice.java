@@ -13,12 +13,12 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.MemoryTracker;
-import org.fsdp4j.tensor.Storage;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.Tensor;
+import org.fsdp4j.backend.Storage;
 
 final class EmuDevice implements KernelSource {
 

@@ -5,8 +5,8 @@ package org.fsdp4j.cuda;
 
 import java.util.List;
 import java.util.Random;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Tensor;
 
 final class EmulatorSelfTestCases {
 

@@ -4,10 +4,10 @@
 package org.fsdp4j.cuda;
 
 import java.util.Random;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.Tensor;
 import org.fsdp4j.testing.Tolerances;
 
 final class OpCheck {

@@ -8,9 +8,9 @@ package org.fsdp4j.cuda;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.AdamWStep;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
 
 final class OptimizerCases {
 

@@ -1,11 +1,11 @@
 // A rank's GPU as its NCCL communicator sees it: the CUDA backend, through CudaInterop.
 package org.fsdp4j.nccl;
 
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.cuda.CudaInterop;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.Tensor;
 
 final class CudaNcclDevice implements NcclDevice {
 

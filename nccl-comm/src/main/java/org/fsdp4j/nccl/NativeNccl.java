@@ -9,11 +9,11 @@ import static org.bytedeco.cuda.global.nccl.ncclBfloat16;
 import static org.bytedeco.cuda.global.nccl.ncclBroadcast;
 import static org.bytedeco.cuda.global.nccl.ncclCommAbort;
 import static org.bytedeco.cuda.global.nccl.ncclCommCount;
-import static org.bytedeco.cuda.global.nccl.ncclCommUserRank;
 import static org.bytedeco.cuda.global.nccl.ncclCommDestroy;
 import static org.bytedeco.cuda.global.nccl.ncclCommGetAsyncError;
 import static org.bytedeco.cuda.global.nccl.ncclCommInitRank;
 import static org.bytedeco.cuda.global.nccl.ncclCommSplit;
+import static org.bytedeco.cuda.global.nccl.ncclCommUserRank;
 import static org.bytedeco.cuda.global.nccl.ncclFloat16;
 import static org.bytedeco.cuda.global.nccl.ncclFloat32;
 import static org.bytedeco.cuda.global.nccl.ncclGetErrorString;
@@ -31,7 +31,7 @@ import org.bytedeco.cuda.nccl.ncclUniqueId;
 import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.IntPointer;
 import org.bytedeco.javacpp.Pointer;
-import org.fsdp4j.tensor.DType;
+import org.fsdp4j.api.DType;
 
 final class NativeNccl implements NcclApi {
 

@@ -3,7 +3,7 @@
 // put a recording one in its place to check each call site's arguments without a GPU.
 package org.fsdp4j.nccl;
 
-import org.fsdp4j.tensor.DType;
+import org.fsdp4j.api.DType;
 
 interface NcclApi {
 

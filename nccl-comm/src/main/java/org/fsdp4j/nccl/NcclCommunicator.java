@@ -8,6 +8,8 @@
 package org.fsdp4j.nccl;
 
 import java.util.concurrent.atomic.AtomicLong;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.comm.CollectiveChecks;
 import org.fsdp4j.comm.CommCounters;
@@ -15,8 +17,6 @@ import org.fsdp4j.comm.CommException;
 import org.fsdp4j.comm.CommOp;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.Reduction;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
 
 final class NcclCommunicator implements Communicator {
 

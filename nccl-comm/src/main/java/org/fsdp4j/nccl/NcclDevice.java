@@ -3,8 +3,8 @@
 // sum). CudaNcclDevice is the real one; the tests give a recording one.
 package org.fsdp4j.nccl;
 
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
 
 interface NcclDevice {
 

@@ -6,9 +6,9 @@ import java.time.Duration;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Optional;
+import org.fsdp4j.api.Device;
 import org.fsdp4j.comm.RankGroup;
 import org.fsdp4j.comm.RankGroupProvider;
-import org.fsdp4j.tensor.Device;
 
 public final class NcclGroupProvider implements RankGroupProvider {
 

@@ -10,11 +10,12 @@ import static org.fsdp4j.fsdp.FsdpTestSupport.SGD;
 import java.time.Duration;
 import java.util.List;
 import java.util.stream.IntStream;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.cuda.CudaProbe;
 import org.fsdp4j.cuda.StandIns;
 import org.fsdp4j.nccl.NcclGroup;
-import org.fsdp4j.tensor.Device;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 

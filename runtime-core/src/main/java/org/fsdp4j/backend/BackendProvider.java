@@ -4,8 +4,8 @@ package org.fsdp4j.backend;
 
 import java.util.Optional;
 import java.util.OptionalLong;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryTracker;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MemoryTracker;
 
 public interface BackendProvider {
 

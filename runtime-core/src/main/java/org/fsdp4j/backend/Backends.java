@@ -8,8 +8,8 @@ import java.util.Locale;
 import java.util.Optional;
 import java.util.ServiceLoader;
 import java.util.function.Consumer;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryTracker;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MemoryTracker;
 
 public final class Backends {
 

@@ -6,8 +6,8 @@ package org.fsdp4j.backend;
 
 import java.util.Arrays;
 import java.util.Locale;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Tensor;
 
 public final class Shapes {
 

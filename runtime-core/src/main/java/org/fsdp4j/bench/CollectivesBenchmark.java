@@ -12,6 +12,11 @@ package org.fsdp4j.bench;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Consumer;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.Backends;
@@ -20,11 +25,6 @@ import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.LocalLauncher;
 import org.fsdp4j.comm.RankGroup;
 import org.fsdp4j.comm.Reduction;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.MemoryTracker;
-import org.fsdp4j.tensor.Tensor;
 
 public final class CollectivesBenchmark {
 

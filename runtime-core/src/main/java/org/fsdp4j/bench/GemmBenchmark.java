@@ -7,11 +7,11 @@ package org.fsdp4j.bench;
 
 import java.util.OptionalDouble;
 import java.util.SplittableRandom;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.metrics.Flops;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.Tensor;
 
 public final class GemmBenchmark {
 

@@ -2,7 +2,7 @@
 // its format version is known, every rank file has the size and the CRC-32C the index recorded,
 // and the entries cover every element of every buffer of every parameter exactly once. Anything
 // wrong is a CheckpointException naming the file and the problem. Then it serves any element
-// range of any parameter's buffer (RankState.Source), which is how a checkpoint saved at N ranks
+// range of any parameter's buffer (a StateSource), which is how a checkpoint saved at N ranks
 // loads at M ranks or under another strategy: each rank asks for the ranges its new shard holds.
 // Reads are positional (FileChannel), so ranks read concurrently without loading whole files.
 package org.fsdp4j.checkpoint;
@@ -23,12 +23,12 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.zip.CRC32C;
-import org.fsdp4j.fsdp.RankState;
+import org.fsdp4j.api.StateSource;
 import org.fsdp4j.metrics.JsonFiles;
 import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.model.HfGpt2Config;
 
-public final class CheckpointReader implements RankState.Source, AutoCloseable {
+public final class CheckpointReader implements StateSource, AutoCloseable {
 
     private final Path dir;
     private final CheckpointIndex index;

@@ -1,11 +1,11 @@
-// Writes one checkpoint from the ranks' host copies (RankState), so that it is either complete or
+// Writes one checkpoint from the ranks' host copies (a ShardedStateDict), so that it is either complete or
 // not there: every file goes into a hidden partial directory (.step-00000020.partial-<pid>), is
 // synced, then index.json is written and synced last, and the directory is renamed to
 // step-00000020 (an atomic rename in the same directory) and the parent synced. A crash at any
 // point leaves at most a partial directory, which readers ignore (Checkpointer says so).
 //
 // Each rank of replica 0 writes one file: for every unit, every parameter slice its shard holds
-// (ShardSlice: name, element range), every buffer (master, exp_avg, exp_avg_sq) as fp32
+// (a Slice: name, element range), every buffer (master, exp_avg, exp_avg_sq) as fp32
 // little-endian; the index's entries say where. Replicas hold the same values and write nothing.
 package org.fsdp4j.checkpoint;
 
@@ -22,11 +22,8 @@ import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.zip.CRC32C;
-import org.fsdp4j.fsdp.FlatParamLayout;
-import org.fsdp4j.fsdp.RankState;
-import org.fsdp4j.fsdp.ShardSlice;
+import org.fsdp4j.api.ShardedStateDict;
 import org.fsdp4j.metrics.JsonFiles;
-import org.fsdp4j.model.ParamSpec;
 
 public final class CheckpointWriter {
 
@@ -46,11 +43,11 @@ public final class CheckpointWriter {
     }
 
     /**
-     * Writes {@code states} (every rank's) with the run's description {@code header} (its params,
+     * Writes {@code state} (every rank's shards) with the run's description {@code header} (its params,
      * files and entries are filled in here) as {@code saveDir}/step-NNNNNNNN. An existing
      * checkpoint of the same step is replaced only once the new one is complete.
      */
-    public static Written write(Path saveDir, CheckpointIndex header, List<RankState> states) {
+    public static Written write(Path saveDir, CheckpointIndex header, ShardedStateDict state) {
         Path finalDir = saveDir.resolve(Checkpointer.dirName(header.step()));
         Path partial = saveDir.resolve("." + Checkpointer.dirName(header.step()) + Checkpointer.PARTIAL_SUFFIX
                 + ProcessHandle.current().pid());
@@ -61,19 +58,19 @@ public final class CheckpointWriter {
             List<CheckpointIndex.RankFile> files = new ArrayList<>();
             List<CheckpointIndex.Entry> entries = new ArrayList<>();
             long total = 0;
-            for (RankState s : states) {
+            for (ShardedStateDict.RankShard s : state.ranks()) {
                 if (s.replicaIndex() != 0) {
                     continue;                       // a replica of shards replica 0 writes
                 }
                 String name = String.format("rank-%05d.bin", s.worldRank());
-                CheckpointIndex.RankFile f = writeRank(partial.resolve(name), name, s, entries);
+                CheckpointIndex.RankFile f = writeRank(partial.resolve(name), name, s, state.bufferNames(), entries);
                 files.add(f);
                 total += f.bytes();
             }
             CheckpointIndex index = new CheckpointIndex(header.format(), header.formatVersion(), header.step(),
                     header.model(), header.preset(), header.strategy(), header.worldSize(), header.shardSize(),
-                    header.paramDtype(), header.reduceDtype(), header.stateDtype(), states.get(0).bufferNames(),
-                    header.optimizer(), header.lossScaler(), header.data(), header.losses(), params(states.get(0)),
+                    header.paramDtype(), header.reduceDtype(), header.stateDtype(), state.bufferNames(),
+                    header.optimizer(), header.lossScaler(), header.data(), header.losses(), params(state),
                     List.copyOf(files), List.copyOf(entries));
             Path indexFile = partial.resolve(CheckpointIndex.FILE_NAME);
             JsonFiles.writeAtomically(indexFile, index);
@@ -94,32 +91,28 @@ public final class CheckpointWriter {
         }
     }
 
-    /** Every parameter's name and shape, in model order (from any rank's layouts). */
-    private static List<CheckpointIndex.Param> params(RankState s) {
+    /** Every parameter's name and shape, in model order. */
+    private static List<CheckpointIndex.Param> params(ShardedStateDict state) {
         List<CheckpointIndex.Param> out = new ArrayList<>();
-        for (RankState.UnitState u : s.units()) {
-            for (ParamSpec p : u.layout().params()) {
-                out.add(new CheckpointIndex.Param(p.name(), p.shape()));
-            }
-        }
+        state.shapes().forEach((name, shape) -> out.add(new CheckpointIndex.Param(name, shape)));
         return List.copyOf(out);
     }
 
-    private static CheckpointIndex.RankFile writeRank(Path file, String name, RankState s,
-                                                      List<CheckpointIndex.Entry> entries) throws IOException {
+    private static CheckpointIndex.RankFile writeRank(Path file, String name, ShardedStateDict.RankShard s,
+                                                      List<String> bufferNames, List<CheckpointIndex.Entry> entries)
+            throws IOException {
         long delayMs = Long.getLong(CHUNK_DELAY_PROPERTY, 0);
         CRC32C crc = new CRC32C();
         ByteBuffer buf = ByteBuffer.allocate(CHUNK_BYTES).order(ByteOrder.LITTLE_ENDIAN);
         long offset = 0;
         try (FileChannel ch = FileChannel.open(file, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
-            for (RankState.UnitState u : s.units()) {
-                FlatParamLayout layout = u.layout();
-                for (ShardSlice slice : layout.slices(s.shardIndex())) {
-                    for (int b = 0; b < s.bufferNames().size(); b++) {
+            for (ShardedStateDict.UnitShard u : s.units()) {
+                for (ShardedStateDict.Slice slice : u.slices()) {
+                    for (int b = 0; b < bufferNames.size(); b++) {
                         float[] values = u.buffers().get(b);
-                        int from = Math.toIntExact(slice.shardOffset());
-                        int count = Math.toIntExact(slice.numel());
-                        entries.add(new CheckpointIndex.Entry(slice.spec().name(), s.bufferNames().get(b),
+                        int from = slice.shardOffset();
+                        int count = slice.numel();
+                        entries.add(new CheckpointIndex.Entry(slice.param(), bufferNames.get(b),
                                 slice.paramOffset(), slice.paramOffset() + count, name, offset));
                         for (int done = 0; done < count; ) {        // bulk copies through the 1 MiB buffer
                             if (!buf.hasRemaining()) {

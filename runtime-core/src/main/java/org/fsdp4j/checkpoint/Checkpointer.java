@@ -20,7 +20,7 @@ import java.util.concurrent.Future;
 import java.util.function.Consumer;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import org.fsdp4j.fsdp.RankState;
+import org.fsdp4j.api.ShardedStateDict;
 
 public final class Checkpointer implements AutoCloseable {
 
@@ -59,18 +59,18 @@ public final class Checkpointer implements AutoCloseable {
     }
 
     /**
-     * Queues the write of {@code states} (already copied to the host) described by {@code header}.
+     * Queues the write of {@code state} (already copied to the host) described by {@code header}.
      * Waits first for a previous save still being written; {@code blockedMs} is what the caller
      * spent copying the state to the host, and the wait is added to it.
      */
-    public synchronized void save(CheckpointIndex header, List<RankState> states, double copyMs) {
+    public synchronized void save(CheckpointIndex header, ShardedStateDict state, double copyMs) {
         long t0 = System.nanoTime();
         awaitPending();
         double blockedMs = copyMs + (System.nanoTime() - t0) / 1e6;
         pending = writer.submit(() -> {
             long w0 = System.nanoTime();
             removeStalePartials(saveDir, s -> { });
-            CheckpointWriter.Written w = CheckpointWriter.write(saveDir, header, states);
+            CheckpointWriter.Written w = CheckpointWriter.write(saveDir, header, state);
             double writeMs = (System.nanoTime() - w0) / 1e6;
             prune();
             Save s = new Save(header.step(), w.dir(), blockedMs, writeMs, w.bytes(), w.files());

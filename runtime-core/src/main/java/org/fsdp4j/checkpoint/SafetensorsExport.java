@@ -24,8 +24,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import org.fsdp4j.fsdp.RankState;
-import org.fsdp4j.tensor.DType;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.ShardedStateDict;
 
 public final class SafetensorsExport {
 
@@ -116,7 +116,7 @@ public final class SafetensorsExport {
                     os.write(' ');
                 }
                 for (CheckpointIndex.Param p : params) {
-                    float[] v = reader.full(p.name(), RankState.MASTER);
+                    float[] v = reader.full(p.name(), ShardedStateDict.PARAM);
                     if (transposed(p.name(), p.shape())) {
                         v = transpose(v, Math.toIntExact(p.shape()[0]), Math.toIntExact(p.shape()[1]));
                     }

@@ -3,7 +3,7 @@
 // counts that fit the group, buffers that do not overlap where the collective forbids it.
 package org.fsdp4j.comm;
 
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.Tensor;
 
 public final class CollectiveChecks {
 

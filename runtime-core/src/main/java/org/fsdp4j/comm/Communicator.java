@@ -18,8 +18,8 @@
 //   so no other rank waits for the timeout.
 package org.fsdp4j.comm;
 
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
 
 public interface Communicator extends AutoCloseable {
 

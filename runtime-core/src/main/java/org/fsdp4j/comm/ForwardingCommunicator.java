@@ -3,8 +3,8 @@
 // tests' recording communicators are written on it, so each says only what it changes.
 package org.fsdp4j.comm;
 
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
 
 public abstract class ForwardingCommunicator implements Communicator {
 

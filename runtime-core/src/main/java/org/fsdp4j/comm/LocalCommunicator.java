@@ -17,8 +17,8 @@ package org.fsdp4j.comm;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
 
 final class LocalCommunicator implements Communicator {
 

@@ -7,7 +7,7 @@ package org.fsdp4j.comm;
 import java.time.Duration;
 import java.util.List;
 import java.util.Optional;
-import org.fsdp4j.tensor.Device;
+import org.fsdp4j.api.Device;
 
 public interface RankGroupProvider {
 

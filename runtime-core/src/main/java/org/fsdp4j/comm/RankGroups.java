@@ -10,7 +10,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Optional;
 import java.util.ServiceLoader;
-import org.fsdp4j.tensor.Device;
+import org.fsdp4j.api.Device;
 
 public final class RankGroups {
 

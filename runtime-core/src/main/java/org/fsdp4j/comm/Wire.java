@@ -9,7 +9,7 @@ package org.fsdp4j.comm;
 
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
-import org.fsdp4j.tensor.DType;
+import org.fsdp4j.api.DType;
 
 final class Wire {
 

@@ -10,9 +10,9 @@ package org.fsdp4j.fsdp;
 
 import java.util.ArrayList;
 import java.util.List;
-import org.fsdp4j.model.ParamSpec;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.ParamSpec;
+import org.fsdp4j.api.Tensor;
 
 public final class FlatParamLayout {
 

@@ -4,6 +4,8 @@
 package org.fsdp4j.fsdp;
 
 import java.time.Duration;
+import org.fsdp4j.api.MixedPrecisionPolicy;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.comm.DeviceMesh;
 
 /**

@@ -38,21 +38,25 @@ import java.util.Collections;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.Set;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Inputs;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.ShardedStateDict;
+import org.fsdp4j.api.ShardingStrategy;
+import org.fsdp4j.api.StateSource;
+import org.fsdp4j.api.Tensor;
+import org.fsdp4j.api.TrainableModel;
+import org.fsdp4j.api.Unit;
+import org.fsdp4j.api.UnitHooks;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.comm.CommBytes;
-import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.CommTag;
+import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.DeviceMesh;
 import org.fsdp4j.comm.Reduction;
-import org.fsdp4j.model.TrainableModel;
-import org.fsdp4j.model.Unit;
-import org.fsdp4j.model.UnitHooks;
 import org.fsdp4j.optim.GradientClipping;
 import org.fsdp4j.optim.Optimizer;
 import org.fsdp4j.optim.ParamSegment;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.Tensor;
 
 public final class FsdpEngine implements UnitHooks, AutoCloseable {
 
@@ -115,14 +119,15 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
 
     /**
      * Shards {@code model}'s units over {@code mesh} and initialises every shard from ParamInit
-     * with {@code seed} (each rank fills only the elements it holds). {@code optimizerBackend}
-     * holds master, gradient shard and optimizer state: the model's backend, or under
-     * config.offload() a separate host backend. Collective: every rank constructs its engine.
+     * with {@code seed} (each rank fills only the elements it holds). {@code device} is the
+     * backend the model computes on; {@code optimizerBackend} holds master, gradient shard and
+     * optimizer state: {@code device}, or under config.offload() a separate host backend.
+     * Collective: every rank constructs its engine.
      */
-    public FsdpEngine(TrainableModel model, DeviceMesh mesh, FsdpConfig config, Optimizer optimizer,
+    public FsdpEngine(TrainableModel model, Backend device, DeviceMesh mesh, FsdpConfig config, Optimizer optimizer,
                       Backend optimizerBackend, long seed) {
         this.model = model;
-        this.device = model.backend();
+        this.device = device;
         this.optimizerBackend = optimizerBackend;
         this.config = config;
         this.optimizer = optimizer;
@@ -200,53 +205,64 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
                 optimizerBackend.toHost(u.gradShard));
     }
 
+    /** The buffers a state copy holds per unit: the fp32 master, then the optimizer's state. */
+    public List<String> stateBufferNames() {
+        List<String> names = new ArrayList<>();
+        names.add(ShardedStateDict.PARAM);
+        names.addAll(optimizer.stateNames());
+        return List.copyOf(names);
+    }
+
+    /** The optimizer's step count and the loss scaler's state. */
+    public ShardedStateDict.Progress progress() {
+        return new ShardedStateDict.Progress(optimizerSteps, lossScaler.scale(), lossScaler.goodSteps());
+    }
+
     /**
      * This rank's state copied to the host, for a checkpoint: each unit's master shard and
-     * optimizer state, the optimizer's step count and the loss scaler. Called between steps; the
-     * reads wait for the step's queued update (host synchronisations outside the step).
+     * optimizer state (stateBufferNames), with the slices that say which parameter elements the
+     * shard holds. Called between steps; the reads wait for the step's queued update (host
+     * synchronisations outside the step).
      */
-    public RankState copyStateToHost() {
-        List<String> names = new ArrayList<>();
-        names.add(RankState.MASTER);
-        names.addAll(optimizer.stateNames());
-        List<RankState.UnitState> out = new ArrayList<>();
+    public ShardedStateDict.RankShard copyStateToHost() {
+        List<ShardedStateDict.UnitShard> out = new ArrayList<>();
         for (ShardedUnit u : units) {
             List<float[]> buffers = new ArrayList<>();
             buffers.add(optimizerBackend.toHost(u.master));
             u.optimizerState.forEach(t -> buffers.add(optimizerBackend.toHost(t)));
-            out.add(new RankState.UnitState(u.layout, List.copyOf(buffers)));
+            List<ShardedStateDict.Slice> slices = new ArrayList<>();
+            for (ShardSlice s : u.layout.slices(u.shardIndex)) {
+                slices.add(new ShardedStateDict.Slice(s.spec().name(), s.spec().shape(), s.paramOffset(),
+                        Math.toIntExact(s.shardOffset()), Math.toIntExact(s.numel())));
+            }
+            out.add(new ShardedStateDict.UnitShard(u.unit.name(), slices, buffers));
         }
-        return new RankState(mesh.world().rank(), mesh.shard().rank(), mesh.replicate().rank(), optimizerSteps,
-                lossScaler.scale(), lossScaler.goodSteps(), List.copyOf(names), List.copyOf(out));
+        return new ShardedStateDict.RankShard(mesh.world().rank(), mesh.shard().rank(), mesh.replicate().rank(), out);
     }
 
     /**
      * Replaces this rank's master shards and optimizer state with what {@code source} holds for
      * the elements each shard covers (by parameter name and element range, so a state saved at
      * any world size or strategy loads), and continues the optimizer's step count and the loss
-     * scaler from the saved values. Collective (ZeRO-1 re-gathers the whole parameters): every
+     * scaler from {@code progress}. Collective (ZeRO-1 re-gathers the whole parameters): every
      * rank loads before the next step.
      */
-    public void loadState(RankState.Source source, int savedOptimizerSteps, float savedLossScale, int savedGoodSteps) {
-        if (savedOptimizerSteps < 0) {
-            throw new IllegalArgumentException("a saved optimizer step count must be >= 0, got " + savedOptimizerSteps);
-        }
-        List<String> stateNames = optimizer.stateNames();
+    public void loadState(StateSource source, ShardedStateDict.Progress progress) {
+        List<String> names = stateBufferNames();
         for (ShardedUnit u : units) {
             int shardNumel = Math.toIntExact(u.layout.shardNumel());
             float[] values = new float[shardNumel];
-            for (int k = -1; k < stateNames.size(); k++) {
-                String buffer = k < 0 ? RankState.MASTER : stateNames.get(k);
+            for (int k = 0; k < names.size(); k++) {
                 java.util.Arrays.fill(values, 0f);                 // padding stays 0
                 for (ShardSlice s : u.layout.slices(u.shardIndex)) {
-                    source.read(s.spec().name(), buffer, s.paramOffset(), values, Math.toIntExact(s.shardOffset()),
+                    source.read(s.spec().name(), names.get(k), s.paramOffset(), values, Math.toIntExact(s.shardOffset()),
                             Math.toIntExact(s.numel()));
                 }
-                optimizerBackend.copyFromHost(values, 0, k < 0 ? u.master : u.optimizerState.get(k));
+                optimizerBackend.copyFromHost(values, 0, k == 0 ? u.master : u.optimizerState.get(k - 1));
             }
         }
-        optimizerSteps = savedOptimizerSteps;
-        lossScaler.restore(savedLossScale, savedGoodSteps);
+        optimizerSteps = progress.optimizerSteps();
+        lossScaler.restore(progress.lossScale(), progress.lossScaleGoodSteps());
         handOffToDevice();
         gatherReplicatedParams();
     }
@@ -269,7 +285,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
      * together this rank's 1/N of the global batch) at learning rate {@code lr}. Returns after the
      * step's one host synchronisation (the loss and norm read); the update itself may still run.
      */
-    public FsdpStepResult step(List<MicroBatch> microBatches, float lr) {
+    public FsdpStepResult step(List<Inputs> microBatches, float lr) {
         if (closed) {
             throw new IllegalStateException("the engine is closed");
         }
@@ -296,8 +312,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
                     forwardOrder = new ArrayList<>();
                 }
                 postForwardOrder.clear();
-                MicroBatch mb = microBatches.get(i);
-                model.forward(mb.tokens(), mb.targets(), this, losses.view(i, 1));
+                model.forward(microBatches.get(i), this, losses.view(i, 1));
                 model.backward(this, scale / m);
             }
             finishReductions();

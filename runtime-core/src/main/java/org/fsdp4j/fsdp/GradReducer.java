@@ -17,13 +17,14 @@
 // so the host frees them as soon as their work is issued and nothing waits for a free.
 package org.fsdp4j.fsdp;
 
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.ShardingStrategy;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.comm.CommTag;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.Reduction;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.Tensor;
 
 final class GradReducer {
 

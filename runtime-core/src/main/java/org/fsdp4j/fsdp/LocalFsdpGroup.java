@@ -10,6 +10,12 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.function.UnaryOperator;
+import org.fsdp4j.api.Batch;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.Inputs;
+import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.TrainableModel;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.Backends;
@@ -19,12 +25,7 @@ import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.comm.LocalLauncher;
 import org.fsdp4j.comm.RankGroup;
 import org.fsdp4j.comm.RankGroups;
-import org.fsdp4j.model.TrainableModel;
 import org.fsdp4j.optim.Optimizer;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.MemoryTracker;
 
 public final class LocalFsdpGroup implements AutoCloseable {
 
@@ -49,11 +50,10 @@ public final class LocalFsdpGroup implements AutoCloseable {
         final Communicator world;
         final DeviceMesh mesh;
         final FsdpEngine engine;
-        final List<MicroBatch> microBatches;  // (b, T) I32 token and target tensors, refilled each step
         private final List<AutoCloseable> made;
 
         Rank(int rank, RankGroup group, FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
-             int microBatchSize, int seqLen, Device deviceKind, BackendOptions options, UnaryOperator<Communicator> link) {
+             Device deviceKind, BackendOptions options, UnaryOperator<Communicator> link) {
             List<AutoCloseable> made = new ArrayList<>();
             try {
                 deviceMemory = new MemoryTracker("rank " + rank);
@@ -68,14 +68,8 @@ public final class LocalFsdpGroup implements AutoCloseable {
                 world = add(made, link.apply(group.communicator(rank, device)));
                 mesh = add(made, DeviceMesh.create(world, config.shardSize()));
                 TrainableModel model = models.create(rank, device);
-                engine = new FsdpEngine(model, mesh, config, optimizer, host, seed);
+                engine = new FsdpEngine(model, device, mesh, config, optimizer, host, seed);
                 made.add(engine);
-                List<MicroBatch> mbs = new ArrayList<>();
-                for (int i = 0; i < config.microBatches(); i++) {
-                    mbs.add(new MicroBatch(add(made, device.allocate(DType.I32, MemoryCategory.ACTIVATIONS, microBatchSize, seqLen)),
-                            add(made, device.allocate(DType.I32, MemoryCategory.ACTIVATIONS, microBatchSize, seqLen))));
-                }
-                microBatches = List.copyOf(mbs);
                 this.made = made;
             } catch (RuntimeException e) {
                 closeAll(made);
@@ -112,27 +106,24 @@ public final class LocalFsdpGroup implements AutoCloseable {
 
     private final FsdpConfig config;
     private final RankGroup group;
-    private final int globalBatch;
-    private final int seqLen;
     private final List<Rank> ranks;
     private boolean closed;
 
     /**
-     * Starts {@code config.worldSize()} ranks on {@code device} for global batches of
-     * {@code globalBatch} × {@code seqLen} tokens, each rank's backend built with
+     * Starts {@code config.worldSize()} ranks on {@code device}, each rank's backend built with
      * {@code perRank}. {@code link} wraps each rank's world communicator (identity, or a
      * LatencyCommunicator).
      */
-    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed, int globalBatch,
-                          int seqLen, Device device, BackendOptions perRank, UnaryOperator<Communicator> link) {
-        this(config, models, optimizer, seed, globalBatch, seqLen, Collections.nCopies(config.worldSize(), device),
+    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
+                          Device device, BackendOptions perRank, UnaryOperator<Communicator> link) {
+        this(config, models, optimizer, seed, Collections.nCopies(config.worldSize(), device),
                 perRank, link);
     }
 
     /** As above with rank r on {@code devices.get(r)}; the ranks talk as RankGroups picks from where they sit. */
-    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed, int globalBatch,
-                          int seqLen, List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link) {
-        this(config, models, optimizer, seed, globalBatch, seqLen, devices, perRank, link,
+    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
+                          List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link) {
+        this(config, models, optimizer, seed, devices, perRank, link,
                 RankGroups.forDevices(devices, config.collectiveTimeout()));
     }
 
@@ -140,31 +131,27 @@ public final class LocalFsdpGroup implements AutoCloseable {
      * As above, every rank on {@code device} with an in-process group that runs its collectives
      * as {@code dispatch} says (tests run CPU ranks both ways).
      */
-    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed, int globalBatch,
-                          int seqLen, Device device, BackendOptions perRank, UnaryOperator<Communicator> link,
+    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
+                          Device device, BackendOptions perRank, UnaryOperator<Communicator> link,
                           LocalGroup.Dispatch dispatch) {
-        this(config, models, optimizer, seed, globalBatch, seqLen, Collections.nCopies(config.worldSize(), device),
+        this(config, models, optimizer, seed, Collections.nCopies(config.worldSize(), device),
                 perRank, link, new LocalGroup(config.worldSize(), config.collectiveTimeout(), dispatch));
     }
 
     /** As above, the ranks talking through {@code group} (NCCL, or an in-process group made by the caller). */
-    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed, int globalBatch,
-                          int seqLen, List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link,
+    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
+                          List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link,
                           RankGroup group) {
         if (devices.size() != config.worldSize() || group.worldSize() != config.worldSize()) {
             throw new IllegalArgumentException(config.worldSize() + " ranks, but " + devices.size()
                     + " devices and a group of " + group.worldSize());
         }
-        config.checkBatch(globalBatch);
         this.config = config;
         this.group = group;
-        this.globalBatch = globalBatch;
-        this.seqLen = seqLen;
-        int microBatchSize = globalBatch / config.worldSize() / config.microBatches();
         Rank[] made = new Rank[group.size()];     // the ranks of this process: group.firstRank() onwards
         try {
-            LocalLauncher.run(group, r -> made[r - group.firstRank()] = new Rank(r, group, config, models, optimizer, seed,
-                    microBatchSize, seqLen, devices.get(r), perRank, link));
+            LocalLauncher.run(group, r -> made[r - group.firstRank()] = new Rank(r, group, config, models, optimizer,
+                    seed, devices.get(r), perRank, link));
         } catch (RuntimeException e) {
             for (Rank r : made) {
                 if (r != null) {
@@ -182,28 +169,29 @@ public final class LocalFsdpGroup implements AutoCloseable {
     }
 
     /**
-     * One step on a global batch (tokens and targets, (B, T) row-major): rank r trains on rows
-     * [r·B/N, (r+1)·B/N), split into its micro-batches in order. Returns the result of every rank
-     * this process runs (all of them unless the group spans processes), in rank order.
+     * One step on a global batch: rank r trains on samples [r·B/N, (r+1)·B/N), split into its
+     * micro-batches in order, each uploaded to the rank's device as the model's Inputs. Returns the
+     * result of every rank this process runs (all of them unless the group spans processes), in
+     * rank order.
      */
-    public List<FsdpStepResult> step(int[] tokens, int[] targets, float lr) {
+    public List<FsdpStepResult> step(Batch batch, float lr) {
         if (closed) {
             throw new IllegalStateException("the FSDP group is closed");
         }
-        if (tokens.length != globalBatch * seqLen || targets.length != tokens.length) {
-            throw new IllegalArgumentException("expected " + globalBatch + "×" + seqLen + " tokens and targets, got "
-                    + tokens.length + " and " + targets.length);
-        }
-        int perRank = globalBatch / config.worldSize() * seqLen;
+        config.checkBatch(batch.samples());
+        int m = config.microBatches();
+        int perMicroBatch = batch.samples() / config.worldSize() / m;
         return LocalLauncher.run(group, r -> {
             Rank rank = ranks.get(r - group.firstRank());
-            int offset = r * perRank;
-            for (MicroBatch mb : rank.microBatches) {
-                rank.device.copyFromHost(tokens, offset, mb.tokens());
-                rank.device.copyFromHost(targets, offset, mb.targets());
-                offset += (int) mb.tokens().numel();
+            List<Inputs> inputs = new ArrayList<>(m);
+            try {
+                for (int i = 0; i < m; i++) {
+                    inputs.add(BatchUpload.rows(rank.device, batch, (r * m + i) * perMicroBatch, perMicroBatch));
+                }
+                return rank.engine.step(inputs, lr);
+            } finally {
+                inputs.forEach(BatchUpload::free);   // stream-ordered: the step's queued reads finish first
             }
-            return rank.engine.step(rank.microBatches, lr);
         });
     }
 

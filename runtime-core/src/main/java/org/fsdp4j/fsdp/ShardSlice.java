@@ -4,7 +4,7 @@
 // sharded initialisation are both built from these.
 package org.fsdp4j.fsdp;
 
-import org.fsdp4j.model.ParamSpec;
+import org.fsdp4j.api.ParamSpec;
 
 public record ShardSlice(int paramIndex, ParamSpec spec, long paramOffset, long shardOffset, long numel) {
 

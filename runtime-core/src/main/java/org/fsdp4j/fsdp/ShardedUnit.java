@@ -13,13 +13,13 @@ package org.fsdp4j.fsdp;
 
 import java.util.ArrayList;
 import java.util.List;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.Tensor;
+import org.fsdp4j.api.Unit;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.model.ParamInit;
-import org.fsdp4j.model.Unit;
 import org.fsdp4j.optim.ParamSegment;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.Tensor;
 
 final class ShardedUnit implements AutoCloseable {
 

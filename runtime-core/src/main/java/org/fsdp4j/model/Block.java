@@ -5,8 +5,12 @@ package org.fsdp4j.model;
 
 import java.util.ArrayList;
 import java.util.List;
-import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.LayerNorm;
+import org.fsdp4j.api.Linear;
+import org.fsdp4j.api.Ops;
+import org.fsdp4j.api.ParamSpec;
+import org.fsdp4j.api.Tensor;
+import org.fsdp4j.api.Unit;
 
 final class Block {
 
@@ -61,7 +65,7 @@ final class Block {
     }
 
     /** out (B, T, C) = block(x (B, T, C)); returns what backward needs. out must not alias x. */
-    Saved forward(Backend backend, Unit unit, Tensor x, Tensor out) {
+    Saved forward(Ops backend, Unit unit, Tensor x, Tensor out) {
         Saved saved = forwardInternals(backend, unit, x);
         mlp.project(backend, saved.mlp, p(unit, BlockParam.MLP_PROJ_WEIGHT), p(unit, BlockParam.MLP_PROJ_BIAS), out);
         backend.add(saved.residual, out, out);
@@ -73,7 +77,7 @@ final class Block {
      * recompute, which skips the MLP's output projection (a third of the block's Linear FLOPs).
      * Bit-identical to the internals {@link #forward} saves.
      */
-    Saved forwardInternals(Backend backend, Unit unit, Tensor x) {
+    Saved forwardInternals(Ops backend, Unit unit, Tensor x) {
         long b = x.dim(0);
         long t = x.dim(1);
         Tensor ln1Out = Buffers.activation(backend, x.dtype(), b, t, embedDim);       // (B, T, C)
@@ -95,7 +99,7 @@ final class Block {
      * Backward of the block whose input was x. On entry dresidual (B, T, C) holds d(out); on return
      * it holds d(x). Parameter gradients are accumulated into the unit's gradient views.
      */
-    void backward(Backend backend, Unit unit, Saved saved, Tensor x, Tensor dresidual) {
+    void backward(Ops backend, Unit unit, Saved saved, Tensor x, Tensor dresidual) {
         long b = x.dim(0);
         long t = x.dim(1);
         // MLP branch: d(out) flows into ln2's output, and straight through to the residual

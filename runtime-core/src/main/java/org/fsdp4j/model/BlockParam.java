@@ -4,6 +4,8 @@
 // write into the residual stream, zero biases, unit LayerNorm gains; decay on 2-D weights only.
 package org.fsdp4j.model;
 
+import org.fsdp4j.api.ParamSpec;
+
 enum BlockParam {
     LN1_WEIGHT("ln1.weight"),
     LN1_BIAS("ln1.bias"),

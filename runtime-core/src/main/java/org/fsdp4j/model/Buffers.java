@@ -5,11 +5,10 @@
 // per-position losses) are always fp32.
 package org.fsdp4j.model;
 
-import java.util.Arrays;
-import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.Ops;
+import org.fsdp4j.api.Tensor;
 
 final class Buffers {
 
@@ -17,17 +16,17 @@ final class Buffers {
     }
 
     /** An activation buffer with undefined contents (for outputs that are fully overwritten). */
-    static Tensor activation(Backend backend, DType dtype, long... shape) {
+    static Tensor activation(Ops backend, DType dtype, long... shape) {
         return backend.allocate(dtype, MemoryCategory.ACTIVATIONS, shape);
     }
 
     /** An activation buffer set to zero (for gradients, which backward ops accumulate into). */
-    static Tensor zeroedActivation(Backend backend, DType dtype, long... shape) {
+    static Tensor zeroedActivation(Ops backend, DType dtype, long... shape) {
         return backend.zeros(dtype, MemoryCategory.ACTIVATIONS, shape);
     }
 
     /** An fp32 buffer of per-row statistics, undefined contents. */
-    static Tensor statistics(Backend backend, long... shape) {
+    static Tensor statistics(Ops backend, long... shape) {
         return backend.allocate(DType.F32, MemoryCategory.ACTIVATIONS, shape);
     }
 
@@ -46,9 +45,6 @@ final class Buffers {
 
     /** Throws unless {@code t} has exactly {@code shape}; {@code what} names the buffer in the message. */
     static void requireShape(Tensor t, String what, long... shape) {
-        if (!Arrays.equals(t.shape(), shape)) {
-            throw new IllegalArgumentException(what + " must have shape " + Arrays.toString(shape) + ", got "
-                    + Arrays.toString(t.shape()));
-        }
+        Tensor.requireShape(t, what, shape);
     }
 }

@@ -3,8 +3,9 @@
 // attention products are strided-batched GEMMs over the B·H heads.
 package org.fsdp4j.model;
 
-import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.Linear;
+import org.fsdp4j.api.Ops;
+import org.fsdp4j.api.Tensor;
 
 final class CausalSelfAttention {
 
@@ -47,7 +48,7 @@ final class CausalSelfAttention {
     }
 
     /** out (B, T, C) = attention of inp (B, T, C). */
-    Saved forward(Backend backend, Tensor inp, Tensor qkvWeight, Tensor qkvBias, Tensor projWeight, Tensor projBias,
+    Saved forward(Ops backend, Tensor inp, Tensor qkvWeight, Tensor qkvBias, Tensor projWeight, Tensor projBias,
                   Tensor out) {
         long b = inp.dim(0);
         int t = Math.toIntExact(inp.dim(1));
@@ -83,7 +84,7 @@ final class CausalSelfAttention {
      * Accumulates dinp (B, T, C) and the four parameter gradients from dout (B, T, C); inp is the
      * forward's input (needed for the qkv weight gradient).
      */
-    void backward(Backend backend, Saved saved, Tensor inp, Tensor dout, Tensor dinp, Tensor qkvWeight,
+    void backward(Ops backend, Saved saved, Tensor inp, Tensor dout, Tensor dinp, Tensor qkvWeight,
                   Tensor projWeight, Tensor dqkvWeight, Tensor dqkvBias, Tensor dprojWeight, Tensor dprojBias) {
         long b = inp.dim(0);
         int t = Math.toIntExact(inp.dim(1));

@@ -2,8 +2,8 @@
 // the LM head's weight, so its gradient gets contributions from both ends of the model.
 package org.fsdp4j.model;
 
-import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.Ops;
+import org.fsdp4j.api.Tensor;
 
 final class Embedding {
 
@@ -18,13 +18,13 @@ final class Embedding {
     }
 
     /** out (B, T, C) from tokens (B, T) I32, wte (V, C), wpe (maxT, C). */
-    void forward(Backend backend, Tensor tokens, Tensor wte, Tensor wpe, Tensor out) {
+    void forward(Ops backend, Tensor tokens, Tensor wte, Tensor wpe, Tensor out) {
         check(tokens, wte, wpe, out);
         backend.embeddingForward(tokens, wte, wpe, out);
     }
 
     /** dwte (V, C) += scatter of dout (B, T, C) by token; dwpe (maxT, C) += dout summed over the batch. */
-    void backward(Backend backend, Tensor tokens, Tensor dout, Tensor dwte, Tensor dwpe) {
+    void backward(Ops backend, Tensor tokens, Tensor dout, Tensor dwte, Tensor dwpe) {
         check(tokens, dwte, dwpe, dout);
         backend.embeddingBackward(tokens, dout, dwte, dwpe);
     }

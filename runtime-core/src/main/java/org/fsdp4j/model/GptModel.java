@@ -10,11 +10,26 @@ package org.fsdp4j.model;
 
 import java.util.ArrayList;
 import java.util.List;
-import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.Batch;
+import org.fsdp4j.api.CrossEntropyLoss;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Inputs;
+import org.fsdp4j.api.LayerNorm;
+import org.fsdp4j.api.Linear;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.Ops;
+import org.fsdp4j.api.ParamSpec;
+import org.fsdp4j.api.Tensor;
+import org.fsdp4j.api.TrainableModel;
+import org.fsdp4j.api.Unit;
+import org.fsdp4j.api.UnitHooks;
 
 public final class GptModel implements TrainableModel {
+
+    /** The name of the input field that holds the tokens, (B, T) I32. */
+    public static final String TOKENS = "tokens";
+    /** The name of the input field that holds the next tokens, (B, T) I32. */
+    public static final String TARGETS = "targets";
 
     /** The activations of one forward pass, released block by block during the backward. */
     private static final class Pass implements AutoCloseable {
@@ -51,7 +66,7 @@ public final class GptModel implements TrainableModel {
     }
 
     private final GptConfig config;
-    private final Backend backend;
+    private final Ops backend;
     private final boolean checkpointActivations;
     private final List<Unit> units;
     private final Embedding embedding;
@@ -64,7 +79,7 @@ public final class GptModel implements TrainableModel {
      * @param checkpointActivations when true every block keeps only its output in forward and
      *                              recomputes its internals in backward
      */
-    public GptModel(GptConfig config, Backend backend, boolean checkpointActivations) {
+    public GptModel(GptConfig config, Ops backend, boolean checkpointActivations) {
         this.config = config;
         this.backend = backend;
         this.checkpointActivations = checkpointActivations;
@@ -101,9 +116,33 @@ public final class GptModel implements TrainableModel {
         return units;
     }
 
-    @Override
-    public Backend backend() {
+    /** The operations this model computes with. */
+    public Ops ops() {
         return backend;
+    }
+
+    /**
+     * The batch a GPT trains on: "tokens" and "targets", both (B, T) I32 row-major, where
+     * targets[b, t] is the token that follows tokens[b, t].
+     */
+    public static Batch batch(int batchSize, int seqLen, int[] tokens, int[] targets) {
+        return Batch.of(Batch.ints(TOKENS, tokens, batchSize, seqLen), Batch.ints(TARGETS, targets, batchSize, seqLen));
+    }
+
+    /** Reads inputs "tokens" and "targets" (B, T) I32 (see {@link #batch}). */
+    @Override
+    public void forward(Inputs inputs, UnitHooks hooks, Tensor loss) {
+        forward(inputs.get(TOKENS), inputs.get(TARGETS), hooks, loss);
+    }
+
+    /** The forward pass, then the loss read back to the host: a host synchronisation (tests, evaluation). */
+    public float forward(Tensor tokens, Tensor targets, UnitHooks hooks) {
+        float[] out = new float[1];
+        try (Tensor t = backend.allocate(DType.F32, MemoryCategory.WORKSPACE, 1)) {
+            forward(tokens, targets, hooks, t);
+            backend.copyToHost(t, out, 0);
+        }
+        return out[0];
     }
 
     /** Logits (B, T, V) of the last forward; valid after forward and until backward starts. */
@@ -119,7 +158,6 @@ public final class GptModel implements TrainableModel {
      * Activations take the parameters' dtype (see Buffers). Activations of an earlier forward that
      * had no backward are freed first.
      */
-    @Override
     public void forward(Tensor tokens, Tensor targets, UnitHooks hooks, Tensor loss) {
         checkBatch(tokens, targets);
         close();

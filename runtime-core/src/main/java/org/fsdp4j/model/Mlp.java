@@ -1,8 +1,9 @@
 // The block's feed-forward part: Linear C→4C, GELU (tanh approximation, as GPT-2), Linear 4C→C.
 package org.fsdp4j.model;
 
-import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.Linear;
+import org.fsdp4j.api.Ops;
+import org.fsdp4j.api.Tensor;
 
 final class Mlp {
 
@@ -25,7 +26,7 @@ final class Mlp {
     }
 
     /** out (B, T, C) = proj(GELU(fc(inp (B, T, C)))). */
-    Saved forward(Backend backend, Tensor inp, Tensor fcWeight, Tensor fcBias, Tensor projWeight, Tensor projBias,
+    Saved forward(Ops backend, Tensor inp, Tensor fcWeight, Tensor fcBias, Tensor projWeight, Tensor projBias,
                   Tensor out) {
         Saved saved = hidden(backend, inp, fcWeight, fcBias);
         project(backend, saved, projWeight, projBias, out);
@@ -33,7 +34,7 @@ final class Mlp {
     }
 
     /** The first half, GELU(fc(inp)): all the backward needs (a recompute can stop here). */
-    Saved hidden(Backend backend, Tensor inp, Tensor fcWeight, Tensor fcBias) {
+    Saved hidden(Ops backend, Tensor inp, Tensor fcWeight, Tensor fcBias) {
         long b = inp.dim(0);
         long t = inp.dim(1);
         Tensor fcOut = Buffers.activation(backend, inp.dtype(), b, t, 4L * embedDim);     // (B, T, 4C)
@@ -44,12 +45,12 @@ final class Mlp {
     }
 
     /** The second half: out (B, T, C) = proj(saved GELU output). */
-    void project(Backend backend, Saved saved, Tensor projWeight, Tensor projBias, Tensor out) {
+    void project(Ops backend, Saved saved, Tensor projWeight, Tensor projBias, Tensor out) {
         proj.forward(backend, saved.geluOut(), projWeight, projBias, out);
     }
 
     /** Accumulates dinp (B, T, C) and the four parameter gradients from dout (B, T, C). */
-    void backward(Backend backend, Saved saved, Tensor inp, Tensor dout, Tensor dinp, Tensor fcWeight,
+    void backward(Ops backend, Saved saved, Tensor inp, Tensor dout, Tensor dinp, Tensor fcWeight,
                   Tensor projWeight, Tensor dfcWeight, Tensor dfcBias, Tensor dprojWeight, Tensor dprojBias) {
         long b = inp.dim(0);
         long t = inp.dim(1);

@@ -9,6 +9,7 @@ package org.fsdp4j.model;
 
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
+import org.fsdp4j.api.ParamSpec;
 
 public final class ParamInit {
 

@@ -9,11 +9,13 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import org.fsdp4j.backend.Backend;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.Ops;
+import org.fsdp4j.api.ParamSpec;
+import org.fsdp4j.api.Tensor;
+import org.fsdp4j.api.Unit;
 import org.fsdp4j.optim.OptimizerState;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.Tensor;
 
 public final class ParameterStore implements AutoCloseable {
 
@@ -21,7 +23,7 @@ public final class ParameterStore implements AutoCloseable {
     public record Entry(Unit unit, int indexInUnit, ParamSpec spec, Tensor param, Tensor grad) {
     }
 
-    private final Backend backend;
+    private final Ops backend;
     private final List<Unit> units;
     private final List<Tensor> flatParams;   // per unit (numel of the unit) fp32
     private final List<Tensor> flatGrads;    // per unit (numel of the unit) fp32
@@ -29,7 +31,7 @@ public final class ParameterStore implements AutoCloseable {
     private boolean closed;
 
     /** Allocates and binds parameter and gradient buffers for every unit; values are undefined until initialize/set. */
-    public ParameterStore(Backend backend, List<Unit> units) {
+    public ParameterStore(Ops backend, List<Unit> units) {
         this.backend = backend;
         this.units = List.copyOf(units);
         List<Tensor> params = new ArrayList<>();

@@ -2,6 +2,8 @@
 // to Unit.param/grad, so no code carries magic indices. The LM head reuses wte (tied weights).
 package org.fsdp4j.model;
 
+import org.fsdp4j.api.ParamSpec;
+
 enum RootParam {
     WTE("wte"),
     WPE("wpe"),

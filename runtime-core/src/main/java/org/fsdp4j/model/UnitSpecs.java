@@ -5,6 +5,7 @@ package org.fsdp4j.model;
 
 import java.util.ArrayList;
 import java.util.List;
+import org.fsdp4j.api.ParamSpec;
 
 public final class UnitSpecs {
 

@@ -2,8 +2,8 @@
 // store) or a rank's slice of one (FSDP shard). Optimizers never assume more than this.
 package org.fsdp4j.optim;
 
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Tensor;
 
 /**
  * @param param       fp32 values updated in place

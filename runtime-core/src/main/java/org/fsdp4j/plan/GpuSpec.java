@@ -11,7 +11,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import org.fsdp4j.tensor.DType;
+import org.fsdp4j.api.DType;
 
 /**
  * @param name            as --gpu takes it

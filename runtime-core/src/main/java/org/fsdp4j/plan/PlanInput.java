@@ -4,9 +4,9 @@
 package org.fsdp4j.plan;
 
 import java.util.Optional;
+import org.fsdp4j.api.MixedPrecisionPolicy;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.fsdp.FsdpConfig;
-import org.fsdp4j.fsdp.MixedPrecisionPolicy;
-import org.fsdp4j.fsdp.ShardingStrategy;
 import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.train.TrainConfig;
 

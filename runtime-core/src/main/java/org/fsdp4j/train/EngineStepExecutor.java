@@ -1,45 +1,42 @@
-// The step of every run: N in-process FSDP ranks (LocalFsdpGroup), each training on its 1/N of
-// the global batch with its shard of the parameters, gradients and optimizer state. One rank is
-// the same engine at N = 1 (its shard is the whole model, reduced by nothing), so there is one
-// step path; the tests keep their own unsharded reference. Same batches, same initial parameters
-// (ParamInit, sliced per shard) and the same AdamW at every N, so the losses agree up to
-// rounding.
+// The step of every run: the GPT sharded through the public API (Fsdp.shard), N ranks each
+// training on its 1/N of the global batch with its shard of the parameters, gradients and
+// optimizer state. One rank is the same engine at N = 1 (its shard is the whole model, reduced
+// by nothing), so there is one step path; the tests keep their own unsharded reference. Same
+// batches, same initial parameters (ParamInit, sliced per shard) and the same AdamW at every N,
+// so the losses agree up to rounding. Nothing here reaches past the API into the engine.
 package org.fsdp4j.train;
 
 import java.util.List;
 import java.util.Optional;
 import java.util.OptionalDouble;
-import java.util.function.UnaryOperator;
-import org.fsdp4j.backend.BackendOptions;
-import org.fsdp4j.comm.RankGroup;
-import org.fsdp4j.comm.RankGroups;
+import org.fsdp4j.api.Fsdp;
+import org.fsdp4j.api.FsdpOptions;
+import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.ModelFactory;
+import org.fsdp4j.api.Processes;
+import org.fsdp4j.api.ShardedModel;
+import org.fsdp4j.api.ShardedStateDict;
+import org.fsdp4j.api.ShardingInfo;
+import org.fsdp4j.api.StateSource;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.data.Batch;
 import org.fsdp4j.dist.ProcessGroup;
-import org.fsdp4j.fsdp.FsdpStepResult;
-import org.fsdp4j.fsdp.LocalFsdpGroup;
-import org.fsdp4j.fsdp.RankState;
-import org.fsdp4j.fsdp.UnitBufferPlan;
 import org.fsdp4j.model.GptModel;
-import org.fsdp4j.optim.AdamW;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryTracker;
 
 public final class EngineStepExecutor implements StepExecutor {
 
     /** Adam's betas and eps: GPT-2/nanoGPT's. */
-    private static final float BETA1 = 0.9f;
-    private static final float BETA2 = 0.95f;
-    private static final float EPS = 1e-8f;
+    public static final float BETA1 = 0.9f;
+    public static final float BETA2 = 0.95f;
+    public static final float EPS = 1e-8f;
 
-    private final TrainConfig config;
-    private final ProcessGroup processes;     // null when every rank runs in this process
-    private final List<Device> placement;    // rank r's device
-    private final LocalFsdpGroup group;
-    private final long[] commBytesPerRank;
+    private final ShardedModel model;
+    private final Processes processes;     // null when every rank runs in this process
+    private long[] commBytesPerRank;
 
-    /** Starts config.worldSize() ranks on {@code device}; each gets cpuThreads / N host threads (all cores when 0). */
-    public EngineStepExecutor(TrainConfig config, Device device) {
-        this(config, device, null);
+    /** Starts config.worldSize() ranks in this process, as the config asks. */
+    public EngineStepExecutor(TrainConfig config) {
+        this(config, null);
     }
 
     /**
@@ -47,88 +44,83 @@ public final class EngineStepExecutor implements StepExecutor {
      * ranks (N / processes), which reach the others over TCP; the ranks of every process on this
      * machine share its cores.
      */
-    public EngineStepExecutor(TrainConfig config, Device device, ProcessGroup processes) {
-        this.config = config;
-        this.processes = processes;
-        int n = config.worldSize();
-        List<Device> devices = RankPlacement.place(config.device(), device, n);
-        this.placement = devices;
-        RankGroup ranks = processes == null ? RankGroups.forDevices(devices, config.collectiveTimeout())
-                : processes.ranks(n, config.collectiveTimeout());
-        int here = ranks.size();
-        int onThisMachine = processes == null ? n : here * processes.identity().localCount();
-        int threadsPerRank = config.cpuThreads() == 0 ? LocalFsdpGroup.defaultCpuThreads(onThisMachine)
-                : Math.max(1, config.cpuThreads() / here);
-        this.group = new LocalFsdpGroup(config.fsdp(),
-                (rank, backend) -> new GptModel(config.model(), backend, config.checkpointActivations()),
-                optimizerFor(config), config.seed(), config.batchSize(), config.seqLen(), devices,
-                new BackendOptions(threadsPerRank, config.debugStreams()), UnaryOperator.identity(), ranks);
-        this.commBytesPerRank = new long[here];
+    public EngineStepExecutor(TrainConfig config, ProcessGroup processes) {
+        this.processes = processes == null ? null : Processes.of(processes);
+        ModelFactory gpt = ctx -> new GptModel(config.model(), ctx.ops(), ctx.activationCheckpointing());
+        this.model = this.processes == null ? Fsdp.shard(gpt, optionsOf(config))
+                : Fsdp.shard(gpt, optionsOf(config), this.processes);
+        this.commBytesPerRank = new long[model.info().localRanks()];
     }
 
-    /** The AdamW every run trains with (the lr is replaced per step by the schedule's). */
-    public static AdamW optimizerFor(TrainConfig config) {
-        return new AdamW(config.lr(), BETA1, BETA2, EPS, config.weightDecay());
+    /** The API's options for a run of {@code config}: AdamW with GPT-2's betas. */
+    public static FsdpOptions optionsOf(TrainConfig config) {
+        FsdpOptions.Builder b = FsdpOptions.builder()
+                .device(config.device())
+                .worldSize(config.worldSize())
+                .strategy(config.strategy())
+                .precision(config.precision())
+                .prefetch(config.prefetch())
+                .microBatches(config.microBatches())
+                .activationCheckpointing(config.checkpointActivations())
+                .offload(config.offload())
+                .adamW(config.lr(), BETA1, BETA2, EPS, config.weightDecay())
+                .maxGradNorm(config.maxGradNorm())
+                .seed(config.seed())
+                .cpuThreads(config.cpuThreads())
+                .collectiveTimeout(config.collectiveTimeout())
+                .debugStreams(config.debugStreams());
+        if (config.shardGroupSize() > 0) {
+            b.hybridShard(config.shardGroupSize());
+        }
+        return b.build();
     }
 
     @Override
     public StepOutcome step(Batch batch, int step, float lr) {
-        List<FsdpStepResult> results = group.step(batch.tokens(), batch.targets(), lr);
-        long hostSyncs = 0;
-        long promoted = 0;
-        for (int r = 0; r < results.size(); r++) {
-            commBytesPerRank[r] = results.get(r).commBytes().sentBytes();
-            hostSyncs = Math.max(hostSyncs, results.get(r).hostSyncs());
-            promoted += results.get(r).promotedCopies();
-        }
-        FsdpStepResult r0 = results.get(0);
-        return new StepOutcome(r0.loss(), r0.gradNorm(), r0.skipped(), hostSyncs, promoted);
+        StepMetrics m = model.step(GptModel.batch(batch.batchSize(), batch.seqLen(), batch.tokens(), batch.targets()), lr);
+        commBytesPerRank = m.sentBytesPerRank();
+        return new StepOutcome(m.loss(), m.gradNorm(), m.skipped(), m.hostSyncs(), m.promotedCopies());
     }
 
     @Override
     public long parameterCount() {
-        return config.model().parameterCount();
+        return model.info().parameterCount();
     }
 
     @Override
     public long paddedParameterCount() {
-        return group.paddedParams();
+        return model.info().paddedParameterCount();
     }
 
     @Override
     public int worldSize() {
-        return config.worldSize();
+        return model.info().worldSize();
     }
 
     @Override
     public String backendName() {
-        if (config.worldSize() == 1) {
-            return group.backendName();
-        }
-        return group.backendName() + (placement.stream().distinct().count() == 1 ? " per rank"
-                : " and one rank on each of " + placement.subList(1, placement.size()).stream().map(Device::toString)
-                        .collect(java.util.stream.Collectors.joining(", ")));
+        return model.info().backendName();
     }
 
     /** The dense GEMM peak of one rank's device for the dtype the model computes in (the param dtype). */
     @Override
     public OptionalDouble peakTflopsPerRank() {
-        return group.peakTflops(config.precision().paramDtype());
+        return model.info().peakTflopsPerRank();
     }
 
     @Override
     public List<MemoryTracker> memoryTrackers() {
-        return group.deviceMemory();
+        return model.deviceMemory();
     }
 
     @Override
     public List<MemoryTracker> hostMemoryTrackers() {
-        return config.offload() ? group.hostMemory() : List.of();
+        return model.hostMemory();
     }
 
     @Override
-    public Optional<UnitBufferPlan> unitBufferPlan() {
-        return config.sharded() ? Optional.of(group.plan()) : Optional.empty();
+    public Optional<ShardingInfo.GatherSchedule> gatherSchedule() {
+        return model.info().gatherSchedule();
     }
 
     @Override
@@ -147,25 +139,22 @@ public final class EngineStepExecutor implements StepExecutor {
     }
 
     @Override
-    public List<RankState> copyStateToHost() {
-        return group.onEachRank((rank, engine) -> engine.copyStateToHost());
+    public ShardedStateDict shardedState() {
+        return model.shardedStateDict();
     }
 
     @Override
-    public void loadState(RankState.Source source, int optimizerSteps, float lossScale, int lossScaleGoodSteps) {
-        group.onEachRank((rank, engine) -> {
-            engine.loadState(source, optimizerSteps, lossScale, lossScaleGoodSteps);
-            return null;
-        });
+    public void loadState(StateSource source, ShardedStateDict.Progress progress) {
+        model.loadShardedStateDict(source, progress);
     }
 
-    /** The group of ranks (for tests that inspect shards). */
-    public LocalFsdpGroup group() {
-        return group;
+    /** The sharded model (for tests). */
+    public ShardedModel model() {
+        return model;
     }
 
     @Override
     public void close() {
-        group.close();
+        model.close();
     }
 }

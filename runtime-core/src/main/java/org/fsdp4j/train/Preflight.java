@@ -10,13 +10,14 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.OptionalDouble;
 import java.util.OptionalLong;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.backend.cpu.CpuStorage;
 import org.fsdp4j.bench.GemmBenchmark;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryTracker;
+import org.fsdp4j.fsdp.RankPlacement;
 
 public final class Preflight {
 

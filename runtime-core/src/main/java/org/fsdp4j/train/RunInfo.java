@@ -4,7 +4,7 @@ package org.fsdp4j.train;
 
 import java.util.Optional;
 import java.util.OptionalDouble;
-import org.fsdp4j.fsdp.UnitBufferPlan;
+import org.fsdp4j.api.ShardingInfo;
 
 /**
  * @param config        the configuration as validated
@@ -14,8 +14,8 @@ import org.fsdp4j.fsdp.UnitBufferPlan;
  * @param worldSize     ranks taking part
  * @param data          the data source in words
  * @param lossFloorNats the data's entropy rate, when known
- * @param unitBufferPlan how the sharded engine schedules gathered params and unsharded gradients; empty unsharded
+ * @param gatherSchedule how the sharded engine schedules gathered params and unsharded gradients; empty unsharded
  */
 public record RunInfo(TrainConfig config, String device, String backendName, long parameters, int worldSize,
-                      String data, OptionalDouble lossFloorNats, Optional<UnitBufferPlan> unitBufferPlan) {
+                      String data, OptionalDouble lossFloorNats, Optional<ShardingInfo.GatherSchedule> gatherSchedule) {
 }

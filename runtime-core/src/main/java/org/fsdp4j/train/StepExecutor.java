@@ -5,9 +5,13 @@
 package org.fsdp4j.train;
 
 import java.util.List;
+import java.util.Optional;
 import java.util.OptionalDouble;
+import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.ShardedStateDict;
+import org.fsdp4j.api.ShardingInfo;
+import org.fsdp4j.api.StateSource;
 import org.fsdp4j.data.Batch;
-import org.fsdp4j.tensor.MemoryTracker;
 
 public interface StepExecutor extends AutoCloseable {
 
@@ -48,8 +52,8 @@ public interface StepExecutor extends AutoCloseable {
     }
 
     /** How gathered parameters and unsharded gradients are scheduled; empty when nothing is gathered. */
-    default java.util.Optional<org.fsdp4j.fsdp.UnitBufferPlan> unitBufferPlan() {
-        return java.util.Optional.empty();
+    default Optional<ShardingInfo.GatherSchedule> gatherSchedule() {
+        return Optional.empty();
     }
 
     /** Bytes each rank sent during the last step (received is equal under the ring convention), by rank. */
@@ -71,17 +75,16 @@ public interface StepExecutor extends AutoCloseable {
         return requested;
     }
 
-    /** Every rank's training state copied to the host, in rank order (for a checkpoint; between steps). */
-    default List<org.fsdp4j.fsdp.RankState> copyStateToHost() {
+    /** Every rank's training state copied to the host (for a checkpoint; between steps). */
+    default ShardedStateDict shardedState() {
         throw new IllegalStateException(getClass().getSimpleName() + " keeps no state a checkpoint can save");
     }
 
     /**
      * Loads every rank's shards from {@code source} (by parameter name and element range, so any
-     * saved world size or strategy loads) and continues the optimizer's step count and the loss scaler.
+     * saved world size or strategy loads) and continues the optimizer and the loss scaler from {@code progress}.
      */
-    default void loadState(org.fsdp4j.fsdp.RankState.Source source, int optimizerSteps, float lossScale,
-                           int lossScaleGoodSteps) {
+    default void loadState(StateSource source, ShardedStateDict.Progress progress) {
         throw new IllegalStateException(getClass().getSimpleName() + " cannot load a checkpoint");
     }
 

@@ -19,6 +19,6 @@ package org.fsdp4j.train;
  */
 public record StepResult(int step, int totalSteps, float loss, double gradNorm, float lr, double timeMs,
                          double tokensPerSecond, long liveBytes, long peakBytes,
-                         java.util.Map<org.fsdp4j.tensor.MemoryCategory, Long> peakSplit, boolean skipped, long commBytes,
+                         java.util.Map<org.fsdp4j.api.MemoryCategory, Long> peakSplit, boolean skipped, long commBytes,
                          long hostSyncs, long promotedCopies) {
 }

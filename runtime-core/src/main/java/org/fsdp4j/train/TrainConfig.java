@@ -8,13 +8,13 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Locale;
 import java.util.Optional;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MixedPrecisionPolicy;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.backend.cpu.CpuBackendProvider;
 import org.fsdp4j.fsdp.FsdpConfig;
-import org.fsdp4j.fsdp.MixedPrecisionPolicy;
-import org.fsdp4j.fsdp.ShardingStrategy;
 import org.fsdp4j.model.GptConfig;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Device;
 
 /**
  * @param preset                name of the model preset ("tiny", ...), for logs and summaries

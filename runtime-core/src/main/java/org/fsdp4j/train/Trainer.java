@@ -12,7 +12,6 @@
 // step's measured memory (MemoryCheck).
 package org.fsdp4j.train;
 
-import org.fsdp4j.fsdp.UnitBufferPlan;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -21,21 +20,22 @@ import java.util.List;
 import java.util.Map;
 import java.util.function.BiFunction;
 import java.util.function.Consumer;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.ShardedStateDict;
+import org.fsdp4j.api.ShardingInfo;
 import org.fsdp4j.backend.Backends;
-import org.fsdp4j.data.BatchSampler;
-import org.fsdp4j.data.TokenCorpus;
 import org.fsdp4j.checkpoint.CheckpointIndex;
 import org.fsdp4j.checkpoint.CheckpointReader;
 import org.fsdp4j.checkpoint.Checkpointer;
+import org.fsdp4j.data.BatchSampler;
+import org.fsdp4j.data.TokenCorpus;
 import org.fsdp4j.fsdp.LossScaleFloorException;
-import org.fsdp4j.fsdp.RankState;
-import org.fsdp4j.model.HfGpt2Config;
-import org.fsdp4j.plan.Planner;
 import org.fsdp4j.metrics.Stats;
+import org.fsdp4j.model.HfGpt2Config;
 import org.fsdp4j.optim.CosineSchedule;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.MemoryTracker;
+import org.fsdp4j.plan.Planner;
 
 public final class Trainer implements AutoCloseable {
 
@@ -91,7 +91,7 @@ public final class Trainer implements AutoCloseable {
      * (incomplete, corrupted, another model) is a CheckpointException naming the file.
      */
     public Trainer(TrainConfig config, CheckpointOptions checkpoints, Consumer<String> log) {
-        this(config, checkpoints, log, EngineStepExecutor::new);
+        this(config, checkpoints, log, (c, d) -> new EngineStepExecutor(c));
     }
 
     /**
@@ -99,7 +99,7 @@ public final class Trainer implements AutoCloseable {
      * of the ranks on the same batches as every other process, and stops when they all agree.
      */
     public Trainer(TrainConfig config, Consumer<String> log, org.fsdp4j.dist.ProcessGroup processes) {
-        this(config, log, (c, d) -> new EngineStepExecutor(c, d, processes));
+        this(config, log, (c, d) -> new EngineStepExecutor(c, processes));
     }
 
     /** As above with the step executor {@code executors} builds (tests substitute one). */
@@ -132,7 +132,8 @@ public final class Trainer implements AutoCloseable {
             atPeakBytesByCategory.put(c, new long[trackers.size()]);
         }
         this.info = new RunInfo(config, device.toString(), executor.backendName(), executor.parameterCount(),
-                executor.worldSize(), corpus.description(), corpus.lossFloorNats(), executor.unitBufferPlan());
+                executor.worldSize(), corpus.description(), corpus.lossFloorNats(),
+                executor.gatherSchedule().filter(s -> config.sharded()));
         this.watch = new DivergenceWatch(config.onNonFinite(), config.precision().needsLossScaling());
         this.losses = new float[Math.min(config.steps(), 1024)];
         this.stepTimesMs = new double[losses.length];
@@ -159,8 +160,8 @@ public final class Trainer implements AutoCloseable {
                         + " --seq-len " + d.seqLen() + " --steps " + d.plannedSteps() + "; this run's batches or "
                         + "learning-rate schedule differ from it");
             }
-            executor.loadState(reader, index.optimizer().step(), index.lossScaler().scale(),
-                    index.lossScaler().goodSteps());
+            executor.loadState(reader, new ShardedStateDict.Progress(index.optimizer().step(),
+                    index.lossScaler().scale(), index.lossScaler().goodSteps()));
             completedSteps = Math.min(index.step(), config.steps());
             float[] saved = index.losses() == null ? new float[0] : index.losses();
             losses = Arrays.copyOf(saved, Math.max(losses.length, Math.min(config.steps(), saved.length + 1024)));
@@ -337,24 +338,24 @@ public final class Trainer implements AutoCloseable {
             return;
         }
         long t0 = System.nanoTime();
-        List<RankState> states = executor.copyStateToHost();
+        ShardedStateDict state = executor.shardedState();
         double copyMs = (System.nanoTime() - t0) / 1e6;
-        RankState s0 = states.get(0);
-        var opt = EngineStepExecutor.optimizerFor(config);
+        ShardedStateDict.Progress progress = state.progress();
         CheckpointIndex header;
         synchronized (this) {
             header = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.FORMAT_VERSION, completedSteps,
                     HfGpt2Config.of(config.model()), config.preset(), config.strategy().cliName(), config.worldSize(),
                     config.fsdp().shardSize(), config.precision().paramDtype().shortName(),
-                    config.precision().reduceDtype().shortName(), "fp32", s0.bufferNames(),
-                    new CheckpointIndex.OptimizerState("adamw", s0.optimizerSteps(), opt.lr(), opt.beta1(), opt.beta2(),
-                            opt.eps(), opt.weightDecay()),
-                    new CheckpointIndex.LossScalerState(s0.lossScale(), s0.lossScaleGoodSteps()),
+                    config.precision().reduceDtype().shortName(), "fp32", state.bufferNames(),
+                    new CheckpointIndex.OptimizerState("adamw", progress.optimizerSteps(), config.lr(),
+                            EngineStepExecutor.BETA1, EngineStepExecutor.BETA2, EngineStepExecutor.EPS,
+                            config.weightDecay()),
+                    new CheckpointIndex.LossScalerState(progress.lossScale(), progress.lossScaleGoodSteps()),
                     new CheckpointIndex.DataPosition(config.seed(), config.batchSize(), config.seqLen(),
                             completedSteps + 1, config.steps()),
                     Arrays.copyOf(losses, completedSteps), List.of(), List.of(), List.of());
         }
-        checkpointer.save(header, states, copyMs);
+        checkpointer.save(header, state, copyMs);
         lastSavedStep = completedSteps;
     }
 
@@ -423,8 +424,8 @@ public final class Trainer implements AutoCloseable {
                 byCategory, atPeak, config.strategy().cliName(), config.precision().paramDtype().shortName(),
                 config.precision().reduceDtype().shortName(), config.microBatches(), executor.paddedParameterCount(),
                 executor.commBytesPerRank(),
-                executor.unitBufferPlan().map(pl -> pl.schedule().cliName()).orElse(null),
-                executor.unitBufferPlan().map(UnitBufferPlan::budgetBytes).orElse(null),
+                info.gatherSchedule().map(ShardingInfo.GatherSchedule::name).orElse(null),
+                info.gatherSchedule().map(ShardingInfo.GatherSchedule::budgetBytes).orElse(null),
                 hostTrackers.isEmpty() ? null : hostTrackers.stream().mapToLong(MemoryTracker::persistentBytes).toArray(),
                 hostTrackers.isEmpty() ? null : hostPeakBytesPerRank.clone(), hostSyncsPerStep, promotedCopies,
                 config.debugStreams(), outcome(), resumedFrom,

@@ -18,7 +18,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
-import org.fsdp4j.fsdp.ShardingStrategy;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.train.CheckpointOptions;
 import org.fsdp4j.train.TrainConfig;

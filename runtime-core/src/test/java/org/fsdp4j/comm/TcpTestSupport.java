@@ -15,13 +15,13 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.dist.ProcessIdentity;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryTracker;
 
 final class TcpTestSupport {
 

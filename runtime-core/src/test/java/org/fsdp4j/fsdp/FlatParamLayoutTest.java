@@ -9,8 +9,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
-import org.fsdp4j.model.ParamSpec;
-import org.fsdp4j.tensor.DType;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.ParamSpec;
 import org.junit.jupiter.api.Test;
 
 class FlatParamLayoutTest {

@@ -18,16 +18,18 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.function.UnaryOperator;
 import java.util.stream.Stream;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.MixedPrecisionPolicy;
+import org.fsdp4j.api.ParamSpec;
+import org.fsdp4j.api.ShardingStrategy;
+import org.fsdp4j.api.Unit;
 import org.fsdp4j.comm.CommBytes;
 import org.fsdp4j.comm.CommOp;
 import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.model.GptModel;
-import org.fsdp4j.model.ParamSpec;
-import org.fsdp4j.model.Unit;
 import org.fsdp4j.optim.AdamW;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.MemoryTracker;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
@@ -68,7 +70,7 @@ class FsdpAccountingTest {
 
     private LocalFsdpGroup group(FsdpConfig c, GptConfig model) {
         return new LocalFsdpGroup(c, (r, b) -> new GptModel(model, b, false), new AdamW(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f),
-                t.seed, BATCH, SEQ, org.fsdp4j.tensor.Device.CPU, FsdpTestSupport.RANK_BACKEND, UnaryOperator.identity());
+                t.seed, org.fsdp4j.api.Device.CPU, FsdpTestSupport.RANK_BACKEND, UnaryOperator.identity());
     }
 
     static Stream<Arguments> models() {
@@ -105,7 +107,7 @@ class FsdpAccountingTest {
                 }
                 g.deviceMemory().forEach(MemoryTracker::resetPeak);
                 for (int s = 0; s < 2; s++) {
-                    g.step(t.tokens[s], t.targets[s], 1e-3f);
+                    g.step(FsdpTestSupport.batch(t.tokens[s], t.targets[s]), 1e-3f);
                 }
                 long worstPeak = 0;
                 long bound = 0;
@@ -146,7 +148,7 @@ class FsdpAccountingTest {
         }
         try (LocalFsdpGroup g = group(FsdpTestSupport.config(n, ShardingStrategy.FULL_SHARD).withMicroBatches(3))) {
             g.deviceMemory().forEach(MemoryTracker::resetPeak);
-            g.step(t.tokens[0], t.targets[0], 1e-3f);
+            g.step(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), 1e-3f);
             for (MemoryTracker m : g.deviceMemory()) {
                 // No reduce-scatter before the last micro-batch: from the first backward on, every
                 // unit's whole fp32 gradient is held next to the gradient shard.
@@ -163,7 +165,7 @@ class FsdpAccountingTest {
             pPrime += u;
         }
         try (LocalFsdpGroup g = group(FsdpTestSupport.config(n, ShardingStrategy.FULL_SHARD).withOffload(true))) {
-            g.step(t.tokens[0], t.targets[0], 1e-3f);
+            g.step(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), 1e-3f);
             for (int r = 0; r < n; r++) {
                 assertEquals(16 * pPrime / n, g.hostMemory().get(r).persistentBytes());
                 // the device keeps only the fp32 all-gather input shard
@@ -232,7 +234,7 @@ class FsdpAccountingTest {
                 boolean split = g.plan().schedule() == UnitBufferPlan.Schedule.ROOT_GRAD_SPLIT;
                 long[] expected = expectedSentPerStep(c, TINY.numLayers(), split);
                 for (int s = 0; s < 2; s++) {
-                    List<FsdpStepResult> res = g.step(t.tokens[s], t.targets[s], 1e-3f);
+                    List<FsdpStepResult> res = g.step(FsdpTestSupport.batch(t.tokens[s], t.targets[s]), 1e-3f);
                     for (int r = 0; r < c.worldSize(); r++) {
                         CommBytes b = res.get(r).commBytes();
                         String ctx = c.strategy().cliName() + " N=" + c.worldSize() + " S=" + c.shardSize() + " M="

@@ -8,6 +8,7 @@ package org.fsdp4j.fsdp;
 import static org.fsdp4j.fsdp.FsdpTestSupport.SGD;
 
 import java.util.List;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.fsdp.FsdpTestSupport.Tolerance;
 import org.junit.jupiter.params.ParameterizedTest;

@@ -3,8 +3,6 @@
 // no thread is left running. Bad configuration gets one clear line each.
 package org.fsdp4j.fsdp;
 
-import static org.fsdp4j.fsdp.FsdpTestSupport.BATCH;
-import static org.fsdp4j.fsdp.FsdpTestSupport.SEQ;
 import static org.fsdp4j.fsdp.FsdpTestSupport.TINY;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -14,6 +12,8 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.UnaryOperator;
+import org.fsdp4j.api.MixedPrecisionPolicy;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.comm.LocalLauncher.RanksFailedException;
 import org.fsdp4j.model.GptModel;
 import org.junit.jupiter.api.Test;
@@ -36,10 +36,10 @@ class FsdpFaultsTest {
             if (r == failedRank && forwards[0] == 2 && hook.equals("preForward") && unit.index() == 2) {
                 fault.run();
             }
-        }), FsdpTestSupport.SGD, t.seed, BATCH, SEQ, org.fsdp4j.tensor.Device.CPU, FsdpTestSupport.RANK_BACKEND, UnaryOperator.identity());
+        }), FsdpTestSupport.SGD, t.seed, org.fsdp4j.api.Device.CPU, FsdpTestSupport.RANK_BACKEND, UnaryOperator.identity());
         try {
-            g.step(t.tokens[0], t.targets[0], 0.1f);
-            return assertThrows(RanksFailedException.class, () -> g.step(t.tokens[1], t.targets[1], 0.1f));
+            g.step(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), 0.1f);
+            return assertThrows(RanksFailedException.class, () -> g.step(FsdpTestSupport.batch(t.tokens[1], t.targets[1]), 0.1f));
         } finally {
             g.close();
         }

@@ -11,10 +11,12 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MixedPrecisionPolicy;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.fsdp.FsdpTestSupport.Tolerance;
-import org.fsdp4j.optim.SgdMomentum;
 import org.fsdp4j.optim.AdamW;
-import org.fsdp4j.tensor.DType;
+import org.fsdp4j.optim.SgdMomentum;
 import org.junit.jupiter.api.Test;
 
 class FsdpFeaturesTest {
@@ -125,14 +127,14 @@ class FsdpFeaturesTest {
         FsdpConfig c = config(2, ShardingStrategy.FULL_SHARD)
                 .withPrecision(new MixedPrecisionPolicy(DType.F32, DType.F16)).withLossScaling(0x1p24f, 2);
         try (LocalFsdpGroup group = new LocalFsdpGroup(c, (r, b) -> new org.fsdp4j.model.GptModel(FsdpTestSupport.TINY, b, false),
-                SGD, t.seed, FsdpTestSupport.BATCH, FsdpTestSupport.SEQ, org.fsdp4j.tensor.Device.CPU, FsdpTestSupport.RANK_BACKEND, java.util.function.UnaryOperator.identity())) {
+                SGD, t.seed, org.fsdp4j.api.Device.CPU, FsdpTestSupport.RANK_BACKEND, java.util.function.UnaryOperator.identity())) {
             float[] initial = group.onEachRank((r, e) -> e.shard(1).master()).get(0);
             float scale = 0x1p24f;
             int skipped = 0;
             int step = 0;
             FsdpStepResult res;
             do {
-                res = group.step(t.tokens[0], t.targets[0], SGD.lr()).get(0);
+                res = group.step(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), SGD.lr()).get(0);
                 assertEquals(scale, res.lossScale(), "step " + step);
                 if (res.skipped()) {
                     skipped++;
@@ -147,10 +149,10 @@ class FsdpFeaturesTest {
             assertTrue(Double.isFinite(res.gradNorm()));
             // The same batch again: the scale was found as the largest that fits its gradients (which
             // shrink as SGD fits it); another batch could overflow at that edge, a data coincidence.
-            FsdpStepResult second = group.step(t.tokens[0], t.targets[0], SGD.lr()).get(0);
+            FsdpStepResult second = group.step(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), SGD.lr()).get(0);
             assertEquals(scale, second.lossScale());
             assertFalse(second.skipped());
-            assertEquals(2 * scale, group.step(t.tokens[0], t.targets[0], SGD.lr()).get(0).lossScale(),
+            assertEquals(2 * scale, group.step(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), SGD.lr()).get(0).lossScale(),
                     "the scale doubles after 2 good steps");
         }
     }

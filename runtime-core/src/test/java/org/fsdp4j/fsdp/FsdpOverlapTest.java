@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.function.UnaryOperator;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.LatencyCommunicator;
 import org.fsdp4j.model.GptModel;
@@ -31,7 +32,7 @@ class FsdpOverlapTest {
                 // the unit's compute, which a prefetched all-gather overlaps: work on the compute stream
                 b.computeStream().launchHostFunc(() -> sleep(UNIT_COMPUTE_MS));
             }
-        }), FsdpTestSupport.SGD, t.seed, FsdpTestSupport.BATCH, FsdpTestSupport.SEQ, org.fsdp4j.tensor.Device.CPU, FsdpTestSupport.RANK_BACKEND, link);
+        }), FsdpTestSupport.SGD, t.seed, org.fsdp4j.api.Device.CPU, FsdpTestSupport.RANK_BACKEND, link);
     }
 
     private static void sleep(long ms) {
@@ -44,7 +45,7 @@ class FsdpOverlapTest {
 
     private double stepMs(LocalFsdpGroup g, int step) {
         long t0 = System.nanoTime();
-        g.step(t.tokens[step], t.targets[step], 0.1f);
+        g.step(FsdpTestSupport.batch(t.tokens[step], t.targets[step]), 0.1f);
         return (System.nanoTime() - t0) / 1e6;
     }
 

@@ -15,8 +15,9 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import java.util.List;
 import java.util.function.UnaryOperator;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.model.GptModel;
-import org.fsdp4j.tensor.Device;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 import org.opentest4j.AssertionFailedError;
@@ -45,10 +46,10 @@ class FsdpStreamOrderTest {
         for (int n : new int[] {1, 4}) {
             FsdpConfig c = FsdpTestSupport.config(n, strategy);
             try (LocalFsdpGroup g = new LocalFsdpGroup(c, (r, b) -> new GptModel(FsdpTestSupport.TINY, b, false), SGD,
-                    t.seed, FsdpTestSupport.BATCH, FsdpTestSupport.SEQ, Device.CPU, FsdpTestSupport.RANK_BACKEND,
+                    t.seed, Device.CPU, FsdpTestSupport.RANK_BACKEND,
                     UnaryOperator.identity())) {
                 for (int s = 0; s < 3; s++) {
-                    for (FsdpStepResult r : g.step(t.tokens[s], t.targets[s], 0.1f)) {
+                    for (FsdpStepResult r : g.step(FsdpTestSupport.batch(t.tokens[s], t.targets[s]), 0.1f)) {
                         assertEquals(1, r.hostSyncs(), strategy.cliName() + " N=" + n + " step " + (s + 1)
                                 + ": the one read of loss and norm, nothing else");
                         assertEquals(0, r.promotedCopies(), "fp32 throughout");

@@ -14,6 +14,7 @@ import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.function.UnaryOperator;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.comm.CommOp;
 import org.fsdp4j.comm.Communicator;
@@ -61,10 +62,10 @@ class FsdpStreamsTest {
         FsdpConfig c = FsdpTestSupport.config(4, ShardingStrategy.HYBRID_SHARD);   // shard groups of 2, 2 replicas
         UnaryOperator<Communicator> link = w -> new Recording(w, calls);
         try (LocalFsdpGroup g = new LocalFsdpGroup(c, (r, b) -> new GptModel(FsdpTestSupport.TINY, b, false),
-                FsdpTestSupport.SGD, t.seed, FsdpTestSupport.BATCH, FsdpTestSupport.SEQ, org.fsdp4j.tensor.Device.CPU,
+                FsdpTestSupport.SGD, t.seed, org.fsdp4j.api.Device.CPU,
                 FsdpTestSupport.RANK_BACKEND, link)) {
             calls.clear();   // only the step's calls
-            g.step(t.tokens[0], t.targets[0], 0.1f);
+            g.step(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), 0.1f);
         }
         // op → the streams it was issued on, e.g. "allReduce on replicate" → {all-reduce}
         Map<String, Set<String>> seen = new TreeMap<>();

@@ -13,27 +13,28 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.function.IntFunction;
 import java.util.function.UnaryOperator;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.ShardingStrategy;
+import org.fsdp4j.api.Tensor;
+import org.fsdp4j.api.UnitHooks;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.comm.RankGroup;
-import java.util.function.IntFunction;
 import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.model.GptModel;
 import org.fsdp4j.model.ParameterStore;
-import org.fsdp4j.model.UnitHooks;
+import org.fsdp4j.optim.GradientClipping;
 import org.fsdp4j.optim.Optimizer;
 import org.fsdp4j.optim.OptimizerState;
 import org.fsdp4j.optim.SgdMomentum;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.MemoryTracker;
-import org.fsdp4j.tensor.Tensor;
-import org.fsdp4j.optim.GradientClipping;
 
 final class FsdpTestSupport {
 
@@ -41,6 +42,11 @@ final class FsdpTestSupport {
     static final GptConfig TINY = new GptConfig(37, 8, 2, 2, 10);
     static final int BATCH = 24;          // divisible by every N tested (1, 2, 3, 4, 8) and by N·M for M ≤ 3
     static final int SEQ = 8;
+
+    /** A global batch of BATCH × SEQ tokens and targets, as the engine's group steps on. */
+    static org.fsdp4j.api.Batch batch(int[] tokens, int[] targets) {
+        return GptModel.batch(BATCH, SEQ, tokens, targets);
+    }
     static final int STEPS = 5;
     static final float LR = 0.5f;         // large enough that 5 steps move the parameters visibly
     /** SGD with momentum: the sharper parameter comparison (no Adam normalisation of tiny gradients). */
@@ -195,14 +201,14 @@ final class FsdpTestSupport {
             out.add(new RankTrajectory(new ArrayList<>(), new ArrayList<>()));
         }
         try (LocalFsdpGroup group = new LocalFsdpGroup(config, (r, b) -> new GptModel(TINY, b, checkpoint), optimizer,
-                seed, BATCH, SEQ, placement.apply(config.worldSize()), RANK_BACKEND, link,
+                seed, placement.apply(config.worldSize()), RANK_BACKEND, link,
                 groups.apply(config.worldSize()))) {
             group.onEachRank((r, engine) -> {
                 setUp.accept(engine);
                 return null;
             });
             for (int s = 0; s < STEPS; s++) {
-                List<FsdpStepResult> results = group.step(tokens[s], targets[s], optimizer.lr());
+                List<FsdpStepResult> results = group.step(FsdpTestSupport.batch(tokens[s], targets[s]), optimizer.lr());
                 List<List<FsdpEngine.ShardView>> shards = group.onEachRank((r, engine) -> {
                     List<FsdpEngine.ShardView> views = new ArrayList<>();
                     for (int u = 0; u < engine.layouts().size(); u++) {

@@ -3,12 +3,12 @@
 package org.fsdp4j.fsdp;
 
 import java.util.List;
-import org.fsdp4j.backend.Backend;
+import org.fsdp4j.api.Inputs;
+import org.fsdp4j.api.Tensor;
+import org.fsdp4j.api.TrainableModel;
+import org.fsdp4j.api.Unit;
+import org.fsdp4j.api.UnitHooks;
 import org.fsdp4j.model.GptModel;
-import org.fsdp4j.model.TrainableModel;
-import org.fsdp4j.model.Unit;
-import org.fsdp4j.model.UnitHooks;
-import org.fsdp4j.tensor.Tensor;
 
 final class HookedModel implements TrainableModel {
 
@@ -35,13 +35,8 @@ final class HookedModel implements TrainableModel {
     }
 
     @Override
-    public Backend backend() {
-        return inner.backend();
-    }
-
-    @Override
-    public void forward(Tensor tokens, Tensor targets, UnitHooks hooks, Tensor loss) {
-        inner.forward(tokens, targets, wrap(hooks), loss);
+    public void forward(Inputs inputs, UnitHooks hooks, Tensor loss) {
+        inner.forward(inputs, wrap(hooks), loss);
     }
 
     @Override

@@ -8,11 +8,12 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.ShardingStrategy;
+import org.fsdp4j.api.Unit;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.model.GptModel;
-import org.fsdp4j.model.Unit;
-import org.fsdp4j.tensor.DType;
 import org.junit.jupiter.api.Test;
 
 class UnitBufferPlanTest {

@@ -7,9 +7,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.Tensor;
+import org.fsdp4j.api.UnitHooks;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.api.Test;
 
 class ActivationCheckpointingTest {

@@ -4,8 +4,10 @@
 package org.fsdp4j.model;
 
 import java.util.List;
+import org.fsdp4j.api.ParamSpec;
+import org.fsdp4j.api.Tensor;
+import org.fsdp4j.api.Unit;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.api.Test;
 
 class BlockTest {

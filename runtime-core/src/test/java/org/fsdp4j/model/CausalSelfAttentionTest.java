@@ -3,8 +3,8 @@
 // and the strided-batched GEMMs are all exercised.
 package org.fsdp4j.model;
 
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.api.Test;
 
 class CausalSelfAttentionTest {

@@ -4,10 +4,11 @@ package org.fsdp4j.model;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import org.fsdp4j.api.CrossEntropyLoss;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.api.Test;
 
 class CrossEntropyLossTest {

@@ -4,8 +4,8 @@ package org.fsdp4j.model;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.api.Test;
 
 class EmbeddingTest {

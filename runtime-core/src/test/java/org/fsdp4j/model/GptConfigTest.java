@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import org.fsdp4j.api.Unit;
 import org.junit.jupiter.api.Test;
 
 class GptConfigTest {

@@ -7,8 +7,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.util.HashMap;
 import java.util.Map;
+import org.fsdp4j.api.ParamSpec;
+import org.fsdp4j.api.Tensor;
+import org.fsdp4j.api.UnitHooks;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.api.Test;
 
 class GptModelGradientTest {
@@ -57,7 +59,7 @@ class GptModelGradientTest {
             for (int i = t * cfg.embedDim(); i < dwpe.length; i++) {
                 assertEquals(0f, dwpe[i], "wpe rows at positions >= T must get no gradient");
             }
-            assertEquals(0, be.memory().liveBytes(org.fsdp4j.tensor.MemoryCategory.ACTIVATIONS),
+            assertEquals(0, be.memory().liveBytes(org.fsdp4j.api.MemoryCategory.ACTIVATIONS),
                     "backward must free every activation");
         }
     }

@@ -17,11 +17,12 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import java.util.TreeSet;
 import java.util.stream.Collectors;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Tensor;
+import org.fsdp4j.api.UnitHooks;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.optim.AdamW;
 import org.fsdp4j.optim.OptimizerState;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 

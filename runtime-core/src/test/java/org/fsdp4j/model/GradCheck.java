@@ -7,13 +7,13 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import java.util.Random;
 import java.util.function.ToDoubleFunction;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Backends;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.MemoryTracker;
-import org.fsdp4j.tensor.Tensor;
 
 final class GradCheck {
 

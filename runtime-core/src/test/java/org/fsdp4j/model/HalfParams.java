@@ -6,10 +6,11 @@ package org.fsdp4j.model;
 
 import java.util.ArrayList;
 import java.util.List;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.Tensor;
+import org.fsdp4j.api.Unit;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.Tensor;
 
 final class HalfParams implements AutoCloseable {
 

@@ -7,9 +7,11 @@ package org.fsdp4j.model;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.ParamSpec;
+import org.fsdp4j.api.Tensor;
+import org.fsdp4j.api.UnitHooks;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 

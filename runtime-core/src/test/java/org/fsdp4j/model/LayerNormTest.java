@@ -1,8 +1,9 @@
 // LayerNorm: forward against fp64, backward (input, gain, bias) against central differences.
 package org.fsdp4j.model;
 
+import org.fsdp4j.api.LayerNorm;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.api.Test;
 
 class LayerNormTest {

@@ -2,8 +2,9 @@
 // central differences of the fp64 forward, accumulating into gradients that already hold values.
 package org.fsdp4j.model;
 
+import org.fsdp4j.api.Linear;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 

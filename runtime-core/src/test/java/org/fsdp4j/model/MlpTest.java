@@ -2,8 +2,8 @@
 // central differences of the fp64 forward.
 package org.fsdp4j.model;
 
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.api.Test;
 
 class MlpTest {

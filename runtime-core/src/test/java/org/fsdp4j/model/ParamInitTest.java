@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import java.util.Arrays;
 import java.util.Random;
+import org.fsdp4j.api.ParamSpec;
 import org.junit.jupiter.api.Test;
 
 class ParamInitTest {

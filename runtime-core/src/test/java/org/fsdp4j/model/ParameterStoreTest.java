@@ -10,8 +10,10 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.ParamSpec;
+import org.fsdp4j.api.Unit;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.MemoryCategory;
 import org.junit.jupiter.api.Test;
 
 class ParameterStoreTest {

@@ -8,8 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.util.ArrayList;
 import java.util.List;
+import org.fsdp4j.api.Tensor;
+import org.fsdp4j.api.Unit;
+import org.fsdp4j.api.UnitHooks;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 

@@ -8,10 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.Optional;
-import org.fsdp4j.fsdp.MixedPrecisionPolicy;
-import org.fsdp4j.fsdp.ShardingStrategy;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MixedPrecisionPolicy;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.model.GptConfig;
-import org.fsdp4j.tensor.DType;
 import org.fsdp4j.train.TrainConfig;
 import org.fsdp4j.train.Trainer;
 import org.junit.jupiter.api.Test;

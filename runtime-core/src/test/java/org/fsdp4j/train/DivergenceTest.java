@@ -16,13 +16,13 @@ import java.util.Arrays;
 import java.util.Deque;
 import java.util.List;
 import java.util.function.Supplier;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.data.Batch;
+import org.fsdp4j.fsdp.FsdpEngine;
 import org.fsdp4j.fsdp.LossScaleFloorException;
 import org.fsdp4j.metrics.JsonFiles;
 import org.fsdp4j.model.GptConfig;
-import org.fsdp4j.fsdp.FsdpEngine;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryTracker;
 import org.junit.jupiter.api.Test;
 
 class DivergenceTest {
@@ -211,7 +211,7 @@ class DivergenceTest {
             TrainSummary s = trainer.run(r -> { });
             assertTrue(s.outcome().diverged(), Arrays.toString(s.losses()));
             assertTrue(s.steps() < 20);
-            ((EngineStepExecutor) trainer.executor()).group().onEachRank((rank, engine) -> {
+            ((org.fsdp4j.fsdp.LocalShardedModel) ((EngineStepExecutor) trainer.executor()).model()).group().onEachRank((rank, engine) -> {
                 for (int u = 0; u < engine.layouts().size(); u++) {
                     FsdpEngine.ShardView v = engine.shard(u);
                     for (float x : v.master()) {

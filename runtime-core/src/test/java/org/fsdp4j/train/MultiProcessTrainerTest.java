@@ -21,12 +21,12 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.function.BiFunction;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.dist.ProcessIdentity;
 import org.fsdp4j.dist.Settings;
-import org.fsdp4j.fsdp.ShardingStrategy;
 import org.fsdp4j.model.GptConfig;
-import org.fsdp4j.tensor.DType;
 import org.junit.jupiter.api.Test;
 
 class MultiProcessTrainerTest {

@@ -9,7 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
 import java.util.OptionalLong;
-import org.fsdp4j.tensor.Device;
+import org.fsdp4j.api.Device;
 import org.junit.jupiter.api.Test;
 
 class PreflightTest {

@@ -7,9 +7,9 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import org.fsdp4j.fsdp.ShardingStrategy;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.model.GptConfig;
-import org.fsdp4j.tensor.DType;
 import org.junit.jupiter.api.Test;
 
 class ShardedTrainerTest {

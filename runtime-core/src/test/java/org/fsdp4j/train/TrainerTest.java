@@ -71,7 +71,7 @@ class TrainerTest {
             StepResult r = trainer.step();
             // Gradients stay in place until the next step zeroes them: recompute the norm in fp64
             // from the one rank's shards (whole units at N = 1; their padding is zero).
-            double sumOfSquares = ((EngineStepExecutor) trainer.executor()).group().onEachRank((rank, engine) -> {
+            double sumOfSquares = ((org.fsdp4j.fsdp.LocalShardedModel) ((EngineStepExecutor) trainer.executor()).model()).group().onEachRank((rank, engine) -> {
                 double sq = 0;
                 for (int u = 0; u < engine.layouts().size(); u++) {
                     for (float g : engine.shard(u).grad()) {

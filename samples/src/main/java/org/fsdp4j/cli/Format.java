@@ -18,7 +18,7 @@ final class Format {
     }
 
     /** "18.44 MiB = params 1.70 + grads 2.36 + ...": a total and its non-zero parts, in the total's unit. */
-    static String bytesSplit(long total, java.util.Map<org.fsdp4j.tensor.MemoryCategory, Long> parts) {
+    static String bytesSplit(long total, java.util.Map<org.fsdp4j.api.MemoryCategory, Long> parts) {
         int u = unitOf(total);
         StringBuilder b = new StringBuilder(bytes(total));
         String sep = " = ";

@@ -5,7 +5,6 @@ package org.fsdp4j.cli;
 
 import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
-import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.ExecutionException;
 import picocli.CommandLine.Model.CommandSpec;
@@ -13,6 +12,7 @@ import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.ParseResult;
 import picocli.CommandLine.Spec;
 import picocli.CommandLine.TypeConversionException;
+import picocli.CommandLine;
 
 @Command(name = "fsdp4j", mixinStandardHelpOptions = true, version = Main.VERSION,
         description = "Fully Sharded Data Parallel (ZeRO-3) training on the JVM.",

@@ -14,7 +14,7 @@ import java.io.UncheckedIOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import org.fsdp4j.tensor.MemoryCategory;
+import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.train.TrainSummary;
 import org.jfree.chart.ChartUtils;
 import org.jfree.chart.JFreeChart;

@@ -37,9 +37,9 @@ final class RunLog {
             out.println(Format.f("  sharding %s over %d ranks (shard groups of %d) | %s | prefetch %d | micro-batches %d%s",
                     c.strategy().cliName(), c.worldSize(), c.fsdp().shardSize(), c.precision(), c.prefetch(),
                     c.microBatches(), c.offload() ? " | offload to host" : ""));
-            info.unitBufferPlan().filter(pl -> pl.budgetBytes() > 0).ifPresent(pl -> out.println(Format.f(
+            info.gatherSchedule().filter(pl -> pl.budgetBytes() > 0).ifPresent(pl -> out.println(Format.f(
                     "  unit buffers %s: gathered params + unsharded grads peak at %s, %s the %s of %d gathered units + one gradient",
-                    pl.schedule().cliName(), Format.bytes(pl.peakBytes()), pl.fitsBudget() ? "within" : "OVER",
+                    pl.name(), Format.bytes(pl.peakBytes()), pl.fitsBudget() ? "within" : "OVER",
                     Format.bytes(pl.budgetBytes()), 1 + c.prefetch())));
         }
         out.flush();

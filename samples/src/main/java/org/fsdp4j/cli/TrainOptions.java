@@ -6,9 +6,9 @@ package org.fsdp4j.cli;
 
 import java.nio.file.Path;
 import java.util.Iterator;
-import org.fsdp4j.fsdp.ShardingStrategy;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.model.GptConfig;
-import org.fsdp4j.tensor.DType;
 import org.fsdp4j.train.NonFinitePolicy;
 import org.fsdp4j.train.TrainConfig;
 import picocli.CommandLine.Option;

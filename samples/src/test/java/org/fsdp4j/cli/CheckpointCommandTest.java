@@ -21,11 +21,8 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import org.fsdp4j.fsdp.FsdpEngine;
-import org.fsdp4j.fsdp.ShardSlice;
+import org.fsdp4j.api.DType;
 import org.fsdp4j.model.GptConfig;
-import org.fsdp4j.model.ParamSpec;
-import org.fsdp4j.tensor.DType;
 import org.fsdp4j.train.CheckpointOptions;
 import org.fsdp4j.train.EngineStepExecutor;
 import org.fsdp4j.train.TrainConfig;
@@ -38,24 +35,14 @@ class CheckpointCommandTest {
     @TempDir
     Path dir;
 
-    /** Trains 3 steps at 2 ranks saving at step 3; returns the model's parameters by name, gathered from the shards. */
+    /** Trains 3 steps at 2 ranks saving at step 3; returns the model's parameters by name, gathered from the shards (stateDict). */
     private Map<String, float[]> trainAndSave(Path saves) {
         TrainConfig c = TrainConfig.builder().preset("test").model(new GptConfig(256, 16, 2, 2, 30)).steps(3).batchSize(2)
                 .seqLen(16).worldSize(2).device("cpu").cpuThreads(1).build();
         Map<String, float[]> params = new HashMap<>();
         try (Trainer t = new Trainer(c, new CheckpointOptions(3, Optional.of(saves), 1, Optional.empty()), l -> { })) {
             t.run(r -> { });
-            List<List<FsdpEngine.ShardView>> shards = ((EngineStepExecutor) t.executor()).group().onEachRank((r, e) ->
-                    java.util.stream.IntStream.range(0, e.layouts().size()).mapToObj(e::shard).toList());
-            for (List<FsdpEngine.ShardView> rank : shards) {
-                for (FsdpEngine.ShardView v : rank) {
-                    for (ShardSlice s : v.layout().slices(v.shardIndex())) {
-                        ParamSpec p = s.spec();
-                        float[] full = params.computeIfAbsent(p.name(), k -> new float[(int) p.numel()]);
-                        System.arraycopy(v.master(), (int) s.shardOffset(), full, (int) s.paramOffset(), (int) s.numel());
-                    }
-                }
-            }
+            params.putAll(((EngineStepExecutor) t.executor()).model().stateDict());   // the API's gathered masters
         }
         return params;
     }

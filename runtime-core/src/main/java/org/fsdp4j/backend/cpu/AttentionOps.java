@@ -8,9 +8,9 @@ package org.fsdp4j.backend.cpu;
 import java.util.Arrays;
 import jdk.incubator.vector.DoubleVector;
 import jdk.incubator.vector.FloatVector;
-import org.fsdp4j.backend.Shapes;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Shapes.HeadLayout;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.backend.Shapes;
 
 final class AttentionOps {
 

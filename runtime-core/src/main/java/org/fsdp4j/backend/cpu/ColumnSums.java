@@ -3,7 +3,7 @@
 // which thread ran which chunk. Serves biasBackward and LayerNorm's dweight/dbias.
 package org.fsdp4j.backend.cpu;
 
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.Tensor;
 
 final class ColumnSums {
 

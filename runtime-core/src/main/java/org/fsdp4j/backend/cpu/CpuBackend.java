@@ -18,14 +18,14 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.AdamWStep;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Shapes;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.MemoryTracker;
-import org.fsdp4j.tensor.Tensor;
 
 public final class CpuBackend implements Backend {
 

@@ -4,12 +4,12 @@ package org.fsdp4j.backend.cpu;
 
 import java.util.Optional;
 import java.util.OptionalLong;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.BackendProvider;
 import org.fsdp4j.backend.HostMemory;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryTracker;
 
 public final class CpuBackendProvider implements BackendProvider {
 

@@ -7,8 +7,8 @@ package org.fsdp4j.backend.cpu;
 import java.nio.FloatBuffer;
 import java.nio.IntBuffer;
 import java.nio.ShortBuffer;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Tensor;
 
 final class Elements {
 

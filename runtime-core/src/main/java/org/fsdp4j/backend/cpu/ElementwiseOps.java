@@ -5,9 +5,9 @@ package org.fsdp4j.backend.cpu;
 
 import java.util.Arrays;
 import jdk.incubator.vector.FloatVector;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Shapes;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
 
 final class ElementwiseOps {
 

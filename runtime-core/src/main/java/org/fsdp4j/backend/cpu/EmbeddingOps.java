@@ -3,8 +3,8 @@
 // order: parallel, race-free and deterministic.
 package org.fsdp4j.backend.cpu;
 
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Shapes;
-import org.fsdp4j.tensor.Tensor;
 
 final class EmbeddingOps {
 

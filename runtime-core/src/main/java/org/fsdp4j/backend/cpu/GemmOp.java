@@ -10,9 +10,9 @@
 package org.fsdp4j.backend.cpu;
 
 import org.bytedeco.javacpp.FloatPointer;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Shapes;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
 
 final class GemmOp {
 

@@ -3,7 +3,7 @@
 // The table is built from DType.halfToFloat itself, so the two can never disagree.
 package org.fsdp4j.backend.cpu;
 
-import org.fsdp4j.tensor.DType;
+import org.fsdp4j.api.DType;
 
 final class HalfTables {
 

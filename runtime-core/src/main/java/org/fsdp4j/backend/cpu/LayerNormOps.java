@@ -5,8 +5,8 @@
 package org.fsdp4j.backend.cpu;
 
 import jdk.incubator.vector.DoubleVector;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Shapes;
-import org.fsdp4j.tensor.Tensor;
 
 final class LayerNormOps {
 

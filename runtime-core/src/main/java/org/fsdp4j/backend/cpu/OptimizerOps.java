@@ -6,9 +6,9 @@
 package org.fsdp4j.backend.cpu;
 
 import jdk.incubator.vector.FloatVector;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.AdamWStep;
 import org.fsdp4j.backend.Shapes;
-import org.fsdp4j.tensor.Tensor;
 
 final class OptimizerOps {
 

@@ -3,7 +3,7 @@
 // arrays, and the results are rounded back on store. The ops then hold only their math.
 package org.fsdp4j.backend.cpu;
 
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.Tensor;
 
 final class Pointwise {
 

@@ -2,8 +2,8 @@
 // order: the gradient-norm clip and the loss-scale check read these, so they are deterministic.
 package org.fsdp4j.backend.cpu;
 
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Shapes;
-import org.fsdp4j.tensor.Tensor;
 
 final class ReductionOps {
 

@@ -8,9 +8,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.Tensor;
 import org.junit.jupiter.api.Test;
 
 class CpuElementwiseTest {

@@ -6,8 +6,8 @@ package org.fsdp4j.backend.cpu;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Tensor;
 import org.junit.jupiter.api.Test;
 
 class CpuLayerTest {

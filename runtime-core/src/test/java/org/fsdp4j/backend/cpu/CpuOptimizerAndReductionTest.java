@@ -7,9 +7,9 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.AdamWStep;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.api.Test;
 
 class CpuOptimizerAndReductionTest {

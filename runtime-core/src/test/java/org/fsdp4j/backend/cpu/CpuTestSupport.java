@@ -4,11 +4,11 @@
 package org.fsdp4j.backend.cpu;
 
 import java.util.Random;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.MemoryTracker;
-import org.fsdp4j.tensor.Tensor;
 import org.fsdp4j.testing.Tolerances;
 
 final class CpuTestSupport implements AutoCloseable {
@@ -19,7 +19,7 @@ final class CpuTestSupport implements AutoCloseable {
     final Backend backend;
 
     CpuTestSupport(int threads) {
-        backend = new CpuBackendProvider().create(org.fsdp4j.tensor.Device.CPU, tracker,
+        backend = new CpuBackendProvider().create(org.fsdp4j.api.Device.CPU, tracker,
                 new org.fsdp4j.backend.BackendOptions(threads, false));
     }
 

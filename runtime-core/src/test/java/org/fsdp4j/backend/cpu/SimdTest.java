@@ -6,13 +6,13 @@ package org.fsdp4j.backend.cpu;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.util.Random;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.BackendOptions;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Device;
-import org.fsdp4j.tensor.MemoryCategory;
-import org.fsdp4j.tensor.MemoryTracker;
-import org.fsdp4j.tensor.Tensor;
 import org.junit.jupiter.api.Test;
 
 class SimdTest {

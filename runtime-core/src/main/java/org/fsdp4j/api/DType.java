@@ -1,7 +1,7 @@
 // The element types fsdp4j stores: fp32 masters and activations, fp16/bf16 for gathered
 // parameters and reductions, int32 for token ids. Conversions round to nearest, ties to even,
 // exactly as CUDA's __float2half_rn / __float2bfloat16_rn and PyTorch's .to(dtype) do.
-package org.fsdp4j.tensor;
+package org.fsdp4j.api;
 
 import java.util.Locale;
 

@@ -1,6 +1,6 @@
 // Every byte the runtime allocates on a device goes through one of these (one per rank and
 // device), labelled by category, so live and peak numbers are measured rather than estimated.
-package org.fsdp4j.tensor;
+package org.fsdp4j.api;
 
 import java.util.EnumMap;
 import java.util.Map;

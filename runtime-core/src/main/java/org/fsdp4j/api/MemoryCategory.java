@@ -1,6 +1,6 @@
 // The labels every tracked allocation carries, so the memory model (docs/ARCHITECTURE.md) can be
 // checked byte for byte: persistent state (params, grads, optimizer) vs temporaries.
-package org.fsdp4j.tensor;
+package org.fsdp4j.api;
 
 public enum MemoryCategory {
     /** Parameters a rank keeps: the fp32 master shard and its half copy (or full params unsharded). */

@@ -1,9 +1,8 @@
 // Which dtype parameters are gathered and computed in, and which dtype gradients are reduced
 // in; the master copy the optimizer updates is always fp32 (FSDP2's MixedPrecisionPolicy
 // without output/buffer dtypes, which this model does not need). Immutable.
-package org.fsdp4j.fsdp;
+package org.fsdp4j.api;
 
-import org.fsdp4j.tensor.DType;
 
 public record MixedPrecisionPolicy(DType paramDtype, DType reduceDtype) {
 

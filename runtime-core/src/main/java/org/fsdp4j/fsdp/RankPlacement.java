@@ -2,16 +2,16 @@
 // "--device cuda" gives rank r the r-th visible GPU (the ranks then need NCCL between them), and
 // "--device cuda:i" puts every rank on GPU i (they share it through the in-process group: for
 // tests and trials, as one GPU cannot run NCCL between ranks of its own).
-package org.fsdp4j.train;
+package org.fsdp4j.fsdp;
 
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import org.fsdp4j.api.Device;
 import org.fsdp4j.backend.BackendProvider;
 import org.fsdp4j.backend.Backends;
-import org.fsdp4j.tensor.Device;
 
-final class RankPlacement {
+public final class RankPlacement {
 
     private RankPlacement() {
     }
@@ -20,7 +20,7 @@ final class RankPlacement {
      * Rank r's device, for {@code worldSize} ranks asked for with --device {@code requested}
      * (as given: "auto", "cpu", "cuda" or "cuda:i"), which resolved to {@code resolved}.
      */
-    static List<Device> place(String requested, Device resolved, int worldSize) {
+    public static List<Device> place(String requested, Device resolved, int worldSize) {
         boolean everyGpu = resolved.kind() == Device.Kind.CUDA && !requested.contains(":");
         if (!everyGpu || worldSize == 1) {
             return Collections.nCopies(worldSize, resolved);

@@ -5,7 +5,7 @@
 // significant bits and lie within a factor of 2 of each other (or one is 0 or all share the
 // subnormal quantum), so their differences need far fewer than 53 bits. Inputs: all 65536 patterns, random bit patterns (NaN, inf, subnormals,
 // every exponent) and the exact midpoints between neighbours (the ties) with their neighbours.
-package org.fsdp4j.tensor;
+package org.fsdp4j.api;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;

@@ -1,20 +1,48 @@
 // A fully connected layer, PyTorch layout: weight (OC, IC), optional bias (OC),
 // out = inp · Wᵀ + b over the flattened leading dims. Also serves as the tied LM head
 // (weight = wte, no bias). Stateless: the caller owns every buffer and passes the parameters.
-package org.fsdp4j.model;
+// Public so a user's model gets the same numerics (and parity tests) as the built-in ones.
+package org.fsdp4j.api;
 
-import org.fsdp4j.backend.Backend;
-import org.fsdp4j.tensor.DType;
-import org.fsdp4j.tensor.Tensor;
 
-final class Linear {
+/**
+ * A fully connected layer in PyTorch's layout: {@code out = inp · weightᵀ + bias} over the
+ * flattened leading dimensions, weight (OC, IC), bias (OC) or none. Stateless: the caller owns
+ * every buffer and passes the unit's bound parameters, so one instance serves every rank and
+ * every call. Half-precision outputs are rounded once, as PyTorch's bf16 linear is.
+ */
+public final class Linear {
 
     private final int inFeatures;
     private final int outFeatures;
 
-    Linear(int inFeatures, int outFeatures) {
+    /**
+     * A layer mapping {@code inFeatures} to {@code outFeatures}.
+     *
+     * @param inFeatures  IC, the input's last dimension
+     * @param outFeatures OC, the output's last dimension
+     */
+    public Linear(int inFeatures, int outFeatures) {
         this.inFeatures = inFeatures;
         this.outFeatures = outFeatures;
+    }
+
+    /**
+     * The input's last dimension.
+     *
+     * @return IC
+     */
+    public int inFeatures() {
+        return inFeatures;
+    }
+
+    /**
+     * The output's last dimension.
+     *
+     * @return OC
+     */
+    public int outFeatures() {
+        return outFeatures;
     }
 
     /**
@@ -25,8 +53,14 @@ final class Linear {
      * outputs one ulp away from PyTorch's at every biased Linear (tools/reference/README.md). An
      * fp32 out keeps the GEMM-then-bias order, two passes over it fewer: its second rounding is
      * fp32's, within the fp32 parity tolerances.
+     *
+     * @param backend the operations to issue on
+     * @param inp     (N, IC), any leading dimensions
+     * @param weight  (OC, IC)
+     * @param bias    (OC), or null for none
+     * @param out     (N, OC), overwritten
      */
-    void forward(Backend backend, Tensor inp, Tensor weight, Tensor bias, Tensor out) {
+    public void forward(Ops backend, Tensor inp, Tensor weight, Tensor bias, Tensor out) {
         int rows = rows(inp, out, weight, bias);
         if (bias == null || out.dtype() == DType.F32) {
             backend.gemm(false, true, rows, outFeatures, inFeatures, 1f, inp, weight, 0f, out);
@@ -44,13 +78,24 @@ final class Linear {
      * dinp (N, IC) (+)= dout · W, dweight (OC, IC) += doutᵀ · inp, dbias (OC) += column sums of dout
      * (dbias null when there is no bias). The parameter gradients always accumulate; dinp accumulates
      * when {@code accumulateDinp}, and is overwritten otherwise (a fresh buffer then needs no zero-fill).
+     *
+     * @param backend        the operations to issue on
+     * @param dout           (N, OC), the gradient of the output
+     * @param inp            (N, IC), the forward's input
+     * @param weight         (OC, IC)
+     * @param dinp           (N, IC), the input's gradient; null when the input needs none (a model's input)
+     * @param accumulateDinp add to dinp (true) or overwrite it (false)
+     * @param dweight        (OC, IC), accumulated
+     * @param dbias          (OC), accumulated; null when there is no bias
      */
-    void backward(Backend backend, Tensor dout, Tensor inp, Tensor weight, Tensor dinp, boolean accumulateDinp,
+    public void backward(Ops backend, Tensor dout, Tensor inp, Tensor weight, Tensor dinp, boolean accumulateDinp,
                   Tensor dweight, Tensor dbias) {
         int rows = rows(inp, dout, weight, dbias);
-        Buffers.requireShape(dinp, "Linear dinp", inp.shape());
-        Buffers.requireShape(dweight, "Linear dweight", outFeatures, inFeatures);
-        backend.gemm(false, false, rows, inFeatures, outFeatures, 1f, dout, weight, accumulateDinp ? 1f : 0f, dinp);
+        Tensor.requireShape(dweight, "Linear dweight", outFeatures, inFeatures);
+        if (dinp != null) {
+            Tensor.requireShape(dinp, "Linear dinp", inp.shape());
+            backend.gemm(false, false, rows, inFeatures, outFeatures, 1f, dout, weight, accumulateDinp ? 1f : 0f, dinp);
+        }
         backend.gemm(true, false, outFeatures, inFeatures, rows, 1f, dout, inp, 1f, dweight);
         if (dbias != null) {
             backend.biasBackward(dout.reshape(rows, outFeatures), dbias);
@@ -58,9 +103,9 @@ final class Linear {
     }
 
     private int rows(Tensor inp, Tensor out, Tensor weight, Tensor bias) {
-        Buffers.requireShape(weight, "Linear weight", outFeatures, inFeatures);
+        Tensor.requireShape(weight, "Linear weight", outFeatures, inFeatures);
         if (bias != null) {
-            Buffers.requireShape(bias, "Linear bias", outFeatures);
+            Tensor.requireShape(bias, "Linear bias", outFeatures);
         }
         if (inp.dim(-1) != inFeatures || out.dim(-1) != outFeatures
                 || inp.numel() / inFeatures != out.numel() / outFeatures) {

@@ -1,5 +1,5 @@
 // Where a tensor lives: the host ("cpu") or one GPU ("cuda:i"). Parsed from the command line.
-package org.fsdp4j.tensor;
+package org.fsdp4j.api;
 
 import java.util.Locale;
 

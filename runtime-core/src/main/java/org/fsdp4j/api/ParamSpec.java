@@ -1,10 +1,9 @@
 // What a model declares about one parameter: its name, shape, how it is initialised and
 // whether weight decay applies. Whoever owns the storage (single-rank store, FSDP engine)
 // lays parameters out from these specs; the model never allocates its own parameters.
-package org.fsdp4j.model;
+package org.fsdp4j.api;
 
 import java.util.Arrays;
-import org.fsdp4j.tensor.Tensor;
 
 public record ParamSpec(String name, long[] shape, Init init, double initStd, boolean weightDecay) {
 

@@ -7,7 +7,7 @@
 // its backward the head (first) and the embedding (last), and the embedding's backward only
 // writes gradients. Blocks have one segment each way. A model that never splits a unit calls
 // the one-argument forms, which mean "one segment, the last".
-package org.fsdp4j.model;
+package org.fsdp4j.api;
 
 public interface UnitHooks {
 

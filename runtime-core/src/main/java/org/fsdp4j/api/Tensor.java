@@ -1,9 +1,10 @@
 // A dense, contiguous, row-major block of elements with a shape and a dtype, living in a
 // Storage at an element offset. Views share the storage (that is how a unit's parameters
 // map into its flat buffer); only the tensor that allocated the storage may close it.
-package org.fsdp4j.tensor;
+package org.fsdp4j.api;
 
 import java.util.Arrays;
+import org.fsdp4j.backend.Storage;
 
 public final class Tensor implements AutoCloseable {
 
@@ -41,6 +42,21 @@ public final class Tensor implements AutoCloseable {
             n = Math.multiplyExact(n, d);
         }
         return n;
+    }
+
+    /**
+     * Checks a tensor's shape.
+     *
+     * @param t     the tensor
+     * @param what  names it in the message ("Linear weight")
+     * @param shape the shape it must have
+     * @throws IllegalArgumentException naming {@code what}, the expected and the actual shape, if they differ
+     */
+    public static void requireShape(Tensor t, String what, long... shape) {
+        if (!Arrays.equals(t.shape, shape)) {
+            throw new IllegalArgumentException(what + " must have shape " + Arrays.toString(shape) + ", got "
+                    + Arrays.toString(t.shape));
+        }
     }
 
     /**

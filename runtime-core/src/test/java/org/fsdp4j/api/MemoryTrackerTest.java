@@ -1,6 +1,6 @@
 // The tracker's live and peak bytes per category and in total, the split of the total's peak
 // by category, its double-free error, and resetPeak; the numbers the memory model (docs/ARCHITECTURE.md) is checked against.
-package org.fsdp4j.tensor;
+package org.fsdp4j.api;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;

@@ -1,7 +1,7 @@
 // What is sharded across the ranks (docs/ARCHITECTURE.md, "Strategies"). Every strategy is run by the same
 // engine: they differ only in the size of the group a unit's flat parameter is split over,
 // whether parameters are freed after forward, and how gradients are reduced.
-package org.fsdp4j.fsdp;
+package org.fsdp4j.api;
 
 import java.util.Arrays;
 import java.util.Locale;

@@ -2,10 +2,9 @@
 // The model declares each unit's parameters; the storage owner binds tensors (views into a
 // flat buffer) before the unit runs and unbinds them after, so a unit used while its
 // parameters are not gathered fails loudly instead of reading freed memory.
-package org.fsdp4j.model;
+package org.fsdp4j.api;
 
 import java.util.List;
-import org.fsdp4j.tensor.Tensor;
 
 public final class Unit {
 

@@ -1,7 +1,11 @@
 // One native allocation (host memory for the CPU backend, device memory for CUDA), owned by
 // exactly one Tensor. Closing it returns the bytes to its backend and to the memory tracker;
 // close is idempotent and any later use fails loudly.
-package org.fsdp4j.tensor;
+package org.fsdp4j.backend;
+
+import org.fsdp4j.api.Device;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.MemoryTracker;
 
 public abstract class Storage implements AutoCloseable {
 

@@ -1,0 +1,482 @@
+// How Fsdp.shard shards and trains a model: the strategy and mesh, the precision policy,
+// prefetch, activation checkpointing, offload, gradient accumulation, the optimizer, clipping
+// and loss scaling. Immutable; built with a builder whose defaults are PyTorch FSDP's where it
+// has one. Values are checked when the model is sharded, with a message that names the option.
+package org.fsdp4j.api;
+
+import java.time.Duration;
+
+/**
+ * How {@link Fsdp#shard} shards and trains a model. Immutable; make one with {@link #builder()}:
+ *
+ * <pre>{@code
+ * FsdpOptions options = FsdpOptions.builder()
+ *         .worldSize(4)
+ *         .strategy(ShardingStrategy.FULL_SHARD)
+ *         .precision(new MixedPrecisionPolicy(DType.BF16, DType.F32))
+ *         .adamW(3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f)
+ *         .maxGradNorm(1f)
+ *         .build();
+ * }</pre>
+ *
+ * <p>Every value is checked when the model is sharded; a bad one is an
+ * {@link IllegalArgumentException} naming the option and what to change.
+ */
+public final class FsdpOptions {
+
+    private final String device;
+    private final int worldSize;
+    private final ShardingStrategy strategy;
+    private final int shardGroupSize;
+    private final MixedPrecisionPolicy precision;
+    private final int prefetch;
+    private final int microBatches;
+    private final boolean activationCheckpointing;
+    private final boolean offload;
+    private final float lr;
+    private final float beta1;
+    private final float beta2;
+    private final float eps;
+    private final float weightDecay;
+    private final float maxGradNorm;
+    private final float initialLossScale;
+    private final int lossScaleGrowthInterval;
+    private final long seed;
+    private final Duration collectiveTimeout;
+    private final int cpuThreads;
+    private final boolean debugStreams;
+
+    private FsdpOptions(Builder b) {
+        this.device = b.device;
+        this.worldSize = b.worldSize;
+        this.strategy = b.strategy;
+        this.shardGroupSize = b.shardGroupSize;
+        this.precision = b.precision;
+        this.prefetch = b.prefetch;
+        this.microBatches = b.microBatches;
+        this.activationCheckpointing = b.activationCheckpointing;
+        this.offload = b.offload;
+        this.lr = b.lr;
+        this.beta1 = b.beta1;
+        this.beta2 = b.beta2;
+        this.eps = b.eps;
+        this.weightDecay = b.weightDecay;
+        this.maxGradNorm = b.maxGradNorm;
+        this.initialLossScale = b.initialLossScale;
+        this.lossScaleGrowthInterval = b.lossScaleGrowthInterval;
+        this.seed = b.seed;
+        this.collectiveTimeout = b.collectiveTimeout;
+        this.cpuThreads = b.cpuThreads;
+        this.debugStreams = b.debugStreams;
+    }
+
+    /**
+     * A builder holding the defaults: one rank on the CPU, FULL_SHARD, fp32, prefetch 1, one
+     * micro-batch, AdamW(lr 1e-3, betas 0.9 and 0.999, eps 1e-8, weight decay 0.01) as
+     * {@code torch.optim.AdamW}, no clipping, seed 0.
+     *
+     * @return a new builder
+     */
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /**
+     * A builder starting from these options.
+     *
+     * @return a new builder holding every value of this
+     */
+    public Builder toBuilder() {
+        Builder b = new Builder();
+        b.device = device;
+        b.worldSize = worldSize;
+        b.strategy = strategy;
+        b.shardGroupSize = shardGroupSize;
+        b.precision = precision;
+        b.prefetch = prefetch;
+        b.microBatches = microBatches;
+        b.activationCheckpointing = activationCheckpointing;
+        b.offload = offload;
+        b.lr = lr;
+        b.beta1 = beta1;
+        b.beta2 = beta2;
+        b.eps = eps;
+        b.weightDecay = weightDecay;
+        b.maxGradNorm = maxGradNorm;
+        b.initialLossScale = initialLossScale;
+        b.lossScaleGrowthInterval = lossScaleGrowthInterval;
+        b.seed = seed;
+        b.collectiveTimeout = collectiveTimeout;
+        b.cpuThreads = cpuThreads;
+        b.debugStreams = debugStreams;
+        return b;
+    }
+
+    /** @return where the ranks run: "cpu", "cuda" (one rank per GPU), "cuda:i" (every rank on GPU i) or "auto" */
+    public String device() {
+        return device;
+    }
+
+    /** @return ranks N */
+    public int worldSize() {
+        return worldSize;
+    }
+
+    /** @return what is sharded */
+    public ShardingStrategy strategy() {
+        return strategy;
+    }
+
+    /** @return S, the ranks each shard group holds under HYBRID_SHARD; 0 for the other strategies */
+    public int shardGroupSize() {
+        return shardGroupSize;
+    }
+
+    /** @return the dtypes parameters are gathered and gradients reduced in (masters are fp32) */
+    public MixedPrecisionPolicy precision() {
+        return precision;
+    }
+
+    /** @return units all-gathered ahead of the one running (0: gather on demand) */
+    public int prefetch() {
+        return prefetch;
+    }
+
+    /** @return forward/backward passes per step; gradients are reduced after the last (gradient accumulation) */
+    public int microBatches() {
+        return microBatches;
+    }
+
+    /** @return whether models are asked to recompute block internals in backward (see {@link ModelContext}) */
+    public boolean activationCheckpointing() {
+        return activationCheckpointing;
+    }
+
+    /** @return whether the master shard, gradient shard and optimizer state live in host memory */
+    public boolean offload() {
+        return offload;
+    }
+
+    /** @return AdamW's learning rate when a step is not given one */
+    public float lr() {
+        return lr;
+    }
+
+    /** @return AdamW's β1 */
+    public float beta1() {
+        return beta1;
+    }
+
+    /** @return AdamW's β2 */
+    public float beta2() {
+        return beta2;
+    }
+
+    /** @return AdamW's ε */
+    public float eps() {
+        return eps;
+    }
+
+    /** @return AdamW's decoupled weight decay, applied to the parameters whose spec asks for it */
+    public float weightDecay() {
+        return weightDecay;
+    }
+
+    /** @return the global gradient norm is clipped to this; 0 turns clipping off */
+    public float maxGradNorm() {
+        return maxGradNorm;
+    }
+
+    /** @return the first loss scale when the precision policy has fp16 */
+    public float initialLossScale() {
+        return initialLossScale;
+    }
+
+    /** @return finite steps before the fp16 loss scale doubles */
+    public int lossScaleGrowthInterval() {
+        return lossScaleGrowthInterval;
+    }
+
+    /** @return seeds the parameters' initialisation (the same at every world size) */
+    public long seed() {
+        return seed;
+    }
+
+    /** @return how long a rank waits for the others in one collective before the run fails */
+    public Duration collectiveTimeout() {
+        return collectiveTimeout;
+    }
+
+    /** @return host threads the CPU backend may use over all ranks of this process; 0 = all cores */
+    public int cpuThreads() {
+        return cpuThreads;
+    }
+
+    /**
+     * @return whether CPU streams run on their own workers with random delays and freed memory
+     *         is poisoned, so a missing stream ordering shows up (slow; for tests)
+     */
+    public boolean debugStreams() {
+        return debugStreams;
+    }
+
+    @Override
+    public String toString() {
+        return "FsdpOptions[device=" + device + ", worldSize=" + worldSize + ", strategy=" + strategy.cliName()
+                + (shardGroupSize > 0 ? ", shardGroupSize=" + shardGroupSize : "") + ", precision=(" + precision
+                + "), prefetch=" + prefetch + ", microBatches=" + microBatches + ", activationCheckpointing="
+                + activationCheckpointing + ", offload=" + offload + ", adamW=(" + lr + ", " + beta1 + ", " + beta2
+                + ", " + eps + ", " + weightDecay + "), maxGradNorm=" + maxGradNorm + ", seed=" + seed + "]";
+    }
+
+    /** Collects the options; {@link #build()} makes the immutable {@link FsdpOptions}. */
+    public static final class Builder {
+        private String device = "cpu";
+        private int worldSize = 1;
+        private ShardingStrategy strategy = ShardingStrategy.FULL_SHARD;
+        private int shardGroupSize;
+        private MixedPrecisionPolicy precision = MixedPrecisionPolicy.FP32;
+        private int prefetch = 1;
+        private int microBatches = 1;
+        private boolean activationCheckpointing;
+        private boolean offload;
+        private float lr = 1e-3f;
+        private float beta1 = 0.9f;
+        private float beta2 = 0.999f;
+        private float eps = 1e-8f;
+        private float weightDecay = 0.01f;
+        private float maxGradNorm;
+        private float initialLossScale = 65536f;
+        private int lossScaleGrowthInterval = 1000;
+        private long seed;
+        private Duration collectiveTimeout = Duration.ofMinutes(10);
+        private int cpuThreads;
+        private boolean debugStreams;
+
+        private Builder() {
+        }
+
+        /**
+         * Where the ranks run.
+         *
+         * @param device "cpu", "cuda" (one rank per GPU), "cuda:i" (every rank on GPU i) or "auto"
+         *               (the GPU when there is one, else the CPU)
+         * @return this
+         */
+        public Builder device(String device) {
+            this.device = device;
+            return this;
+        }
+
+        /**
+         * The number of ranks N.
+         *
+         * @param n ranks, at least 1
+         * @return this
+         */
+        public Builder worldSize(int n) {
+            this.worldSize = n;
+            return this;
+        }
+
+        /**
+         * What is sharded; for HYBRID_SHARD use {@link #hybridShard(int)}.
+         *
+         * @param strategy the strategy
+         * @return this
+         */
+        public Builder strategy(ShardingStrategy strategy) {
+            this.strategy = strategy;
+            this.shardGroupSize = 0;
+            return this;
+        }
+
+        /**
+         * HYBRID_SHARD: shard inside groups of S ranks, replicate across the N / S groups.
+         *
+         * @param shardGroupSize S, a divisor of the world size
+         * @return this
+         */
+        public Builder hybridShard(int shardGroupSize) {
+            this.strategy = ShardingStrategy.HYBRID_SHARD;
+            this.shardGroupSize = shardGroupSize;
+            return this;
+        }
+
+        /**
+         * The mixed-precision policy.
+         *
+         * @param precision parameter and reduce dtypes
+         * @return this
+         */
+        public Builder precision(MixedPrecisionPolicy precision) {
+            this.precision = precision;
+            return this;
+        }
+
+        /**
+         * How many units are all-gathered ahead of the one running.
+         *
+         * @param depth 0 (gather on demand) or more
+         * @return this
+         */
+        public Builder prefetch(int depth) {
+            this.prefetch = depth;
+            return this;
+        }
+
+        /**
+         * Gradient accumulation: forward/backward passes per step, each on an equal part of the
+         * rank's samples; gradients are reduced once, after the last.
+         *
+         * @param m passes per step, at least 1
+         * @return this
+         */
+        public Builder microBatches(int m) {
+            this.microBatches = m;
+            return this;
+        }
+
+        /**
+         * Asks models to recompute their blocks' internals in backward instead of keeping them.
+         *
+         * @param on true to checkpoint
+         * @return this
+         */
+        public Builder activationCheckpointing(boolean on) {
+            this.activationCheckpointing = on;
+            return this;
+        }
+
+        /**
+         * Keeps the fp32 master shard, the gradient shard and the optimizer state in host
+         * memory; the optimizer runs on the host.
+         *
+         * @param on true to offload
+         * @return this
+         */
+        public Builder offload(boolean on) {
+            this.offload = on;
+            return this;
+        }
+
+        /**
+         * The optimizer: AdamW with decoupled weight decay.
+         *
+         * @param lr          learning rate used when a step is not given one
+         * @param beta1       β1
+         * @param beta2       β2
+         * @param eps         ε
+         * @param weightDecay decoupled weight decay
+         * @return this
+         */
+        public Builder adamW(float lr, float beta1, float beta2, float eps, float weightDecay) {
+            this.lr = lr;
+            this.beta1 = beta1;
+            this.beta2 = beta2;
+            this.eps = eps;
+            this.weightDecay = weightDecay;
+            return this;
+        }
+
+        /**
+         * The learning rate used when a step is not given one.
+         *
+         * @param lr a positive number
+         * @return this
+         */
+        public Builder lr(float lr) {
+            this.lr = lr;
+            return this;
+        }
+
+        /**
+         * Clips the global gradient norm (over all shards) to this before the update.
+         *
+         * @param norm the largest norm; 0 turns clipping off
+         * @return this
+         */
+        public Builder maxGradNorm(float norm) {
+            this.maxGradNorm = norm;
+            return this;
+        }
+
+        /**
+         * Dynamic loss scaling for fp16: the first scale, and the finite steps before it doubles
+         * (it halves on an overflowing step, which is skipped).
+         *
+         * @param initialScale   the first scale, greater than 0
+         * @param growthInterval finite steps before the scale doubles, at least 1
+         * @return this
+         */
+        public Builder lossScaling(float initialScale, int growthInterval) {
+            this.initialLossScale = initialScale;
+            this.lossScaleGrowthInterval = growthInterval;
+            return this;
+        }
+
+        /**
+         * Seeds the parameters' initialisation (each parameter's values do not depend on the world size).
+         *
+         * @param seed any value
+         * @return this
+         */
+        public Builder seed(long seed) {
+            this.seed = seed;
+            return this;
+        }
+
+        /**
+         * How long a rank waits for the others in one collective before the run fails naming the rank.
+         *
+         * @param timeout a positive duration
+         * @return this
+         */
+        public Builder collectiveTimeout(Duration timeout) {
+            this.collectiveTimeout = timeout;
+            return this;
+        }
+
+        /**
+         * Host threads the CPU backend may use, over all ranks of this process.
+         *
+         * @param threads 0 for all cores
+         * @return this
+         */
+        public Builder cpuThreads(int threads) {
+            this.cpuThreads = threads;
+            return this;
+        }
+
+        /**
+         * Runs every CPU stream on its own worker with random delays and poisons freed memory, so
+         * that a missing stream ordering shows up as a wrong result (slow; for tests).
+         *
+         * @param on true to debug
+         * @return this
+         */
+        public Builder debugStreams(boolean on) {
+            this.debugStreams = on;
+            return this;
+        }
+
+        /**
+         * The options; values are checked by {@link Fsdp#shard}.
+         *
+         * @return the immutable options
+         * @throws IllegalArgumentException if a value is missing (null)
+         */
+        public FsdpOptions build() {
+            if (device == null || strategy == null || precision == null || collectiveTimeout == null) {
+                throw new IllegalArgumentException("device, strategy, precision and collective timeout must be given");
+            }
+            if (cpuThreads < 0) {
+                throw new IllegalArgumentException("cpu threads must be >= 0 (0 = all cores), got " + cpuThreads);
+            }
+            if (!(lr > 0) || !Float.isFinite(lr)) {
+                throw new IllegalArgumentException("the learning rate must be a positive number, got " + lr);
+            }
+            return new FsdpOptions(this);
+        }
+    }
+}
