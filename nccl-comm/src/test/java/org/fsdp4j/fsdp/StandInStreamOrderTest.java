@@ -5,11 +5,14 @@
 // cudaMalloc reads as NaN. (ALL_GATHER_ON_COMPUTE, which the CPU's debug streams catch by poisoning
 // the blocks their allocator hands out again, is not here: the stand-in sees only cudaMalloc and
 // cudaFree, not the caching allocator's reuse; COMPUTE_ON_REDUCTIONS goes wrong only when a race is
-// lost, about every other run.) Fake-GPU run only (tag "standin").
+// lost, about every other run.) Whether an unordered pair of streams actually runs in the wrong
+// order is up to the random delays, so a run that happened to come out right is tried again, up to
+// ATTEMPTS times; the test fails only if every attempt matched the reference (COMPUTE_ON_ALL_GATHER
+// came out right in about 1 of 9 single runs). Fake-GPU run only (tag "standin").
 package org.fsdp4j.fsdp;
 
 import static org.fsdp4j.fsdp.FsdpTestSupport.SGD;
-import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.fail;
 
 import java.time.Duration;
 import java.util.List;
@@ -26,6 +29,8 @@ import org.opentest4j.AssertionFailedError;
 @Tag("standin")
 class StandInStreamOrderTest {
 
+    private static final int ATTEMPTS = 4;
+
     @ParameterizedTest
     @EnumSource(value = FsdpEngine.Wait.class, names = {"COMPUTE_ON_ALL_GATHER", "REDUCE_ON_BACKWARD"})
     void aMissingWaitIsCaughtByTheStandInStreams(FsdpEngine.Wait skipped) {
@@ -34,11 +39,18 @@ class StandInStreamOrderTest {
                 n -> new LocalGroup(n, Duration.ofSeconds(60), LocalGroup.Dispatch.STREAM_EVENTS));
         FsdpTestSupport.Trajectory ref = t.reference(SGD, 0f);
         FsdpConfig config = FsdpTestSupport.config(2, ShardingStrategy.FULL_SHARD);
-        List<FsdpTestSupport.RankTrajectory> ranks = t.sharded(config, SGD, false, UnaryOperator.identity(),
-                engine -> engine.skipWaitForTest(skipped));
-        AssertionFailedError e = assertThrows(AssertionFailedError.class,
-                () -> t.assertMatches("full_shard N=2 without " + skipped, ref, ranks, GpuFsdpEquivalenceTest.GPU_FP32),
-                "without " + skipped + " the run must go wrong on the stand-in's streams");
-        System.out.println("without " + skipped + ": " + e.getMessage());
+        for (int attempt = 1; attempt <= ATTEMPTS; attempt++) {
+            List<FsdpTestSupport.RankTrajectory> ranks = t.sharded(config, SGD, false, UnaryOperator.identity(),
+                    engine -> engine.skipWaitForTest(skipped));
+            try {
+                t.assertMatches("full_shard N=2 without " + skipped, ref, ranks, GpuFsdpEquivalenceTest.GPU_FP32);
+            } catch (AssertionFailedError e) {
+                System.out.println("without " + skipped + " (attempt " + attempt + "): " + e.getMessage());
+                return;
+            }
+            System.out.println("without " + skipped + ": attempt " + attempt + " happened to run in a safe order");
+        }
+        fail("without " + skipped + " the run must go wrong on the stand-in's streams, but " + ATTEMPTS
+                + " runs matched the reference");
     }
 }
