@@ -141,7 +141,7 @@ public enum DType {
 
     /**
      * fp32 to IEEE fp16 bits, rounding to nearest even: magnitudes from 65520 up become infinity,
-     * magnitudes below 2<sup>-14</sup> become fp16 subnormals (or zero below 2<sup>-25</sup>),
+     * magnitudes below 2<sup>-14</sup> become fp16 subnormals (or zero, up to 2<sup>-25</sup>),
      * and a NaN stays a quiet NaN with its sign.
      *
      * @param f any float
