@@ -8,8 +8,8 @@
 // - Floating inputs may be F32, F16 or BF16 unless a parameter says "F32"; arithmetic is fp32
 //   (fp64 for the reductions that say so); results are rounded to the output's dtype (RNE).
 // - Backward operations ACCUMULATE (+=) into every gradient they write, as llm.c does, so one
-//   zero-fill per buffer serves several contributions. crossEntropyBackward is the one
-//   exception (it overwrites, so dlogits may alias logits).
+//   zero-fill per buffer serves several contributions. crossEntropyBackward and ropeBackward are
+//   the exceptions (they overwrite, so the gradient may alias its input, in place).
 // - Work is issued on the calling thread's current stream (see setStream / onStream) and the
 //   call returns without waiting for it, as on a GPU: the CPU backend models one (see
 //   docs/ARCHITECTURE.md, "Streams and events"). Shapes and closed tensors are checked when the
@@ -129,6 +129,12 @@ public interface Backend extends AutoCloseable {
     /** dinp += GELU'(inp) · dout. */
     void geluBackward(Tensor inp, Tensor dout, Tensor dinp);
 
+    /** out = SiLU(gate) · up (SwiGLU's gated unit), SiLU(x) = x · σ(x); out may alias gate or up. */
+    void swigluForward(Tensor gate, Tensor up, Tensor out);
+
+    /** dgate += dout · up · SiLU'(gate), dup += dout · SiLU(gate), with SiLU'(x) = σ(x)(1 + x(1 − σ(x))). */
+    void swigluBackward(Tensor gate, Tensor up, Tensor dout, Tensor dgate, Tensor dup);
+
     // ------------------------------------------------------------------ layers
 
     /**
@@ -141,17 +147,46 @@ public interface Backend extends AutoCloseable {
     void layerNormBackward(Tensor dout, Tensor inp, Tensor weight, Tensor mean, Tensor rstd,
                            Tensor dinp, Tensor dweight, Tensor dbias);
 
-    /** out (B, T, C) = wte[tokens[b,t]] + wpe[t]; tokens (B, T) I32, wte (V, C), wpe (maxT ≥ T, C). */
+    /**
+     * RMSNorm over the last dim: out = inp · rstd · weight with rstd = 1 / √(mean(inp²) + eps).
+     * inp, out (N, C); weight (C); rstd (N) F32, written for the backward.
+     */
+    void rmsNormForward(Tensor inp, Tensor weight, Tensor out, Tensor rstd, float eps);
+
+    /** Accumulates dinp (N, C) and dweight (C) from dout (N, C) and the saved rstd. */
+    void rmsNormBackward(Tensor dout, Tensor inp, Tensor weight, Tensor rstd, Tensor dinp, Tensor dweight);
+
+    /**
+     * out (B, T, C) = wte[tokens[b,t]] + wpe[t]; tokens (B, T) I32, wte (V, C), wpe (maxT ≥ T, C),
+     * or null for no position embedding (out = wte[tokens]: a model with rotary positions).
+     */
     void embeddingForward(Tensor tokens, Tensor wte, Tensor wpe, Tensor out);
 
-    /** dwte[tokens[b,t]] += dout[b,t]; dwpe[t] += Σ_b dout[b,t]. Deterministic order. */
+    /** dwte[tokens[b,t]] += dout[b,t]; dwpe[t] += Σ_b dout[b,t] (dwpe null: none). Deterministic order. */
     void embeddingBackward(Tensor tokens, Tensor dout, Tensor dwte, Tensor dwpe);
 
-    /** qkv (B, T, 3C) laid out [q | k | v] per token → q, k, v each (B, H, T, C/H). */
+    /**
+     * qkv (B, T, (H + 2·Hkv)·D) laid out [q | k | v] per token → q (B, H, T, D) and k, v (B, Hkv, T, D),
+     * numHeads = H; Hkv is k's and v's head count (H for multi-head attention, fewer for grouped-query).
+     */
     void splitHeads(Tensor qkv, Tensor q, Tensor k, Tensor v, int numHeads);
 
-    /** dqkv (B, T, 3C) += the inverse of splitHeads applied to dq, dk, dv (B, H, T, C/H). */
+    /** dqkv (B, T, (H + 2·Hkv)·D) += the inverse of splitHeads applied to dq (B, H, T, D), dk, dv (B, Hkv, T, D). */
     void splitHeadsBackward(Tensor dq, Tensor dk, Tensor dv, Tensor dqkv, int numHeads);
+
+    /**
+     * Rotary position embedding over head-major inp (B, H, T, D), D even, in the half-split
+     * (GPT-NeoX, Hugging Face rotate_half) convention: for i &lt; D/2 the pair (x_i, x_{i+D/2}) of
+     * position t turns by the angle whose cosine and sine are cos[t, i], sin[t, i] (F32 tables
+     * (≥ T, D/2)): out_i = x_i·cos − x_{i+D/2}·sin, out_{i+D/2} = x_{i+D/2}·cos + x_i·sin. out may be inp.
+     */
+    void ropeForward(Tensor inp, Tensor cos, Tensor sin, Tensor out);
+
+    /**
+     * dinp = the inverse rotation of dout (the rotation is orthogonal: its transpose turns by −angle),
+     * OVERWRITTEN (not accumulated); dinp may be dout, in place.
+     */
+    void ropeBackward(Tensor dout, Tensor cos, Tensor sin, Tensor dinp);
 
     /** out (B, T, C) = y (B, H, T, C/H) with the heads put back side by side. */
     void mergeHeads(Tensor y, Tensor out);
