@@ -15,7 +15,6 @@ import org.fsdp4j.data.Batch;
 import org.fsdp4j.fsdp.FsdpStepResult;
 import org.fsdp4j.fsdp.LocalFsdpGroup;
 import org.fsdp4j.fsdp.UnitBufferPlan;
-import org.fsdp4j.model.GptModel;
 import org.fsdp4j.optim.AdamW;
 import org.fsdp4j.tensor.Device;
 import org.fsdp4j.tensor.MemoryTracker;
@@ -38,7 +37,7 @@ public final class EngineStepExecutor implements StepExecutor {
         int threadsPerRank = config.cpuThreads() == 0 ? LocalFsdpGroup.defaultCpuThreads(n)
                 : Math.max(1, config.cpuThreads() / n);
         this.group = new LocalFsdpGroup(config.fsdp(),
-                (rank, backend) -> new GptModel(config.model(), backend, config.checkpointActivations()),
+                (rank, backend) -> config.model().create(backend, config.checkpointActivations()),
                 optimizerFor(config), config.seed(), config.batchSize(), config.seqLen(),
                 RankPlacement.place(config.device(), device, n), new BackendOptions(threadsPerRank, config.debugStreams()),
                 UnaryOperator.identity());

@@ -11,13 +11,14 @@ import org.fsdp4j.backend.cpu.CpuBackendProvider;
 import org.fsdp4j.fsdp.FsdpConfig;
 import org.fsdp4j.fsdp.MixedPrecisionPolicy;
 import org.fsdp4j.fsdp.ShardingStrategy;
-import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.model.ModelConfig;
+import org.fsdp4j.model.ModelFamily;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.tensor.Device;
 
 /**
- * @param preset                name of the model preset ("tiny", ...), for logs and summaries
- * @param model                 the model shape (the preset's)
+ * @param preset                name of the model preset ("tiny", ...) within the model's family, for logs and summaries
+ * @param model                 the model shape (the preset's), whose family (gpt, llama) the run builds
  * @param steps                 optimizer steps to run
  * @param seed                  seeds the parameters and the batches
  * @param batchSize             sequences per global batch (B)
@@ -43,7 +44,7 @@ import org.fsdp4j.tensor.Device;
  *                              memory, so that missing stream orderings show up (see BackendOptions)
  * @param onNonFinite           what a step with an inf/NaN loss or gradient norm does to the run
  */
-public record TrainConfig(String preset, GptConfig model, int steps, long seed, int batchSize, int seqLen,
+public record TrainConfig(String preset, ModelConfig model, int steps, long seed, int batchSize, int seqLen,
                           float lr, float minLr, int warmupSteps, float weightDecay, float maxGradNorm,
                           boolean checkpointActivations, String device, int cpuThreads,
                           Optional<Path> dataFile, Optional<Path> outDir,
@@ -70,8 +71,8 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
             throw new IllegalArgumentException("--seq-len must be at least 1, got " + seqLen);
         }
         if (seqLen > model.maxSeqLen()) {
-            throw new IllegalArgumentException("--seq-len " + seqLen + " is longer than the " + preset
-                    + " model's context of " + model.maxSeqLen() + ": use --seq-len " + model.maxSeqLen()
+            throw new IllegalArgumentException("--seq-len " + seqLen + " is longer than the " + model.family() + " "
+                    + preset + " model's context of " + model.maxSeqLen() + ": use --seq-len " + model.maxSeqLen()
                     + " or less, or a preset with a longer context");
         }
         if (!(lr > 0) || !Float.isFinite(lr)) {
@@ -146,7 +147,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
 
     /** A builder with every field set to its default, for callers that change a few. */
     public Builder toBuilder() {
-        return new Builder().preset(preset).model(model).steps(steps).seed(seed).batchSize(batchSize).seqLen(seqLen)
+        return new Builder().family(model.family()).preset(preset).model(model).steps(steps).seed(seed).batchSize(batchSize).seqLen(seqLen)
                 .lr(lr).minLr(minLr).warmupSteps(warmupSteps).weightDecay(weightDecay).maxGradNorm(maxGradNorm)
                 .checkpointActivations(checkpointActivations).device(device).cpuThreads(cpuThreads)
                 .dataFile(dataFile.orElse(null)).outDir(outDir.orElse(null))
@@ -157,7 +158,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
 
     /**
      * Holds the defaults. Fields left unset that depend on others are derived in build():
-     * the model from the preset, seqLen = the model's context, minLr = lr / 10, warm-up = 5% of
+     * the model from the family's preset, seqLen = the model's context, minLr = lr / 10, warm-up = 5% of
      * the steps (at least 1), as nanoGPT schedules.
      */
     public static final class Builder {
@@ -170,8 +171,9 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         public static final float DEFAULT_MAX_GRAD_NORM = 1.0f;
         public static final String DEFAULT_DEVICE = "auto";
 
+        private ModelFamily family = ModelFamily.GPT;
         private String preset = DEFAULT_PRESET;
-        private GptConfig model;
+        private ModelConfig model;
         private int steps = DEFAULT_STEPS;
         private long seed = DEFAULT_SEED;
         private int batchSize = DEFAULT_BATCH_SIZE;
@@ -200,14 +202,20 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         private Builder() {
         }
 
-        /** A named preset; the model shape follows unless model() is also given. */
+        /** The model family whose presets preset() names (gpt unless given). */
+        public Builder family(ModelFamily f) {
+            this.family = f;
+            return this;
+        }
+
+        /** A named preset of the family; the model shape follows unless model() is also given. */
         public Builder preset(String name) {
             this.preset = name;
             return this;
         }
 
-        /** An explicit model shape (overrides the preset's). */
-        public Builder model(GptConfig config) {
+        /** An explicit model shape (overrides the preset's and the family's). */
+        public Builder model(ModelConfig config) {
             this.model = config;
             return this;
         }
@@ -339,7 +347,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         }
 
         public TrainConfig build() {
-            GptConfig m = model != null ? model : GptConfig.preset(preset);
+            ModelConfig m = model != null ? model : family.preset(preset);
             int t = seqLen != null ? seqLen : m.maxSeqLen();
             float floorLr = minLr != null ? minLr : lr / 10;
             int warmup = warmupSteps != null ? warmupSteps : Math.min(steps, Math.max(1, Math.round(steps * 0.05f)));

@@ -221,7 +221,7 @@ public final class Trainer implements AutoCloseable {
         Map<String, long[]> atPeak = new LinkedHashMap<>();
         atPeakBytesByCategory.forEach((c, perRank) -> atPeak.put(c.label(), perRank.clone()));
         Double floor = info.lossFloorNats().isPresent() ? info.lossFloorNats().getAsDouble() : null;
-        return new TrainSummary(config.preset(), info.parameters(), info.worldSize(), info.device(),
+        return new TrainSummary(config.model().family().cliName(), config.preset(), info.parameters(), info.worldSize(), info.device(),
                 info.backendName(), info.data(), completedSteps, config.batchSize(), config.seqLen(), config.seed(),
                 floor, done, completedSteps == 0 ? Float.NaN : done[completedSteps - 1],
                 completedSteps == 0 ? Double.NaN : Stats.tailMean(done, TAIL_STEPS), medianMs,

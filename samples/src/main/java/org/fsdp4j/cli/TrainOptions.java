@@ -7,7 +7,7 @@ package org.fsdp4j.cli;
 import java.nio.file.Path;
 import java.util.Iterator;
 import org.fsdp4j.fsdp.ShardingStrategy;
-import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.model.ModelFamily;
 import org.fsdp4j.tensor.DType;
 import org.fsdp4j.train.NonFinitePolicy;
 import org.fsdp4j.train.TrainConfig;
@@ -15,9 +15,14 @@ import picocli.CommandLine.Option;
 
 final class TrainOptions {
 
+    @Option(names = "--model", paramLabel = "gpt|llama",
+            description = "model family: gpt (GPT-2: LayerNorm, learned positions, GELU, tied head) or llama (RMSNorm,"
+                    + " rotary positions, SwiGLU, grouped-query attention, untied head) (default: gpt)")
+    String model;
+
     @Option(names = "--preset", paramLabel = "NAME", completionCandidates = PresetNames.class,
-            description = "model preset: ${COMPLETION-CANDIDATES} (default: " + TrainConfig.Builder.DEFAULT_PRESET
-                    + "; bench step: " + StepBenchCommand.DEFAULT_PRESET + ")")
+            description = "the model family's preset: ${COMPLETION-CANDIDATES} (default: "
+                    + TrainConfig.Builder.DEFAULT_PRESET + "; bench step: " + StepBenchCommand.DEFAULT_PRESET + ")")
     String preset;
 
     @Option(names = "--steps", paramLabel = "K",
@@ -121,16 +126,20 @@ final class TrainOptions {
                     + NonFinitePolicy.DEFAULT_MAX_SKIPPED_STEPS + ")")
     Integer maxSkippedSteps;
 
-    /** The model presets, listed in --help. */
+    /** The model presets of each family, listed in --help: "tiny, small, ... (gpt); tiny, ... (llama)". */
     static final class PresetNames implements Iterable<String> {
         @Override
         public Iterator<String> iterator() {
-            return GptConfig.presetNames().iterator();
+            return java.util.Arrays.stream(ModelFamily.values())
+                    .map(f -> String.join(", ", f.presetNames()) + " (" + f + ")").iterator();
         }
     }
 
     /** Overrides the builder's fields with the flags that were given. */
     TrainConfig.Builder applyTo(TrainConfig.Builder b) {
+        if (model != null) {
+            b.family(ModelFamily.parse(model));
+        }
         if (preset != null) {
             b.preset(preset);
         }
