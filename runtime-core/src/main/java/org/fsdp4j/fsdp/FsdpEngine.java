@@ -43,6 +43,7 @@ import org.fsdp4j.comm.CommBytes;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.DeviceMesh;
 import org.fsdp4j.comm.Reduction;
+import org.fsdp4j.model.ParamSource;
 import org.fsdp4j.model.TrainableModel;
 import org.fsdp4j.model.Unit;
 import org.fsdp4j.model.UnitHooks;
@@ -120,6 +121,15 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
      */
     public FsdpEngine(TrainableModel model, DeviceMesh mesh, FsdpConfig config, Optimizer optimizer,
                       Backend optimizerBackend, long seed) {
+        this(model, mesh, config, optimizer, optimizerBackend, ParamSource.initialized(seed));
+    }
+
+    /**
+     * As above, every shard initialised from {@code initialValues}: each rank asks it for exactly
+     * the parameter elements its shards hold (pretrained weights load resharded this way).
+     */
+    public FsdpEngine(TrainableModel model, DeviceMesh mesh, FsdpConfig config, Optimizer optimizer,
+                      Backend optimizerBackend, ParamSource initialValues) {
         this.model = model;
         this.device = model.backend();
         this.optimizerBackend = optimizerBackend;
@@ -154,7 +164,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
                 FlatParamLayout layout = FlatParamLayout.of(unit.params(), config.precision().paramDtype(),
                         config.shardSize());
                 built.add(new ShardedUnit(unit, layout, mesh.shard().rank(), config.strategy().replicatesParams(),
-                        device, optimizerBackend, optimizer.stateBuffersPerParam(), seed));
+                        device, optimizerBackend, optimizer.stateBuffersPerParam(), initialValues));
             }
             this.units = List.copyOf(built);
             handOffToDevice();

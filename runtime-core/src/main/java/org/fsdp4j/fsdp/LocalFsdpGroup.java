@@ -19,6 +19,7 @@ import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.comm.LocalLauncher;
 import org.fsdp4j.comm.RankGroup;
 import org.fsdp4j.comm.RankGroups;
+import org.fsdp4j.model.ParamSource;
 import org.fsdp4j.model.TrainableModel;
 import org.fsdp4j.optim.Optimizer;
 import org.fsdp4j.tensor.DType;
@@ -53,7 +54,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
         final List<MicroBatch> microBatches;  // (b, T) I32 token and target tensors, refilled each step
         private final List<AutoCloseable> made;
 
-        Rank(int rank, RankGroup group, FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
+        Rank(int rank, RankGroup group, FsdpConfig config, ModelFactory models, Optimizer optimizer, ParamSource initialValues,
              int microBatchSize, int seqLen, Device deviceKind, BackendOptions options, UnaryOperator<Communicator> link) {
             List<AutoCloseable> made = new ArrayList<>();
             try {
@@ -69,7 +70,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
                 world = add(made, link.apply(group.communicator(rank, device)));
                 mesh = add(made, DeviceMesh.create(world, config.shardSize()));
                 TrainableModel model = models.create(rank, device);
-                engine = new FsdpEngine(model, mesh, config, optimizer, host, seed);
+                engine = new FsdpEngine(model, mesh, config, optimizer, host, initialValues);
                 made.add(engine);
                 List<MicroBatch> mbs = new ArrayList<>();
                 for (int i = 0; i < config.microBatches(); i++) {
@@ -152,6 +153,16 @@ public final class LocalFsdpGroup implements AutoCloseable {
     public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed, int globalBatch,
                           int seqLen, List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link,
                           RankGroup group) {
+        this(config, models, optimizer, ParamSource.initialized(seed), globalBatch, seqLen, devices, perRank, link, group);
+    }
+
+    /**
+     * As above, the parameters starting from {@code initialValues} instead of the seed's ParamInit
+     * values (pretrained weights: each rank reads only the elements its shards hold).
+     */
+    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, ParamSource initialValues,
+                          int globalBatch, int seqLen, List<Device> devices, BackendOptions perRank,
+                          UnaryOperator<Communicator> link, RankGroup group) {
         if (devices.size() != config.worldSize() || group.size() != config.worldSize()) {
             throw new IllegalArgumentException(config.worldSize() + " ranks, but " + devices.size()
                     + " devices and a group of " + group.size());
@@ -164,7 +175,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
         int microBatchSize = globalBatch / config.worldSize() / config.microBatches();
         Rank[] made = new Rank[config.worldSize()];
         try {
-            LocalLauncher.run(group, r -> made[r] = new Rank(r, group, config, models, optimizer, seed, microBatchSize,
+            LocalLauncher.run(group, r -> made[r] = new Rank(r, group, config, models, optimizer, initialValues, microBatchSize,
                     seqLen, devices.get(r), perRank, link));
         } catch (RuntimeException e) {
             for (Rank r : made) {

@@ -35,7 +35,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
-final class ReferenceDump {
+public final class ReferenceDump {
 
     private static final byte[] MAGIC = "FSDP4JRF".getBytes(StandardCharsets.US_ASCII);
     private static final int FORMAT_VERSION = 1;
@@ -78,7 +78,7 @@ final class ReferenceDump {
     }
 
     /** Reads a dump from the test classpath, e.g. "/reference/gpt_tiny.bin". */
-    static ReferenceDump load(String resource) {
+    public static ReferenceDump load(String resource) {
         try (InputStream in = ReferenceDump.class.getResourceAsStream(resource)) {
             if (in == null) {
                 throw new IllegalStateException("test resource " + resource + " is missing; " + REGENERATE);
@@ -90,7 +90,7 @@ final class ReferenceDump {
     }
 
     /** The model configuration the dump was made with: a Llama's has numKvHeads, a GPT's does not. */
-    ModelConfig config() {
+    public ModelConfig config() {
         JsonNode c = header.get("config");
         if (c.has("numKvHeads")) {
             return new LlamaConfig(c.get("vocabSize").asInt(), c.get("maxSeqLen").asInt(), c.get("numLayers").asInt(),
@@ -101,16 +101,16 @@ final class ReferenceDump {
                 c.get("numHeads").asInt(), c.get("embedDim").asInt());
     }
 
-    int batchSize() {
+    public int batchSize() {
         return header.get("batch").get("batchSize").asInt();
     }
 
-    int seqLen() {
+    public int seqLen() {
         return header.get("batch").get("seqLen").asInt();
     }
 
     /** An AdamW hyperparameter: lr, beta1, beta2, eps, weightDecay or steps. */
-    double adamw(String key) {
+    public double adamw(String key) {
         return required(header.get("adamw"), key).asDouble();
     }
 
@@ -118,29 +118,29 @@ final class ReferenceDump {
      * A number from a header object, e.g. ("torchFp32Error", "gradMaxAbs"): how far fp32 PyTorch lands
      * from the float64 reference (fp32 dumps), or torchBf16Error, how far bf16 autocast does (bf16 dumps).
      */
-    double headerNumber(String object, String key) {
+    public double headerNumber(String object, String key) {
         return required(required(header, object), key).asDouble();
     }
 
     /** Parameter names in PyTorch's module order (root and block parameters interleave differently in fsdp4j). */
-    List<String> paramNames() {
+    public List<String> paramNames() {
         List<String> names = new ArrayList<>();
         header.get("params").forEach(n -> names.add(n.asText()));
         return names;
     }
 
-    long[] shape(String name) {
+    public long[] shape(String name) {
         return entry(name).shape.clone();
     }
 
-    float[] floats(String name) {
+    public float[] floats(String name) {
         Entry e = typed(name, "f32");
         float[] out = new float[e.numBytes / Float.BYTES];
         payload.slice(e.offset, e.numBytes).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(out);
         return out;
     }
 
-    int[] ints(String name) {
+    public int[] ints(String name) {
         Entry e = typed(name, "i32");
         int[] out = new int[e.numBytes / Integer.BYTES];
         payload.slice(e.offset, e.numBytes).order(ByteOrder.LITTLE_ENDIAN).asIntBuffer().get(out);
