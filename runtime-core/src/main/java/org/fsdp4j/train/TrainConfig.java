@@ -71,8 +71,8 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
             throw new IllegalArgumentException("--seq-len must be at least 1, got " + seqLen);
         }
         if (seqLen > model.maxSeqLen()) {
-            throw new IllegalArgumentException("--seq-len " + seqLen + " is longer than the " + model.family() + " "
-                    + preset + " model's context of " + model.maxSeqLen() + ": use --seq-len " + model.maxSeqLen()
+            throw new IllegalArgumentException("--seq-len " + seqLen + " is longer than the " + preset
+                    + " model's context of " + model.maxSeqLen() + ": use --seq-len " + model.maxSeqLen()
                     + " or less, or a preset with a longer context");
         }
         if (!(lr > 0) || !Float.isFinite(lr)) {
