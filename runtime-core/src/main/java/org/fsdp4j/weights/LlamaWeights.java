@@ -46,8 +46,16 @@ public final class LlamaWeights {
         return m;
     }
 
+    /**
+     * The tensors a Llama checkpoint may carry that no parameter takes: the rotary inverse frequencies
+     * older checkpoints saved (model.layers.{i}.self_attn.rotary_emb.inv_freq), which fsdp4j recomputes.
+     */
+    public static boolean ignorable(String tensor) {
+        return tensor.endsWith(".self_attn.rotary_emb.inv_freq");
+    }
+
     /** The checkpoint at {@code location} (a .safetensors file or a Hugging Face model directory), checked against {@code config}. */
     public static PretrainedWeights open(Path location, LlamaConfig config) {
-        return PretrainedWeights.open(location, config.unitSpecs(), mapping(config));
+        return PretrainedWeights.open(location, config.unitSpecs(), mapping(config), LlamaWeights::ignorable);
     }
 }

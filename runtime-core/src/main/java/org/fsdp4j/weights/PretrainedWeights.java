@@ -4,12 +4,13 @@
 // world size and no rank reads more than its share; a single-rank ParameterStore asks for whole
 // parameters. Everything is checked when the weights are opened, against the model's parameter
 // specs, so a run fails before its first step, with one line naming the tensor: a parameter with
-// no tensor, a tensor of another shape, and a tensor of the files that no parameter takes (a model
-// configured smaller than its checkpoint; the rotary tables old Llama checkpoints carry
-// (*.rotary_emb.inv_freq) are the one kind allowed to go unused, since fsdp4j recomputes them).
+// no tensor, a tensor of another shape or of a dtype fsdp4j does not read, and a tensor of the
+// files that no parameter takes (a model configured smaller than its checkpoint) unless the family
+// declares it ignorable (buffers a checkpoint carries that fsdp4j recomputes: Llama's
+// rotary_emb.inv_freq, GPT-2's attn.bias masks).
 //
-// A family plugs in with its mapping (LlamaWeights; GPT-2 alike, with TensorRef.transposed for its
-// Conv1D weights). The files: one .safetensors file, or a directory holding model.safetensors, or a
+// A family plugs in with its mapping and its ignorable tensors (LlamaWeights; GPT-2 alike, with
+// TensorRef.transposed for its Conv1D weights). The files: one .safetensors file, or a directory holding model.safetensors, or a
 // Hugging Face sharded checkpoint (model.safetensors.index.json and the files its weight_map names).
 package org.fsdp4j.weights;
 
@@ -25,6 +26,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeSet;
+import java.util.function.Predicate;
 import org.fsdp4j.model.ParamSource;
 import org.fsdp4j.model.ParamSpec;
 
@@ -48,9 +50,11 @@ public final class PretrainedWeights implements ParamSource, AutoCloseable {
     /**
      * Opens the weights at {@code location} (a file or a directory, see the file comment) for a model
      * whose units hold {@code specs}, reading parameter p from {@code mapping.get(p.name())}; checks
-     * every parameter's tensor, and that the files hold no tensor the mapping does not use.
+     * every parameter's tensor, and that the files hold no tensor the mapping does not use unless
+     * {@code ignorable} accepts its name.
      */
-    public static PretrainedWeights open(Path location, List<List<ParamSpec>> specs, Map<String, TensorRef> mapping) {
+    public static PretrainedWeights open(Path location, List<List<ParamSpec>> specs, Map<String, TensorRef> mapping,
+                                         Predicate<String> ignorable) {
         List<SafetensorsFile> files = openFiles(location);
         try {
             Map<String, SafetensorsFile> fileOf = new LinkedHashMap<>();
@@ -77,6 +81,7 @@ public final class PretrainedWeights implements ParamSource, AutoCloseable {
                                 + " (for parameter " + p.name() + ")");
                     }
                     SafetensorsFile.Entry e = f.entry(ref.tensor());
+                    f.requireReadable(e);
                     long[] want = ref.layout() == TensorRef.Layout.TRANSPOSED ? transposed(p) : p.shape();
                     if (!Arrays.equals(e.shape(), want)) {
                         throw new IllegalArgumentException(f.path() + ": tensor " + ref.tensor() + " has shape "
@@ -89,7 +94,7 @@ public final class PretrainedWeights implements ParamSource, AutoCloseable {
                 }
             }
             for (String tensor : fileOf.keySet()) {
-                if (!used.contains(tensor) && !tensor.endsWith(".rotary_emb.inv_freq")) {
+                if (!used.contains(tensor) && !ignorable.test(tensor)) {
                     throw new IllegalArgumentException(fileOf.get(tensor).path() + " holds tensor " + tensor
                             + ", which no parameter of the model takes: a checkpoint of a larger model, or another family?");
                 }

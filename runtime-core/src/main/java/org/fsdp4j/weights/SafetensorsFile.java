@@ -9,9 +9,11 @@
 //
 // Everything is checked when the file is opened, so a bad file is refused before anything is read
 // from it, with one line that names the file and the tensor: a header that is not such an object, a
-// dtype other than F32, F16 and BF16 (the ones fsdp4j reads), a shape or offsets of the wrong form,
-// offsets whose length is not the shape's bytes, tensors that overlap, and a body shorter than its
-// tensors (a truncated download). Reads are positional, so several threads may read one file at once.
+// dtype safetensors does not define, a shape or offsets of the wrong form, offsets whose length is
+// not the shape's bytes, tensors that overlap, and a body shorter than its tensors (a truncated
+// download). fsdp4j reads F32, F16 and BF16 tensors; a file may hold others (a checkpoint's integer
+// or boolean buffers), and reading one of those is refused naming it. Reads are positional, so
+// several threads may read one file at once.
 package org.fsdp4j.weights;
 
 import com.fasterxml.jackson.core.JsonParser;
@@ -43,14 +45,20 @@ public final class SafetensorsFile implements AutoCloseable {
     /** Elements converted per read: bounds the staging buffer. */
     private static final int CHUNK_ELEMENTS = 1 << 16;
 
-    /** The element types fsdp4j reads, by their safetensors names. */
+    /** The element types safetensors defines, by their names; fsdp4j reads the floating ones F32, F16 and BF16. */
     public enum Dtype {
-        F32(4), F16(2), BF16(2);
+        F32(4), F16(2), BF16(2), F64(8), F8_E4M3(1), F8_E5M2(1),
+        I64(8), I32(4), I16(2), I8(1), U64(8), U32(4), U16(2), U8(1), BOOL(1);
 
         final int byteSize;
 
         Dtype(int byteSize) {
             this.byteSize = byteSize;
+        }
+
+        /** Whether fsdp4j reads it (into fp32). */
+        public boolean readable() {
+            return this == F32 || this == F16 || this == BF16;
         }
 
         /** The safetensors dtype of fsdp4j's float {@code d}. */
@@ -177,6 +185,7 @@ public final class SafetensorsFile implements AutoCloseable {
         if (e == null) {
             throw new IllegalArgumentException(path + " has no tensor " + name);
         }
+        requireReadable(e);
         if (firstElement < 0 || count < 0 || firstElement + count > e.numel() || outOffset < 0
                 || outOffset + count > out.length) {
             throw new IllegalArgumentException("elements [" + firstElement + ", " + (firstElement + count) + ") of "
@@ -194,9 +203,18 @@ public final class SafetensorsFile implements AutoCloseable {
                     case F32 -> buf.getFloat(i * 4);
                     case F16 -> DType.halfToFloat(buf.getShort(i * 2));
                     case BF16 -> DType.bf16ToFloat(buf.getShort(i * 2));
+                    default -> throw new AssertionError(e.dtype);   // requireReadable
                 };
             }
             done += n;
+        }
+    }
+
+    /** Throws, naming the tensor, unless fsdp4j reads its dtype. */
+    public void requireReadable(Entry e) {
+        if (!e.dtype.readable()) {
+            throw new IllegalArgumentException(path + ": tensor " + e.name + " has dtype " + e.dtype
+                    + "; fsdp4j reads F32, F16 and BF16");
         }
     }
 
@@ -228,7 +246,7 @@ public final class SafetensorsFile implements AutoCloseable {
         try {
             d = Dtype.valueOf(dtype.asText());
         } catch (IllegalArgumentException e) {
-            throw refused("tensor " + name + " has dtype " + dtype.asText() + "; fsdp4j reads F32, F16 and BF16");
+            throw refused("tensor " + name + " has dtype " + dtype.asText() + ", which safetensors does not define");
         }
         long[] dims = new long[shape.size()];
         long numel = 1;

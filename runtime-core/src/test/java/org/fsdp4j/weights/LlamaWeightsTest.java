@@ -184,12 +184,64 @@ class LlamaWeightsTest {
         assertOneLine(e, "is truncated: tensor ");
         assertTrue(e.getMessage().contains("lm_head.weight") || e.getMessage().contains("model."), e.getMessage());
 
+        Path withRotary = dir.resolve("rotary.safetensors");   // older checkpoints carry these; fsdp4j recomputes them
+        writerFor(config, null, null).add("model.layers.0.self_attn.rotary_emb.inv_freq", SafetensorsFile.Dtype.F32,
+                new float[4], 4).write(withRotary);
+        LlamaWeights.open(withRotary, config).close();
+
+        Path ints = dir.resolve("ints.safetensors");
+        writerFor(config, null, null).write(ints, h -> h.replace("\"lm_head.weight\":{\"dtype\":\"F32\"",
+                "\"lm_head.weight\":{\"dtype\":\"I32\""), -1);
+        assertOneLine(assertThrows(IllegalArgumentException.class, () -> LlamaWeights.open(ints, config)),
+                "tensor lm_head.weight has dtype I32; fsdp4j reads F32, F16 and BF16");
+
         LlamaConfig fewerLayers = config;
         LlamaConfig twoLayers = new LlamaConfig(11, 8, 2, 2, 1, 8, 12, 10_000, 1e-5);
         Path bigger = dir.resolve("bigger.safetensors");
         writerFor(twoLayers, null, null).write(bigger);
         assertOneLine(assertThrows(IllegalArgumentException.class, () -> LlamaWeights.open(bigger, fewerLayers)),
                 "holds tensor model.layers.1.");
+    }
+
+    @Test
+    void aHuggingFaceDirectoryLoadsWholeOrSharded() throws IOException {
+        LlamaConfig config = new LlamaConfig(11, 8, 1, 2, 1, 8, 12, 10_000, 1e-5);
+        Path single = java.nio.file.Files.createDirectories(dir.resolve("single"));
+        writerFor(config, null, null).write(single.resolve("model.safetensors"));
+        Path sharded = java.nio.file.Files.createDirectories(dir.resolve("sharded"));
+        SafetensorsWriter first = new SafetensorsWriter();
+        SafetensorsWriter second = new SafetensorsWriter();
+        StringBuilder weightMap = new StringBuilder();
+        for (List<ParamSpec> unit : config.unitSpecs()) {
+            for (ParamSpec p : unit) {
+                boolean inFirst = p.name().startsWith("model.layers.");
+                float[] v = new float[Math.toIntExact(p.numel())];
+                java.util.Arrays.fill(v, inFirst ? 1 : 2);
+                (inFirst ? first : second).add(p.name(), SafetensorsFile.Dtype.BF16, v, p.shape());
+                weightMap.append(weightMap.length() == 0 ? "" : ",").append('"').append(p.name()).append("\":\"")
+                        .append(inFirst ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors")
+                        .append('"');
+            }
+        }
+        first.write(sharded.resolve("model-00001-of-00002.safetensors"));
+        second.write(sharded.resolve("model-00002-of-00002.safetensors"));
+        java.nio.file.Files.writeString(sharded.resolve("model.safetensors.index.json"),
+                "{\"metadata\":{\"total_size\":0},\"weight_map\":{" + weightMap + "}}");
+        try (PretrainedWeights w = LlamaWeights.open(single, config)) {
+            assertEquals(1, w.files().size());
+        }
+        try (PretrainedWeights w = LlamaWeights.open(sharded, config)) {
+            assertEquals(2, w.files().size());
+            ParamSpec q = config.unitSpecs().get(1).get(1);
+            float[] out = new float[3];
+            w.fill(q, 5, out, 0, 3);
+            assertEquals(1f, out[2]);
+            ParamSpec head = config.unitSpecs().get(0).get(2);
+            w.fill(head, 0, out, 0, 3);
+            assertEquals(2f, out[0]);
+        }
+        assertOneLine(assertThrows(IllegalArgumentException.class, () -> LlamaWeights.open(dir, config)),
+                "holds neither model.safetensors nor model.safetensors.index.json");
     }
 
     @Test
@@ -204,7 +256,7 @@ class LlamaWeightsTest {
         new SafetensorsWriter().add("c_fc.weight", SafetensorsFile.Dtype.F32, stored, cols, rows).write(p);
         ParamSpec spec = ParamSpec.normal("fc.weight", 0.02, true, rows, cols);
         try (PretrainedWeights w = PretrainedWeights.open(p, List.of(List.of(spec)),
-                Map.of("fc.weight", TensorRef.transposed("c_fc.weight")))) {
+                Map.of("fc.weight", TensorRef.transposed("c_fc.weight")), name -> false)) {
             for (int first = 0; first < rows * cols; first += 3) {
                 for (int count = 1; first + count <= rows * cols; count += 4) {
                     float[] out = new float[count];

@@ -88,7 +88,8 @@ class SafetensorsFileTest {
         SafetensorsWriter w = new SafetensorsWriter()
                 .add("model.norm.weight", SafetensorsFile.Dtype.F32, new float[8], 8)
                 .add("lm_head.weight", SafetensorsFile.Dtype.BF16, new float[12], 3, 4);
-        assertRefused(w, s -> s.replace("\"BF16\"", "\"I64\""), -1, "tensor lm_head.weight has dtype I64");
+        assertRefused(w, s -> s.replace("\"BF16\"", "\"F4\""), -1, "tensor lm_head.weight has dtype F4, which safetensors does not define");
+        assertRefused(w, s -> s.replace("\"BF16\"", "\"I64\""), -1, "tensor lm_head.weight (I64 [3, 4], 96 bytes) has data_offsets [32, 56), 24 bytes");
         assertRefused(w, s -> s.replace("[3,4]", "[4,4]"), -1, "tensor lm_head.weight (BF16 [4, 4], 32 bytes)");
         assertRefused(w, s -> s.replace("[32,56]", "[16,40]"), -1, "tensor lm_head.weight (bytes [16, 40)) overlaps tensor model.norm.weight");
         assertRefused(w, UnaryOperator.identity(), 40, "is truncated: tensor lm_head.weight needs bytes [32, 56) of the body, which holds 40");
@@ -104,6 +105,18 @@ class SafetensorsFileTest {
         Path huge = dir.resolve("huge.safetensors");
         java.nio.file.Files.write(huge, new byte[] {(byte) 0xff, 0, 0, 0, 0, 0, 0, 0x7f, '{', '}'});
         assertOneLine(assertThrows(IllegalArgumentException.class, () -> SafetensorsFile.open(huge)), "header length of");
+    }
+
+    @Test
+    void tensorsOfOtherDtypesOpenButAreNotRead() throws IOException {
+        Path p = dir.resolve("ints.safetensors");
+        new SafetensorsWriter().add("w", SafetensorsFile.Dtype.BF16, new float[] {1, 2}, 2)
+                .write(p, s -> s.replace("\"BF16\"", "\"I16\""), -1);
+        try (SafetensorsFile f = SafetensorsFile.open(p)) {
+            assertEquals(SafetensorsFile.Dtype.I16, f.entry("w").dtype());
+            assertOneLine(assertThrows(IllegalArgumentException.class, () -> f.read("w", 0, new float[2], 0, 2)),
+                    "tensor w has dtype I16; fsdp4j reads F32, F16 and BF16");
+        }
     }
 
     private void assertRefused(SafetensorsWriter w, UnaryOperator<String> edit, long bodyBytes, String expected)
