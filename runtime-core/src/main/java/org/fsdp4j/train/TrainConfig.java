@@ -14,11 +14,12 @@ import org.fsdp4j.api.MixedPrecisionPolicy;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.backend.cpu.CpuBackendProvider;
 import org.fsdp4j.fsdp.FsdpConfig;
-import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.model.ModelConfig;
+import org.fsdp4j.model.ModelFamily;
 
 /**
- * @param preset                name of the model preset ("tiny", ...), for logs and summaries
- * @param model                 the model shape (the preset's)
+ * @param preset                name of the model preset ("tiny", ...) within the model's family, for logs and summaries
+ * @param model                 the model shape (the preset's), whose family (gpt, llama) the run builds
  * @param steps                 optimizer steps to run
  * @param seed                  seeds the parameters and the batches
  * @param batchSize             sequences per global batch (B)
@@ -46,7 +47,7 @@ import org.fsdp4j.model.GptConfig;
  * @param collectiveTimeout     how long a rank waits for the others in one collective before the run is
  *                              aborted (the watchdog), and for the other processes at start
  */
-public record TrainConfig(String preset, GptConfig model, int steps, long seed, int batchSize, int seqLen,
+public record TrainConfig(String preset, ModelConfig model, int steps, long seed, int batchSize, int seqLen,
                           float lr, float minLr, int warmupSteps, float weightDecay, float maxGradNorm,
                           boolean checkpointActivations, String device, int cpuThreads,
                           Optional<Path> dataFile, Optional<Path> outDir,
@@ -158,7 +159,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
 
     /** A builder with every field set to its default, for callers that change a few. */
     public Builder toBuilder() {
-        return new Builder().preset(preset).model(model).steps(steps).seed(seed).batchSize(batchSize).seqLen(seqLen)
+        return new Builder().family(model.family()).preset(preset).model(model).steps(steps).seed(seed).batchSize(batchSize).seqLen(seqLen)
                 .lr(lr).minLr(minLr).warmupSteps(warmupSteps).weightDecay(weightDecay).maxGradNorm(maxGradNorm)
                 .checkpointActivations(checkpointActivations).device(device).cpuThreads(cpuThreads)
                 .dataFile(dataFile.orElse(null)).outDir(outDir.orElse(null))
@@ -170,7 +171,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
 
     /**
      * Holds the defaults. Fields left unset that depend on others are derived in build():
-     * the model from the preset, seqLen = the model's context, minLr = lr / 10, warm-up = 5% of
+     * the model from the family's preset, seqLen = the model's context, minLr = lr / 10, warm-up = 5% of
      * the steps (at least 1), as nanoGPT schedules.
      */
     public static final class Builder {
@@ -184,8 +185,9 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         public static final String DEFAULT_DEVICE = "auto";
         public static final Duration DEFAULT_COLLECTIVE_TIMEOUT = Duration.ofSeconds(600);
 
+        private ModelFamily family = ModelFamily.GPT;
         private String preset = DEFAULT_PRESET;
-        private GptConfig model;
+        private ModelConfig model;
         private int steps = DEFAULT_STEPS;
         private long seed = DEFAULT_SEED;
         private int batchSize = DEFAULT_BATCH_SIZE;
@@ -215,7 +217,13 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         private Builder() {
         }
 
-        /** A named preset; the model shape follows unless model() is also given. */
+        /** The model family whose presets preset() names (gpt unless given). */
+        public Builder family(ModelFamily f) {
+            this.family = f;
+            return this;
+        }
+
+        /** A named preset of the family; the model shape follows unless model() is also given. */
         public Builder preset(String name) {
             this.preset = name;
             return this;
@@ -226,8 +234,8 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
             return preset;
         }
 
-        /** An explicit model shape (overrides the preset's). */
-        public Builder model(GptConfig config) {
+        /** An explicit model shape (overrides the preset's and the family's). */
+        public Builder model(ModelConfig config) {
             this.model = config;
             return this;
         }
@@ -365,7 +373,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         }
 
         public TrainConfig build() {
-            GptConfig m = model != null ? model : GptConfig.preset(preset);
+            ModelConfig m = model != null ? model : family.preset(preset);
             int t = seqLen != null ? seqLen : m.maxSeqLen();
             float floorLr = minLr != null ? minLr : lr / 10;
             int warmup = warmupSteps != null ? warmupSteps : Math.min(steps, Math.max(1, Math.round(steps * 0.05f)));
