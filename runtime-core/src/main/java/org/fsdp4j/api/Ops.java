@@ -182,21 +182,57 @@ public interface Ops {
     void rmsNormBackward(Tensor dout, Tensor inp, Tensor weight, Tensor rstd, Tensor dinp, Tensor dweight);
 
     /**
-     * out (B, T, C) = wte[tokens[b,t]] + wpe[t]; tokens (B, T) I32, wte (V, C), wpe (maxT ≥ T, C),
-     * or null for no position embedding (out = wte[tokens]: a model with rotary positions).
+     * Token embedding, with learned positions or without: {@code out[b, t] = wte[tokens[b, t]] + wpe[t]},
+     * or {@code out[b, t] = wte[tokens[b, t]]} when {@code wpe} is null (a model whose positions
+     * enter elsewhere, e.g. as rotary turns of q and k).
+     *
+     * @param tokens (B, T) I32, each in {@code [0, V)}
+     * @param wte    (V, C), the token table
+     * @param wpe    (maxT ≥ T, C), the position table, or null for none
+     * @param out    (B, T, C), overwritten
+     * @throws IllegalArgumentException if the shapes or dtypes disagree
      */
     void embeddingForward(Tensor tokens, Tensor wte, Tensor wpe, Tensor out);
 
-    /** dwte[tokens[b,t]] += dout[b,t]; dwpe[t] += Σ_b dout[b,t] (dwpe null: none). Deterministic order. */
+    /**
+     * The backward of {@link #embeddingForward}: {@code dwte[tokens[b, t]] += dout[b, t]} and
+     * {@code dwpe[t] += Σ_b dout[b, t]}, summed in a fixed order (the result does not depend on
+     * threads or timing).
+     *
+     * @param tokens (B, T) I32, the forward's tokens
+     * @param dout   (B, T, C), the gradient of the forward's output
+     * @param dwte   (V, C), accumulated ({@code +=})
+     * @param dwpe   (maxT ≥ T, C), accumulated ({@code +=}), or null when the forward had no positions
+     * @throws IllegalArgumentException if the shapes or dtypes disagree
+     */
     void embeddingBackward(Tensor tokens, Tensor dout, Tensor dwte, Tensor dwpe);
 
     /**
-     * qkv (B, T, (H + 2·Hkv)·D) laid out [q | k | v] per token → q (B, H, T, D) and k, v (B, Hkv, T, D),
-     * numHeads = H; Hkv is k's and v's head count (H for multi-head attention, fewer for grouped-query).
+     * Splits a fused projection into attention heads, head-major: per token, {@code qkv} holds
+     * {@code [q | k | v]} with H query heads and Hkv key/value heads of width D each (Hkv = H for
+     * multi-head attention, fewer for grouped-query, 1 for multi-query), and head h of each goes to
+     * its own (T, D) block.
+     *
+     * @param qkv      (B, T, (H + 2·Hkv)·D)
+     * @param q        (B, H, T, D), overwritten
+     * @param k        (B, Hkv, T, D), overwritten
+     * @param v        (B, Hkv, T, D), overwritten
+     * @param numHeads H, the query heads; Hkv is read from {@code k}'s shape
+     * @throws IllegalArgumentException if the shapes disagree
      */
     void splitHeads(Tensor qkv, Tensor q, Tensor k, Tensor v, int numHeads);
 
-    /** dqkv (B, T, (H + 2·Hkv)·D) += the inverse of splitHeads applied to dq (B, H, T, D), dk, dv (B, Hkv, T, D). */
+    /**
+     * The backward of {@link #splitHeads}: each head's gradient is put back into its place in
+     * the fused layout and added.
+     *
+     * @param dq       (B, H, T, D)
+     * @param dk       (B, Hkv, T, D)
+     * @param dv       (B, Hkv, T, D)
+     * @param dqkv     (B, T, (H + 2·Hkv)·D), accumulated ({@code +=})
+     * @param numHeads H, the query heads
+     * @throws IllegalArgumentException if the shapes disagree
+     */
     void splitHeadsBackward(Tensor dq, Tensor dk, Tensor dv, Tensor dqkv, int numHeads);
 
     /**
