@@ -2,8 +2,9 @@
 // storage asks for exactly the elements it holds (each FSDP rank the slices of its shards, a
 // single-rank ParameterStore whole parameters), so a source must give any range of any parameter
 // without the rest. Two kinds exist: ParamInit's seeded random initialisation (seeded), and
-// pretrained weights read from safetensors files (org.fsdp4j.weights), which are resharded on
-// load at any world size. The engine knows nothing else about it.
+// pretrained weights read from safetensors files (SafetensorsWeights, org.fsdp4j.weights), which
+// are resharded on load at any world size. FsdpOptions carries one; the engine knows nothing else
+// about it.
 package org.fsdp4j.api;
 
 import java.util.List;
@@ -13,7 +14,8 @@ import org.fsdp4j.model.ParamInit;
  * The values a sharded model starts from, by parameter and element range. {@link Fsdp#shard}
  * asks it, on every rank, for exactly the elements that rank's shards hold, so no rank reads
  * more than its share and the same source serves any world size. By default a model starts from
- * {@link #seeded(long)} with {@link FsdpOptions#seed()}.
+ * {@link #seeded(long)} with {@link FsdpOptions#seed()}; pretrained weights
+ * ({@link SafetensorsWeights}) are given with {@link FsdpOptions.Builder#initialValues}.
  */
 @FunctionalInterface
 public interface ParamSource {
