@@ -2,7 +2,7 @@
 // training on its 1/N of the global batch with its shard of the parameters, gradients and
 // optimizer state. One rank is the same engine at N = 1 (its shard is the whole model, reduced
 // by nothing), so there is one step path; the tests keep their own unsharded reference. Same
-// batches, same initial parameters (ParamInit, sliced per shard) and the same AdamW at every N,
+// batches, same initial parameters (ParamInit, or the --init-from weights, sliced per shard) and the same AdamW at every N,
 // so the losses agree up to rounding. Nothing here reaches past the API into the engine.
 package org.fsdp4j.train;
 
@@ -22,6 +22,8 @@ import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.data.Batch;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.model.DecoderModel;
+import org.fsdp4j.weights.FamilyWeights;
+import org.fsdp4j.weights.PretrainedWeights;
 
 public final class EngineStepExecutor implements StepExecutor {
 
@@ -47,8 +49,13 @@ public final class EngineStepExecutor implements StepExecutor {
     public EngineStepExecutor(TrainConfig config, ProcessGroup processes) {
         this.processes = processes == null ? null : Processes.of(processes);
         ModelFactory factory = config.model().factory();
-        this.model = this.processes == null ? Fsdp.shard(factory, optionsOf(config))
-                : Fsdp.shard(factory, optionsOf(config), this.processes);
+        // pretrained weights are opened (and checked against the model) here, on the caller's thread, so a
+        // file that does not fit is refused before any rank starts; the ranks read them while they shard
+        try (PretrainedWeights weights = config.initFrom().map(p -> FamilyWeights.open(p, config.model())).orElse(null)) {
+            FsdpOptions options = optionsOf(config).toBuilder().initialValues(weights).build();
+            this.model = this.processes == null ? Fsdp.shard(factory, options)
+                    : Fsdp.shard(factory, options, this.processes);
+        }
         this.commBytesPerRank = new long[model.info().localRanks()];
     }
 

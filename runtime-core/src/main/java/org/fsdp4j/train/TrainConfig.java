@@ -34,6 +34,8 @@ import org.fsdp4j.model.ModelFamily;
  * @param cpuThreads            host threads the CPU backend may use; 0 = all cores
  * @param dataFile              train on this file's bytes; empty = the embedded Markov source
  * @param outDir                where summary.json goes; empty = nowhere
+ * @param initFrom              pretrained weights the parameters start from (a .safetensors file or a
+ *                              Hugging Face model directory); empty = the seed's initialisation
  * @param worldSize             ranks N (in-process threads on the CPU backend)
  * @param strategy              what is sharded across the ranks
  * @param shardGroupSize        S for hybrid_shard; 0 for every other strategy
@@ -50,14 +52,15 @@ import org.fsdp4j.model.ModelFamily;
 public record TrainConfig(String preset, ModelConfig model, int steps, long seed, int batchSize, int seqLen,
                           float lr, float minLr, int warmupSteps, float weightDecay, float maxGradNorm,
                           boolean checkpointActivations, String device, int cpuThreads,
-                          Optional<Path> dataFile, Optional<Path> outDir,
+                          Optional<Path> dataFile, Optional<Path> outDir, Optional<Path> initFrom,
                           int worldSize, ShardingStrategy strategy, int shardGroupSize, MixedPrecisionPolicy precision,
                           int prefetch, int microBatches, boolean offload, boolean debugStreams,
                           NonFinitePolicy onNonFinite, Duration collectiveTimeout) {
 
     public TrainConfig {
-        if (preset == null || model == null || device == null || dataFile == null || outDir == null) {
-            throw new IllegalArgumentException("preset, model, device, dataFile and outDir must be given (Optional.empty() for none)");
+        if (preset == null || model == null || device == null || dataFile == null || outDir == null || initFrom == null) {
+            throw new IllegalArgumentException("preset, model, device, dataFile, outDir and initFrom must be given"
+                    + " (Optional.empty() for none)");
         }
         if (steps < 1) {
             throw new IllegalArgumentException("--steps must be at least 1, got " + steps);
@@ -162,7 +165,7 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
         return new Builder().family(model.family()).preset(preset).model(model).steps(steps).seed(seed).batchSize(batchSize).seqLen(seqLen)
                 .lr(lr).minLr(minLr).warmupSteps(warmupSteps).weightDecay(weightDecay).maxGradNorm(maxGradNorm)
                 .checkpointActivations(checkpointActivations).device(device).cpuThreads(cpuThreads)
-                .dataFile(dataFile.orElse(null)).outDir(outDir.orElse(null))
+                .dataFile(dataFile.orElse(null)).outDir(outDir.orElse(null)).initFrom(initFrom.orElse(null))
                 .worldSize(worldSize).strategy(strategy).shardGroupSize(shardGroupSize)
                 .paramDtype(precision.paramDtype()).reduceDtype(precision.reduceDtype()).prefetch(prefetch)
                 .microBatches(microBatches).offload(offload).debugStreams(debugStreams).onNonFinite(onNonFinite)
@@ -201,6 +204,7 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
         private String device = DEFAULT_DEVICE;
         private int cpuThreads;
         private Path dataFile;
+        private Path initFrom;
         private Path outDir;
         private int worldSize = 1;
         private ShardingStrategy strategy = ShardingStrategy.FULL_SHARD;
@@ -315,6 +319,12 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
             return this;
         }
 
+        /** Null: start from the seed's initialisation, not from pretrained weights. */
+        public Builder initFrom(Path v) {
+            this.initFrom = v;
+            return this;
+        }
+
         public Builder worldSize(int v) {
             this.worldSize = v;
             return this;
@@ -379,7 +389,7 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
             int warmup = warmupSteps != null ? warmupSteps : Math.min(steps, Math.max(1, Math.round(steps * 0.05f)));
             return new TrainConfig(preset, m, steps, seed, batchSize, t, lr, floorLr, warmup,
                     weightDecay, maxGradNorm, checkpointActivations, device, cpuThreads,
-                    Optional.ofNullable(dataFile), Optional.ofNullable(outDir), worldSize, strategy, shardGroupSize,
+                    Optional.ofNullable(dataFile), Optional.ofNullable(outDir), Optional.ofNullable(initFrom), worldSize, strategy, shardGroupSize,
                     new MixedPrecisionPolicy(paramDtype, reduceDtype), prefetch, microBatches, offload, debugStreams,
                     onNonFinite, collectiveTimeout);
         }

@@ -30,6 +30,8 @@ final class RunLog {
                 c.steps(), c.batchSize(), c.seqLen(), c.tokensPerStep(), Format.lr(c.lr()), Format.lr(c.minLr()),
                 c.warmupSteps(), c.weightDecay(), c.maxGradNorm() > 0 ? String.valueOf(c.maxGradNorm()) : "off",
                 c.seed(), c.checkpointActivations() ? " | activation checkpointing" : ""));
+        c.initFrom().ifPresent(p -> out.println("  initial parameters from " + p + " (pretrained weights; each rank read"
+                + " its shards' values)"));
         if (c.sharded()) {
             out.println(Format.f("  sharding %s over %d ranks (shard groups of %d) | %s | prefetch %d | micro-batches %d%s",
                     c.strategy().cliName(), c.worldSize(), c.fsdp().shardSize(), c.precision(), c.prefetch(),

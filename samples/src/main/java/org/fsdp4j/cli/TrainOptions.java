@@ -71,6 +71,13 @@ final class TrainOptions {
             description = "train on this file's bytes (default: the embedded Markov source, whose loss floor is known)")
     Path dataFile;
 
+    @Option(names = "--init-from", paramLabel = "PATH",
+            description = "start from pretrained weights instead of the seed's initialisation: a .safetensors file, or a"
+                    + " Hugging Face model directory (model.safetensors, or model.safetensors.index.json and its files),"
+                    + " in the family's names (--model llama: Hugging Face's LlamaForCausalLM); checked against the"
+                    + " model before the first step; each rank reads only its shards' values")
+    Path initFrom;
+
     @Option(names = "--out", paramLabel = "DIR",
             description = "write DIR/summary.json (bench step: DIR/step.json, bench sharding: DIR/sharding.json);"
                     + " checked and locked before the first step")
@@ -193,6 +200,9 @@ final class TrainOptions {
         }
         if (outDir != null) {
             b.outDir(outDir);
+        }
+        if (initFrom != null) {
+            b.initFrom(initFrom);
         }
         if (worldSize != null) {
             b.worldSize(worldSize);
