@@ -6,9 +6,9 @@ package org.fsdp4j.cuda;
 
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.model.LlamaParityChecks;
-import org.fsdp4j.api.MemoryTracker;
 import org.junit.jupiter.api.Tag;
 
 @Tag("gpu")

@@ -27,8 +27,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeSet;
 import java.util.function.Predicate;
-import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.ParamSource;
+import org.fsdp4j.api.ParamSpec;
 
 public final class PretrainedWeights implements ParamSource, AutoCloseable {
 

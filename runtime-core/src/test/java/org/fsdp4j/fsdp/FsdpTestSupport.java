@@ -35,7 +35,6 @@ import org.fsdp4j.model.LlamaConfig;
 import org.fsdp4j.model.ModelConfig;
 import org.fsdp4j.model.ParameterStore;
 import org.fsdp4j.optim.GradientClipping;
-import org.fsdp4j.optim.GradientClipping;
 import org.fsdp4j.optim.Optimizer;
 import org.fsdp4j.optim.OptimizerState;
 import org.fsdp4j.optim.SgdMomentum;

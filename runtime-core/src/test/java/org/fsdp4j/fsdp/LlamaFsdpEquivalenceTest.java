@@ -6,11 +6,10 @@
 // the root's segments differ from the GPT's (FsdpEquivalenceTest). fp32 is held to 1e-5.
 package org.fsdp4j.fsdp;
 
-import org.fsdp4j.api.ShardingStrategy;
-
 import static org.fsdp4j.fsdp.FsdpEquivalenceTest.FP32;
 import static org.fsdp4j.fsdp.FsdpTestSupport.SGD;
 
+import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.comm.LocalGroup;
 import org.junit.jupiter.api.Test;
 

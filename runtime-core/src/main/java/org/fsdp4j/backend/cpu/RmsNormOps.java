@@ -3,8 +3,8 @@
 // backward, and the weight's gradient is a deterministic column sum (ColumnSums).
 package org.fsdp4j.backend.cpu;
 
-import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.api.Tensor;
+import org.fsdp4j.backend.Shapes;
 
 final class RmsNormOps {
 
