@@ -1,6 +1,7 @@
 // How Fsdp.shard shards and trains a model: the strategy and mesh, the precision policy,
 // prefetch, activation checkpointing, offload, gradient accumulation, the optimizer, clipping
-// and loss scaling. Immutable; built with a builder whose defaults are PyTorch FSDP's where it
+// and loss scaling, and where the parameters start from (the seed, or pretrained weights).
+// Immutable; built with a builder whose defaults are PyTorch FSDP's where it
 // has one. Values are checked when the model is sharded, with a message that names the option.
 package org.fsdp4j.api;
 
@@ -42,6 +43,7 @@ public final class FsdpOptions {
     private final float initialLossScale;
     private final int lossScaleGrowthInterval;
     private final long seed;
+    private final ParamSource initialValues;   // null: ParamSource.seeded(seed)
     private final Duration collectiveTimeout;
     private final int cpuThreads;
     private final boolean debugStreams;
@@ -65,6 +67,7 @@ public final class FsdpOptions {
         this.initialLossScale = b.initialLossScale;
         this.lossScaleGrowthInterval = b.lossScaleGrowthInterval;
         this.seed = b.seed;
+        this.initialValues = b.initialValues;
         this.collectiveTimeout = b.collectiveTimeout;
         this.cpuThreads = b.cpuThreads;
         this.debugStreams = b.debugStreams;
@@ -106,6 +109,7 @@ public final class FsdpOptions {
         b.initialLossScale = initialLossScale;
         b.lossScaleGrowthInterval = lossScaleGrowthInterval;
         b.seed = seed;
+        b.initialValues = initialValues;
         b.collectiveTimeout = collectiveTimeout;
         b.cpuThreads = cpuThreads;
         b.debugStreams = debugStreams;
@@ -276,6 +280,16 @@ public final class FsdpOptions {
     }
 
     /**
+     * Where every parameter's starting values come from: the values given to
+     * {@link Builder#initialValues}, else the parameters' initialisers seeded with {@link #seed()}.
+     *
+     * @return the source each rank asks for the elements of its shards
+     */
+    public ParamSource initialValues() {
+        return initialValues != null ? initialValues : ParamSource.seeded(seed);
+    }
+
+    /**
      * How long a rank waits for the others in one collective before the run fails naming the rank (default 10 minutes).
      *
      * @return the timeout
@@ -309,7 +323,8 @@ public final class FsdpOptions {
                 + (shardGroupSize > 0 ? ", shardGroupSize=" + shardGroupSize : "") + ", precision=(" + precision
                 + "), prefetch=" + prefetch + ", microBatches=" + microBatches + ", activationCheckpointing="
                 + activationCheckpointing + ", offload=" + offload + ", adamW=(" + lr + ", " + beta1 + ", " + beta2
-                + ", " + eps + ", " + weightDecay + "), maxGradNorm=" + maxGradNorm + ", seed=" + seed + "]";
+                + ", " + eps + ", " + weightDecay + "), maxGradNorm=" + maxGradNorm + ", seed=" + seed
+                + (initialValues != null ? ", initialValues=" + initialValues : "") + "]";
     }
 
     /** Collects the options; {@link #build()} makes the immutable {@link FsdpOptions}. */
@@ -332,6 +347,7 @@ public final class FsdpOptions {
         private float initialLossScale = 65536f;
         private int lossScaleGrowthInterval = 1000;
         private long seed;
+        private ParamSource initialValues;
         private Duration collectiveTimeout = Duration.ofMinutes(10);
         private int cpuThreads;
         private boolean debugStreams;
@@ -506,6 +522,21 @@ public final class FsdpOptions {
          */
         public Builder seed(long seed) {
             this.seed = seed;
+            return this;
+        }
+
+        /**
+         * Starts the parameters from these values instead of their seeded initialisers, e.g.
+         * pretrained weights ({@link SafetensorsWeights}). Each rank reads only the elements its
+         * shards hold, so the same source serves any world size; {@link Fsdp#shard} first checks
+         * that it has every parameter of the model ({@link ParamSource#check}) and reads it
+         * before it returns, so the source may be closed after that.
+         *
+         * @param values the source, or null for the seeded initialisers
+         * @return this
+         */
+        public Builder initialValues(ParamSource values) {
+            this.initialValues = values;
             return this;
         }
 

@@ -10,8 +10,8 @@
 // - Floating inputs may be F32, F16 or BF16 unless a parameter says "F32"; arithmetic is fp32
 //   (fp64 for the reductions that say so); results are rounded to the output's dtype (RNE).
 // - Backward operations ACCUMULATE (+=) into every gradient they write, as llm.c does, so one
-//   zero-fill per buffer serves several contributions. crossEntropyBackward is the one
-//   exception (it overwrites, so dlogits may alias logits).
+//   zero-fill per buffer serves several contributions. crossEntropyBackward and ropeBackward are
+//   the exceptions (they overwrite, so the gradient may alias its input, in place).
 // - Work is queued in order on the rank's current stream and the call returns without waiting
 //   for it, as on a GPU; the calls that hand a value to the host (copyToHost, toHost, sum) wait
 //   for what they read. A model needs to know no more than that: inside forward and backward
@@ -37,8 +37,9 @@ package org.fsdp4j.api;
  *       the output's dtype, to nearest even.</li>
  *   <li><b>Accumulation.</b> Backward operations accumulate ({@code +=}) into every gradient they
  *       write, so one zero-fill per buffer serves several contributions;
- *       {@link #crossEntropyBackward} is the one exception (it overwrites, so dlogits may alias
- *       logits). Forward operations overwrite their outputs unless they say they accumulate.</li>
+ *       {@link #crossEntropyBackward} and {@link #ropeBackward} are the exceptions (they
+ *       overwrite, so dlogits may alias logits and RoPE's backward may run in place). Forward
+ *       operations overwrite their outputs unless they say they accumulate.</li>
  *   <li><b>Asynchrony.</b> Work is queued in order on the rank's current stream and the call
  *       returns without waiting for it, as on a GPU; only the calls that hand a value to the host
  *       ({@link #copyToHost(Tensor, float[], int)}, {@link #toHost}, {@link #sum}) wait for what
@@ -291,6 +292,31 @@ public interface Ops {
      */
     void geluBackward(Tensor inp, Tensor dout, Tensor dinp);
 
+    /**
+     * SwiGLU's gated unit (Llama's MLP): {@code out = SiLU(gate) · up} element for element, with
+     * {@code SiLU(x) = x · σ(x)}.
+     *
+     * @param gate any shape, F32, F16 or BF16
+     * @param up   the same shape as {@code gate}
+     * @param out  the same shape, overwritten (rounded to its dtype); may be the same tensor as
+     *             {@code gate} or {@code up}
+     * @throws IllegalArgumentException if the element counts differ
+     */
+    void swigluForward(Tensor gate, Tensor up, Tensor out);
+
+    /**
+     * The backward of {@link #swigluForward}: {@code dgate += dout · up · SiLU'(gate)} and
+     * {@code dup += dout · SiLU(gate)}, with {@code SiLU'(x) = σ(x) · (1 + x · (1 − σ(x)))}.
+     *
+     * @param gate  the forward's gate input
+     * @param up    the forward's up input, the same shape
+     * @param dout  the gradient of the forward's output, the same shape
+     * @param dgate accumulated ({@code +=}), the same shape; must not alias the inputs
+     * @param dup   accumulated ({@code +=}), the same shape; must not alias the inputs
+     * @throws IllegalArgumentException if the element counts differ
+     */
+    void swigluBackward(Tensor gate, Tensor up, Tensor dout, Tensor dgate, Tensor dup);
+
     // ------------------------------------------------------------------ layers
 
     /**
@@ -322,48 +348,115 @@ public interface Ops {
                            Tensor dinp, Tensor dweight, Tensor dbias);
 
     /**
-     * Token plus position embedding: out[b, t] = wte[tokens[b, t]] + wpe[t].
+     * RMSNorm over the last dimension (Llama's norm; no mean subtraction, no bias):
+     * {@code out[n, c] = inp[n, c] · rstd[n] · weight[c]} with
+     * {@code rstd[n] = 1 / √(mean_c(inp[n, c]²) + eps)}, the statistics in fp32.
      *
-     * @param tokens (B, T) I32, each in [0, V)
-     * @param wte    (V, C), the token embedding
-     * @param wpe    (maxT, C) with {@code maxT >= T}, the position embedding
+     * @param inp    (N, C), any rank whose last dimension is C (the leading ones are N)
+     * @param weight (C)
+     * @param out    the shape of {@code inp}, overwritten; must not alias {@code inp}
+     * @param rstd   (N) F32, overwritten with each row's 1/RMS for {@link #rmsNormBackward}
+     * @param eps    added to the mean square, greater than 0 (Llama: 1e-5 or 1e-6)
+     * @throws IllegalArgumentException if the shapes disagree or rstd is not F32
+     */
+    void rmsNormForward(Tensor inp, Tensor weight, Tensor out, Tensor rstd, float eps);
+
+    /**
+     * The backward of {@link #rmsNormForward}, from its saved {@code rstd}:
+     * {@code dinp += rstd · (weight · dout − x̂ · mean_c(x̂ · weight · dout))} with
+     * {@code x̂ = inp · rstd}, and {@code dweight += Σ_n dout · x̂}.
+     *
+     * @param dout    (N, C), the gradient of the forward's output
+     * @param inp     (N, C), the forward's input
+     * @param weight  (C)
+     * @param rstd    (N) F32, as the forward wrote it
+     * @param dinp    (N, C), accumulated ({@code +=}); must not alias {@code dout} or {@code inp}
+     * @param dweight (C), accumulated ({@code +=})
+     * @throws IllegalArgumentException if the shapes disagree or rstd is not F32
+     */
+    void rmsNormBackward(Tensor dout, Tensor inp, Tensor weight, Tensor rstd, Tensor dinp, Tensor dweight);
+
+    /**
+     * Token embedding, with learned positions or without: {@code out[b, t] = wte[tokens[b, t]] + wpe[t]},
+     * or {@code out[b, t] = wte[tokens[b, t]]} when {@code wpe} is null (a model whose positions
+     * enter elsewhere, e.g. as rotary turns of q and k).
+     *
+     * @param tokens (B, T) I32, each in {@code [0, V)}
+     * @param wte    (V, C), the token table
+     * @param wpe    (maxT ≥ T, C), the position table, or null for none
      * @param out    (B, T, C), overwritten
+     * @throws IllegalArgumentException if the shapes or dtypes disagree
      */
     void embeddingForward(Tensor tokens, Tensor wte, Tensor wpe, Tensor out);
 
     /**
-     * dwte[tokens[b, t]] += dout[b, t]; dwpe[t] += Σ_b dout[b, t]. The order of the additions is
-     * fixed, so the result is deterministic even when a token repeats.
+     * The backward of {@link #embeddingForward}: {@code dwte[tokens[b, t]] += dout[b, t]} and
+     * {@code dwpe[t] += Σ_b dout[b, t]}, summed in a fixed order (the result does not depend on
+     * threads or timing).
      *
      * @param tokens (B, T) I32, the forward's tokens
-     * @param dout   (B, T, C), the output's gradient
-     * @param dwte   (V, C), accumulated
-     * @param dwpe   (maxT, C), accumulated
+     * @param dout   (B, T, C), the gradient of the forward's output
+     * @param dwte   (V, C), accumulated ({@code +=})
+     * @param dwpe   (maxT ≥ T, C), accumulated ({@code +=}), or null when the forward had no positions
+     * @throws IllegalArgumentException if the shapes or dtypes disagree
      */
     void embeddingBackward(Tensor tokens, Tensor dout, Tensor dwte, Tensor dwpe);
 
     /**
-     * Splits a fused QKV projection into per-head queries, keys and values: qkv (B, T, 3C), laid
-     * out [q | k | v] per token, to q, k, v each (B, H, T, C/H).
+     * Splits a fused projection into attention heads, head-major: per token, {@code qkv} holds
+     * {@code [q | k | v]} with H query heads and Hkv key/value heads of width D each (Hkv = H for
+     * multi-head attention, fewer for grouped-query, 1 for multi-query), and head h of each goes to
+     * its own (T, D) block.
      *
-     * @param qkv      (B, T, 3C)
-     * @param q        (B, H, T, C/H), overwritten
-     * @param k        (B, H, T, C/H), overwritten
-     * @param v        (B, H, T, C/H), overwritten
-     * @param numHeads H, a divisor of C
+     * @param qkv      (B, T, (H + 2·Hkv)·D)
+     * @param q        (B, H, T, D), overwritten
+     * @param k        (B, Hkv, T, D), overwritten
+     * @param v        (B, Hkv, T, D), overwritten
+     * @param numHeads H, the query heads; Hkv is read from {@code k}'s shape
+     * @throws IllegalArgumentException if the shapes disagree
      */
     void splitHeads(Tensor qkv, Tensor q, Tensor k, Tensor v, int numHeads);
 
     /**
-     * dqkv (B, T, 3C) += the inverse of {@link #splitHeads} applied to dq, dk, dv.
+     * The backward of {@link #splitHeads}: each head's gradient is put back into its place in
+     * the fused layout and added.
      *
-     * @param dq       (B, H, T, C/H)
-     * @param dk       (B, H, T, C/H)
-     * @param dv       (B, H, T, C/H)
-     * @param dqkv     (B, T, 3C), accumulated
-     * @param numHeads H
+     * @param dq       (B, H, T, D)
+     * @param dk       (B, Hkv, T, D)
+     * @param dv       (B, Hkv, T, D)
+     * @param dqkv     (B, T, (H + 2·Hkv)·D), accumulated ({@code +=})
+     * @param numHeads H, the query heads
+     * @throws IllegalArgumentException if the shapes disagree
      */
     void splitHeadsBackward(Tensor dq, Tensor dk, Tensor dv, Tensor dqkv, int numHeads);
+
+    /**
+     * Rotary position embedding (RoPE) in the half-split convention of GPT-NeoX and Hugging
+     * Face's {@code rotate_half}: for each head and position t, and each i &lt; D/2, the pair
+     * {@code (x_i, x_{i+D/2})} turns by the angle whose cosine and sine are {@code cos[t, i]} and
+     * {@code sin[t, i]}:
+     * {@code out_i = x_i·cos − x_{i+D/2}·sin}, {@code out_{i+D/2} = x_{i+D/2}·cos + x_i·sin}.
+     *
+     * @param inp (B, H, T, D), head-major (as {@link #splitHeads} writes q and k), D even
+     * @param cos (T' ≥ T, D/2) F32, row t for position t
+     * @param sin (T' ≥ T, D/2) F32
+     * @param out (B, H, T, D), overwritten; may be the same tensor as {@code inp} (in place)
+     * @throws IllegalArgumentException if the shapes disagree, D is odd or the tables are not F32
+     */
+    void ropeForward(Tensor inp, Tensor cos, Tensor sin, Tensor out);
+
+    /**
+     * The backward of {@link #ropeForward}: the rotation is orthogonal, so {@code dinp} is
+     * {@code dout} turned back by the same angles. Unlike the other backward operations it
+     * OVERWRITES {@code dinp} (it does not accumulate).
+     *
+     * @param dout (B, H, T, D), the gradient of the forward's output
+     * @param cos  the forward's cosine table (T' ≥ T, D/2) F32
+     * @param sin  the forward's sine table (T' ≥ T, D/2) F32
+     * @param dinp (B, H, T, D), overwritten; may be the same tensor as {@code dout} (in place)
+     * @throws IllegalArgumentException if the shapes disagree, D is odd or the tables are not F32
+     */
+    void ropeBackward(Tensor dout, Tensor cos, Tensor sin, Tensor dinp);
 
     /**
      * Puts the heads back side by side: out[b, t, h·C/H + i] = y[b, h, t, i].
