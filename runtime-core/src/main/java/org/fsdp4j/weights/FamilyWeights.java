@@ -1,10 +1,12 @@
 // Pretrained weights for a built-in model, whatever its family: the one place that knows which
-// family reads which checkpoint layout (the Llama: LlamaWeights, Hugging Face's names as they are).
+// family reads which checkpoint layout (the Llama: LlamaWeights, Hugging Face's names as they are;
+// the GPT: Gpt2Weights, Hugging Face's GPT-2 names with its Conv1D weights read transposed).
 // The trainer's --init-from opens its weights here, checked against the run's model before the
-// first step. A family without a mapping yet is refused in one line.
+// first step.
 package org.fsdp4j.weights;
 
 import java.nio.file.Path;
+import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.model.LlamaConfig;
 import org.fsdp4j.model.ModelConfig;
 
@@ -22,7 +24,9 @@ public final class FamilyWeights {
         if (model instanceof LlamaConfig llama) {
             return LlamaWeights.open(location, llama);
         }
-        throw new IllegalArgumentException("pretrained weights load into a Llama (--model llama); the "
-                + model.family() + " family has no safetensors mapping yet");
+        if (model instanceof GptConfig gpt) {
+            return Gpt2Weights.open(location, gpt);
+        }
+        throw new IllegalArgumentException("the " + model.family() + " family has no safetensors mapping");
     }
 }

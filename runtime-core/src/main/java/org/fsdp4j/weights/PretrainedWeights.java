@@ -9,8 +9,8 @@
 // declares it ignorable (buffers a checkpoint carries that fsdp4j recomputes: Llama's
 // rotary_emb.inv_freq, GPT-2's attn.bias masks).
 //
-// A family plugs in with its mapping and its ignorable tensors (LlamaWeights; GPT-2 alike, with
-// TensorRef.transposed for its Conv1D weights). The files: one .safetensors file, or a directory holding model.safetensors, or a
+// A family plugs in with its mapping and its ignorable tensors (LlamaWeights; Gpt2Weights, with
+// TensorRef.transposed for GPT-2's Conv1D weights). The files: one .safetensors file, or a directory holding model.safetensors, or a
 // Hugging Face sharded checkpoint (model.safetensors.index.json and the files its weight_map names).
 package org.fsdp4j.weights;
 
@@ -21,11 +21,15 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeSet;
+import java.util.function.Function;
 import java.util.function.Predicate;
 import org.fsdp4j.api.ParamSource;
 import org.fsdp4j.api.ParamSpec;
@@ -55,9 +59,25 @@ public final class PretrainedWeights implements ParamSource, AutoCloseable {
      */
     public static PretrainedWeights open(Path location, List<List<ParamSpec>> specs, Map<String, TensorRef> mapping,
                                          Predicate<String> ignorable) {
+        return open(location, specs, tensors -> mapping, ignorable);
+    }
+
+    /**
+     * As above, with the mapping chosen from the names of the tensors the files hold (a family whose
+     * checkpoints name their tensors in more than one way: GPT-2's with or without "transformer.").
+     */
+    public static PretrainedWeights open(Path location, List<List<ParamSpec>> specs,
+                                         Function<Set<String>, Map<String, TensorRef>> mappingFor,
+                                         Predicate<String> ignorable) {
         List<SafetensorsFile> files = openFiles(location);
         try {
-            return of(location, files, specs, mapping, ignorable);
+            Set<String> names = new LinkedHashSet<>();
+            for (SafetensorsFile f : files) {
+                for (SafetensorsFile.Entry e : f.entries()) {
+                    names.add(e.name());
+                }
+            }
+            return of(location, files, specs, mappingFor.apply(Collections.unmodifiableSet(names)), ignorable);
         } catch (RuntimeException e) {
             files.forEach(SafetensorsFile::close);
             throw e;

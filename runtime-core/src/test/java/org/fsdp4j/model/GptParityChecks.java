@@ -17,10 +17,10 @@ public abstract class GptParityChecks extends ParityChecks {
     // 5e-5/1.1e-4·max|ref| (GELU cubic 0.0446 for 0.044715), more for exact GELU (2e-4/8e-4), an
     // attention scale off by 0.1% (9e-4/1.4e-3) or LayerNorm eps 1e-6 (1e-4/1.4e-4).
     // Logits: ~10x PyTorch's fp32 error, 10x below the smallest bug above.
-    static final double LOGITS_ATOL = 5e-6;
-    static final double LOGITS_RTOL = 1e-6;
+    public static final double LOGITS_ATOL = 5e-6;
+    public static final double LOGITS_RTOL = 1e-6;
     // Loss: the mean of B·T = 64 fp32 losses of ~5, a few ulps (4.8e-7 each) of the value.
-    static final double LOSS_RTOL = 1e-6;
+    public static final double LOSS_RTOL = 1e-6;
     // Gradients: 20x PyTorch's fp32 error (sums that cancel, e.g. LayerNorm gains), 5x below the smallest bug.
     static final double GRAD_ATOL = 2e-5;
     static final double GRAD_RTOL = 1e-6;
