@@ -8,14 +8,14 @@
 #      verify runs) with the bundled Java,
 #   3. benchmarks bf16 GEMMs (4096³, 8192³) against the device's peak with the fsdp4j CLI
 #      (bench gemm, which also checks sampled entries against fp64), trains the default run on
-#      cuda and on the cpu (same final loss), then bench step for gpt2-124m (T = 1024) in fp32 and
+#      cuda and on the cpu (same final loss) and a Llama on cuda, then bench step for gpt2-124m (T = 1024) in fp32 and
 #      bf16 at N = 1 and 2 ranks on one GPU: each must show one host synchronisation per step
 #      and no promoted GEMM operand; a table sums it up.
 # Writes gpu-check.log and gpu-check.json (plus JUnit XML and gemm.json) to $OUT, or to
 # .bundle/out without it. Exit 0 only if every test passed, none skipped for want of a GPU,
 # and the GEMM results check out. Budget: under 8 minutes on an H200; the timeouts add up to
-# 530 s at the very worst (library search 6 x 15 s, tests 150 s, bench gemm 45 s, train 105 s,
-# bench step 4 x 35 s), each far longer than it should need.
+# 535 s at the very worst (library search 6 x 15 s, tests 150 s, bench gemm 45 s, train 95 s,
+# llama train 15 s, bench step 4 x 35 s), each far longer than it should need.
 #
 # From a session with the device tool: build the bundle in the checkout the tool sends, then
 #   run(command="bash scripts/gpu-check.sh", carry=[".bundle"], timeout_s=540)
@@ -143,7 +143,7 @@ fi
 
 say "fsdp4j train on the default data: cuda, then cpu (same losses expected)"
 timeout 45 cli train --device cuda --out "$out/train-cuda" || problem "train --device cuda failed"
-timeout 60 cli train --device cpu --out "$out/train-cpu" || say "note: train --device cpu did not finish"
+timeout 50 cli train --device cpu --out "$out/train-cpu" || say "note: train --device cpu did not finish"
 loss_cuda=$(json_field "$out/train-cuda/summary.json" final_loss)
 loss_cpu=$(json_field "$out/train-cpu/summary.json" final_loss)
 say "final loss: cuda ${loss_cuda:-?}, cpu ${loss_cpu:-?}"
@@ -151,6 +151,12 @@ if [[ -n $loss_cuda && -n $loss_cpu ]] && ! awk -v a="$loss_cuda" -v b="$loss_cp
      'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-3 * b) }'; then
   problem "train --device cuda ends at loss $loss_cuda, the cpu at $loss_cpu (more than 0.1% apart)"
 fi
+
+say "fsdp4j train --model llama on cuda (its numerics against PyTorch: CudaLlamaParityTest above)"
+timeout 15 cli train --model llama --steps 50 --device cuda --out "$out/train-llama-cuda" \
+  || problem "train --model llama --device cuda failed"
+loss_llama=$(json_field "$out/train-llama-cuda/summary.json" final_loss)
+say "llama final loss after 50 steps: ${loss_llama:-?}"
 
 rows=()
 for dtype in fp32 bf16; do

@@ -50,18 +50,19 @@ list of {name, dtype, shape, offset, numBytes}. Tensor names:
 Run: /usr/bin/python3 tools/reference/gpt_reference.py [--out-dir DIR] (see README.md).
 """
 import argparse
-import contextlib
 import json
 import math
 import os
-import struct
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-MAGIC = b"FSDP4JRF"
-FORMAT_VERSION = 1
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference_common as common  # noqa: E402
+from reference_common import embed, fp32  # noqa: E402,F401
+
 DEFAULT_OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "runtime-core", "src",
                                "test", "resources", "reference")
 
@@ -74,39 +75,17 @@ INITS = {"nanogpt": "nanoGPT: weights N(0, 0.02), residual projections N(0, 0.02
          "large": f"every weight and bias N(0, {LARGE_STD}), LayerNorm gains 1 + N(0, {LARGE_STD})"}
 OUTPUTS = {"gpt_tiny.bin": "nanogpt", "gpt_tiny_large.bin": "large"}
 BF16_OUTPUTS = {"gpt_tiny_bf16.bin": "nanogpt", "gpt_tiny_large_bf16.bin": "large"}
-HALF = (torch.bfloat16, torch.float16)
 BF16_NUMERICS = ("parameters bf16; activations and gradients bf16; matmul/linear fp32 accumulation, one rounding"
                  " (bias included); layer_norm, softmax, cross_entropy and GELU in fp32, one rounding of the"
                  " output; embedding gradient summed in fp32; loss fp32")
 
-# The half run's numerics are CUDA autocast's (what FSDP2's MixedPrecisionPolicy(param_dtype=bf16)
-# trains with, and what fsdp4j computes): matmul/linear take half operands, accumulate in fp32 and
-# round once (bias included); layer_norm, softmax and cross_entropy run in fp32 (autocast's fp32
-# list), their outputs rounded once by the matmul that reads them; pointwise ops compute in fp32
-# and round once. torch 1.13's CPU autocast gets the matmuls right (oneDNN; check_bf16_gemm) but
-# has no layer_norm/softmax in its fp32 list, and its bf16 layer_norm and GELU kernels round
-# intermediates to bf16 (58% and 47% of outputs off by an ulp), its bf16 index backward sums in
-# bf16. The helpers below restore CUDA autocast's arithmetic in the half run and are the identity
-# (same ops, same bits) in the float64 and fp32 runs.
-
-
-def fp32(x):
-    """x in fp32 if it is a half activation or parameter, else x itself."""
-    return x.float() if x.dtype in HALF else x
+# The half run's numerics are CUDA autocast's: see reference_common.py. fp32(), embed() and
+# layer_norm() restore them in the half run and are the identity in the float64 and fp32 runs.
 
 
 def layer_norm(ln, x):
     """ln(x), in fp32 for a half x (CUDA autocast's fp32 list)."""
     return F.layer_norm(fp32(x), ln.normalized_shape, fp32(ln.weight), fp32(ln.bias), ln.eps)
-
-
-def embed(wte, tokens):
-    """wte[tokens]; for a half wte as a one-hot matmul, whose backward sums each token's row
-    gradients in fp32 and rounds once (as F.embedding's CUDA backward does, and fsdp4j; torch 1.13's
-    CPU index backward rounds after each addition)."""
-    if wte.dtype in HALF:
-        return F.one_hot(tokens, wte.size(0)).to(wte.dtype) @ wte   # one term per output: exact
-    return wte[tokens]
 
 
 class CausalSelfAttention(nn.Module):
@@ -197,45 +176,12 @@ def param_names(cfg):
 
 
 def make_optimizer(model):
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": ADAMW["weightDecay"]},
-                              {"params": no_decay, "weight_decay": 0.0}],
-                             lr=ADAMW["lr"], betas=(ADAMW["beta1"], ADAMW["beta2"]), eps=ADAMW["eps"],
-                             foreach=False)
-
-
-def forward_backward(model, tokens, targets, autocast_dtype=None):
-    """One forward (under CPU autocast to autocast_dtype, if given) and backward; returns the
-    logits, the loss and every gradient as fp32 tensors, and the loss tensor itself."""
-    model.zero_grad(set_to_none=True)
-    with torch.autocast("cpu", dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext():
-        logits, loss = model(tokens, targets)
-    loss.backward()   # outside autocast, as PyTorch recommends: each op's backward runs in its forward's dtypes
-    out = {"logits": logits.detach().float(), "loss": loss.detach().float()}
-    for n, p in model.named_parameters():
-        out["grad." + n] = p.grad.detach().float().clone()
-    return out, loss
+    return common.adamw_optimizer(model, ADAMW)
 
 
 def run(model, tokens, targets):
     """First forward/backward, then the AdamW loop on the same batch; returns fp32 results."""
-    out, loss = forward_backward(model, tokens, targets)
-    params = dict(model.named_parameters())
-    opt = make_optimizer(model)
-    step_losses = []
-    for step in range(ADAMW["steps"]):
-        if step > 0:   # the first step reuses the gradient of the forward above
-            opt.zero_grad(set_to_none=True)
-            _, loss = model(tokens, targets)
-            loss.backward()
-        step_losses.append(loss.item())
-        opt.step()
-        if step == 0:
-            for n, p in params.items():
-                out["step1." + n] = p.detach().float().clone()
-    out["stepLosses"] = torch.tensor(step_losses, dtype=torch.float64).float()
-    return out
+    return common.run(model, tokens, targets, ADAMW, lambda m: make_optimizer(m))
 
 
 def large_weights(model, std, gen):
@@ -247,126 +193,25 @@ def large_weights(model, std, gen):
             p.copy_(torch.randn(p.shape, generator=gen) * std + (1.0 if gain else 0.0))
 
 
-def max_abs(a, b):
-    return float((a.double() - b.double()).abs().max())
+FAMILY = common.Family(
+    generator="tools/reference/gpt_reference.py", seed=SEED, config=CONFIG, batch=BATCH, adamw=ADAMW, inits=INITS,
+    build=lambda: Gpt(**CONFIG),
+    redraw={"large": lambda model: large_weights(model, LARGE_STD, torch.Generator().manual_seed(SEED + 2))},
+    make_optimizer=lambda m: make_optimizer(m), param_names=param_names(CONFIG))
 
 
 def make_batch():
     """tokens, targets (B, T), drawn from their own seed so both dumps share them."""
-    gen = torch.Generator().manual_seed(SEED + 1)
-    shape = (BATCH["batchSize"], BATCH["seqLen"])
-    return (torch.randint(CONFIG["vocabSize"], shape, generator=gen),
-            torch.randint(CONFIG["vocabSize"], shape, generator=gen))
+    return common.make_batch(FAMILY)
 
 
 def initial_weights(init_name):
     """The fp32 weights by name, for init "nanogpt" or "large" (see INITS)."""
-    torch.manual_seed(SEED)
-    model = Gpt(**CONFIG)
-    assert [n for n, _ in model.named_parameters()] == param_names(CONFIG)
-    if init_name == "large":
-        large_weights(model, LARGE_STD, torch.Generator().manual_seed(SEED + 2))
-    return {n: p.detach().clone() for n, p in model.named_parameters()}
+    return common.initial_weights(FAMILY, init_name)
 
 
 def model_with(weights, dtype):
-    model = Gpt(**CONFIG).to(dtype)
-    with torch.no_grad():
-        for n, p in model.named_parameters():
-            p.copy_(weights[n].to(dtype))
-    return model
-
-
-def deviation(run, ref, names):
-    """How far one run's logits, loss and gradients land from the float64 reference's."""
-    return {
-        "logitsMaxAbs": max_abs(run["logits"], ref["logits"]),
-        "logitsMaxAbsOverMaxAbsLogit": max_abs(run["logits"], ref["logits"]) / float(ref["logits"].abs().max()),
-        "lossAbs": max_abs(run["loss"], ref["loss"]),
-        "gradMaxAbs": max(max_abs(run["grad." + n], ref["grad." + n]) for n in names),
-        "gradMaxAbsOverMaxAbsGrad": max(max_abs(run["grad." + n], ref["grad." + n])
-                                        / float(ref["grad." + n].abs().max()) for n in names),
-    }
-
-
-def header(init_name, adamw=None, **entries):
-    """The header entries every dump has (adamw where it has AdamW results), then the given ones."""
-    h = {"format": "fsdp4j-reference", "version": FORMAT_VERSION, "generator": "tools/reference/gpt_reference.py",
-         "torchVersion": torch.__version__, "seed": SEED, "init": INITS[init_name], "config": CONFIG, "batch": BATCH}
-    if adamw:
-        h["adamw"] = adamw
-    return dict(h, params=param_names(CONFIG), **entries)
-
-
-def reference_case(init_name, tokens, targets):
-    """(header entries, tensors) of one dump: fp32 initial weights, float64 results stored as fp32."""
-    init = initial_weights(init_name)
-    ref = run(model_with(init, torch.float64), tokens, targets)
-    fp32_run = run(model_with(init, torch.float32), tokens, targets)
-
-    names = param_names(CONFIG)
-    torch_fp32_error = dict(deviation(fp32_run, ref, names), stepLossesMaxRel=float(
-        ((fp32_run["stepLosses"].double() - ref["stepLosses"].double()).abs()
-         / ref["stepLosses"].double().abs()).max()))
-    tensors = [("tokens", tokens.to(torch.int32)), ("targets", targets.to(torch.int32)),
-               ("logits", ref["logits"]), ("loss", ref["loss"])]
-    tensors += [("param." + n, init[n]) for n in names]
-    tensors += [("grad." + n, ref["grad." + n]) for n in names]
-    tensors += [("step1." + n, ref["step1." + n]) for n in names]
-    tensors.append(("stepLosses", ref["stepLosses"]))
-    return header(init_name, adamw=ADAMW, torchFp32Error=torch_fp32_error), tensors
-
-
-def bf16_case(init_name, tokens, targets):
-    """(header entries, tensors) of one bf16 dump: the initial weights rounded to bf16 (as FSDP2's
-    MixedPrecisionPolicy(param_dtype=bfloat16) casts the unsharded parameters), one forward under
-    autocast to bf16 with CUDA autocast's numerics (see fp32() above) and its backward, results
-    (bf16 logits and gradients, fp32 loss) widened to fp32. The float64 run from the same bf16
-    weights gives the yardstick torchBf16Error: the rounding of activations and gradients alone."""
-    weights = {n: w.to(torch.bfloat16) for n, w in initial_weights(init_name).items()}
-    bf16, _ = forward_backward(model_with(weights, torch.bfloat16), tokens, targets, torch.bfloat16)
-    ref, _ = forward_backward(model_with(weights, torch.float64), tokens, targets)
-
-    names = param_names(CONFIG)
-    tensors = [("tokens", tokens.to(torch.int32)), ("targets", targets.to(torch.int32)),
-               ("logits", bf16["logits"]), ("loss", bf16["loss"])]
-    tensors += [("param." + n, weights[n].float()) for n in names]
-    tensors += [("grad." + n, bf16["grad." + n]) for n in names]
-    return header(init_name, paramDtype="bf16", numerics=BF16_NUMERICS,
-                  torchBf16Error=deviation(bf16, ref, names)), tensors
-
-
-def check_bf16_gemm():
-    """Refuses to write bf16 dumps unless this PyTorch's CPU bf16 linear accumulates in fp32 and
-    rounds once, bias included (oneDNN's path, taken on CPUs with AVX-512; the fallback differs)."""
-    gen = torch.Generator().manual_seed(SEED)
-    x, w, b = (torch.randn(shape, generator=gen).bfloat16() for shape in ((256, 128), (96, 128), (96,)))
-    once = (x.double() @ w.double().t() + b.double()).float().bfloat16()
-    off = float((F.linear(x, w, b) != once).float().mean())
-    if off > 0.01:   # fp32 summation order may flip a rare tie; bf16 accumulation or a second rounding: ~25%
-        raise SystemExit(f"this PyTorch's bf16 linear differs from fp32 accumulation with one rounding in {off:.0%}"
-                         " of its outputs (no oneDNN bf16 GEMM on this CPU?): the bf16 dumps would not be the"
-                         " reference fsdp4j is held to; generate them on a CPU with AVX-512")
-
-
-def write_dump(path, header, tensors):
-    entries, payload, offset = [], [], 0
-    for name, x in tensors:
-        x = x.contiguous()
-        dtype = {torch.float32: "f32", torch.int32: "i32"}[x.dtype]
-        raw = x.numpy().astype("<" + ("f4" if dtype == "f32" else "i4")).tobytes()
-        entries.append({"name": name, "dtype": dtype, "shape": list(x.shape), "offset": offset,
-                        "numBytes": len(raw)})
-        payload.append(raw)
-        offset += len(raw)
-    header_bytes = json.dumps(dict(header, tensors=entries), indent=1).encode("utf-8")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(MAGIC)
-        f.write(struct.pack("<II", FORMAT_VERSION, len(header_bytes)))
-        f.write(header_bytes)
-        for raw in payload:
-            f.write(raw)
+    return common.model_with(FAMILY, weights, dtype)
 
 
 def main():
@@ -378,18 +223,18 @@ def main():
     torch.use_deterministic_algorithms(True)
     tokens, targets = make_batch()
     for file_name, init_name in OUTPUTS.items():
-        header_entries, tensors = reference_case(init_name, tokens, targets)
+        header_entries, tensors = common.reference_case(FAMILY, init_name, tokens, targets)
         path = os.path.join(os.path.abspath(args.out_dir), file_name)
-        write_dump(path, header_entries, tensors)
+        common.write_dump(path, header_entries, tensors)
         losses = " ".join(f"{x:.6f}" for x in tensors[-1][1].tolist())
         print(f"wrote {path}: {os.path.getsize(path)} bytes, {len(tensors)} tensors")
         print(f"  step losses {losses}")
         print(f"  PyTorch fp32 vs float64: {json.dumps(header_entries['torchFp32Error'])}")
-    check_bf16_gemm()
+    common.check_bf16_gemm(SEED)
     for file_name, init_name in BF16_OUTPUTS.items():
-        header_entries, tensors = bf16_case(init_name, tokens, targets)
+        header_entries, tensors = common.bf16_case(FAMILY, init_name, tokens, targets, BF16_NUMERICS)
         path = os.path.join(os.path.abspath(args.out_dir), file_name)
-        write_dump(path, header_entries, tensors)
+        common.write_dump(path, header_entries, tensors)
         print(f"wrote {path}: {os.path.getsize(path)} bytes, {len(tensors)} tensors, loss {tensors[3][1].item():.6f}")
         print(f"  PyTorch bf16 autocast vs float64: {json.dumps(header_entries['torchBf16Error'])}")
 

@@ -1,39 +1,51 @@
 // Attention plumbing around the two batched GEMMs: head split/merge (and their backward,
-// which accumulate) and the causal softmax over (BH, T, T) scores, one warp per row.
+// which accumulate; the split takes fewer key/value heads than query heads for grouped-query
+// attention) and the causal softmax over (BH, T, T) scores, one warp per row.
 #include "common.cuh"
 
-// q, k, v (B, H, T, D) = qkv (B, T, 3C) laid out [q | k | v] per token, C = H·D.
+// Where element col of a token's fused qkv row, laid out [q (H·D) | k (Hkv·D) | v (Hkv·D)], sits in
+// its head-major tensor: part 0 q (B, H, T, D), 1 k and 2 v (B, Hkv, T, D); returns the element index.
+static __device__ __forceinline__ long long qkv_head_index(long long b, int t, int col, int T, int H, int Hkv, int D,
+                                                           int* part) {
+    int heads = H;
+    *part = 0;
+    if (col >= H * D) {
+        col -= H * D;
+        heads = Hkv;
+        *part = 1;
+        if (col >= Hkv * D) {
+            col -= Hkv * D;
+            *part = 2;
+        }
+    }
+    int h = col / D, d = col % D;
+    return ((b * heads + h) * T + t) * D + d;
+}
+
+// q (B, H, T, D), k, v (B, Hkv, T, D) = qkv (B, T, (H + 2·Hkv)·D) laid out [q | k | v] per token
+// (Hkv = H: multi-head attention; fewer: grouped-query). One thread per qkv element.
 extern "C" __global__ void split_heads_kernel(const void* qkv, int qkvDt, void* q, void* k, void* v, int outDt,
-                                              int B, int T, int H, int D) {
-    long long n = (long long)B * H * T * D;
-    long long C = (long long)H * D;
-    GRID_STRIDE(i, n) {
-        int d = i % D;
-        int t = (i / D) % T;
-        int h = (i / ((long long)D * T)) % H;
-        long long b = i / ((long long)D * T * H);
-        long long src = (b * T + t) * 3 * C + (long long)h * D + d;
-        st(q, outDt, i, ld(qkv, qkvDt, src));
-        st(k, outDt, i, ld(qkv, qkvDt, src + C));
-        st(v, outDt, i, ld(qkv, qkvDt, src + 2 * C));
+                                              int B, int T, int H, int Hkv, int D) {
+    long long W = (long long)(H + 2 * Hkv) * D;
+    GRID_STRIDE(i, (long long)B * T * W) {
+        long long bt = i / W;
+        int part;
+        long long at = qkv_head_index(bt / T, bt % T, i % W, T, H, Hkv, D, &part);
+        st(part == 0 ? q : (part == 1 ? k : v), outDt, at, ld(qkv, qkvDt, i));
     }
 }
 
-// dqkv (B, T, 3C) += dq | dk | dv (B, H, T, D), one thread per dqkv element (no races).
+// dqkv (B, T, (H + 2·Hkv)·D) += dq (B, H, T, D) | dk | dv (B, Hkv, T, D), one thread per dqkv
+// element (no races).
 extern "C" __global__ void split_heads_backward_kernel(const void* dq, const void* dk, const void* dv, int inDt,
-                                                       void* dqkv, int dqkvDt, int B, int T, int H, int D) {
-    long long C = (long long)H * D;
-    long long n = (long long)B * T * 3 * C;
-    GRID_STRIDE(i, n) {
-        long long bt = i / (3 * C);
-        int which = (i / C) % 3;
-        int hd = i % C;
-        int h = hd / D, d = hd % D;
-        long long b = bt / T;
-        int t = bt % T;
-        long long src = ((b * H + h) * T + t) * D + d;
-        const void* g = which == 0 ? dq : (which == 1 ? dk : dv);
-        st(dqkv, dqkvDt, i, ld(dqkv, dqkvDt, i) + ld(g, inDt, src));
+                                                       void* dqkv, int dqkvDt, int B, int T, int H, int Hkv, int D) {
+    long long W = (long long)(H + 2 * Hkv) * D;
+    GRID_STRIDE(i, (long long)B * T * W) {
+        long long bt = i / W;
+        int part;
+        long long at = qkv_head_index(bt / T, bt % T, i % W, T, H, Hkv, D, &part);
+        const void* g = part == 0 ? dq : (part == 1 ? dk : dv);
+        st(dqkv, dqkvDt, i, ld(dqkv, dqkvDt, i) + ld(g, inDt, at));
     }
 }
 

@@ -24,6 +24,13 @@ __device__ __forceinline__ void st(void* p, int dt, long long i, float v) {
     else static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
 }
 
+// e^a with the argument clamped to [−87, 88] by compares, as the CPU backend's FloatExp.exp
+// clamps it: 2^n stays a normal float, and NaN stays NaN. The GELU and SiLU use it.
+__device__ __forceinline__ float exp_clamped(float a) {
+    a = a < -87.f ? -87.f : (a > 88.f ? 88.f : a);
+    return expf(a);
+}
+
 #define GRID_STRIDE(i, n) \
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); \
          i += (long long)blockDim.x * gridDim.x)

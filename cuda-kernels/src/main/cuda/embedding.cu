@@ -1,11 +1,12 @@
-// Token + position embeddings. The backward is deterministic without atomics on floats: each
+// Token embeddings, plus learned position embeddings where the model has them (wpe non-null). The backward is deterministic without atomics on floats: each
 // vocabulary row is owned by one block, which finds the positions holding its token in
 // ascending order and sums their gradients in that order (the CPU backend's order).
 #include "common.cuh"
 
 #define EMB_THREADS 256
 
-// out (B·T, C) = wte[tokens[bt]] + wpe[bt mod T]; a token outside [0, V) gives NaN.
+// out (B·T, C) = wte[tokens[bt]] + wpe[bt mod T] (wpe null: wte[tokens[bt]]); a token outside
+// [0, V) gives NaN.
 extern "C" __global__ void embedding_forward_kernel(const int* tokens, const void* wte, int wteDt,
                                                     const void* wpe, int wpeDt, void* out, int outDt,
                                                     long long BT, int T, int C, int V) {
@@ -14,9 +15,11 @@ extern "C" __global__ void embedding_forward_kernel(const int* tokens, const voi
         int c = i % C;
         int t = bt % T;
         int tok = tokens[bt];
-        float val = (tok >= 0 && tok < V)
-                ? ld(wte, wteDt, (long long)tok * C + c) + ld(wpe, wpeDt, (long long)t * C + c)
-                : NAN;
+        float val = NAN;
+        if (tok >= 0 && tok < V) {
+            val = ld(wte, wteDt, (long long)tok * C + c);
+            if (wpe != nullptr) val += ld(wpe, wpeDt, (long long)t * C + c);
+        }
         st(out, outDt, i, val);
     }
 }

@@ -13,11 +13,9 @@ static __device__ __forceinline__ float gelu_arg(float x) {
     return GELU_SCALE * (x + GELU_CUBIC * x * x * x);
 }
 
-// e^(−2u) with the exponent clamped as FloatExp.exp clamps it; compares, so NaN stays NaN.
+// e^(−2u) with the exponent clamped as FloatExp.exp clamps it.
 static __device__ __forceinline__ float gelu_exp(float x) {
-    float a = -2.f * gelu_arg(x);
-    a = a < -87.f ? -87.f : (a > 88.f ? 88.f : a);
-    return expf(a);
+    return exp_clamped(-2.f * gelu_arg(x));
 }
 
 // out (n) = GELU(inp (n)).

@@ -17,7 +17,8 @@
 
 namespace emu {
 
-// One argument as the plan writes it: 'p' buffer + byte offset, 'i' int, 'l' long long, 'f' float.
+// One argument as the plan writes it: 'p' buffer + byte offset, 'n' a null pointer (an optional
+// operand left out, e.g. an embedding without positions), 'i' int, 'l' long long, 'f' float.
 struct PlanArg {
     char kind;
     int buffer;
@@ -64,6 +65,7 @@ inline void expect_kind(const PlanArg& a, char kind, size_t i) {
 template <typename T>
 T decode(const PlanArg& a, DeviceMemory& memory, size_t i) {
     if constexpr (std::is_pointer<T>::value) {
+        if (a.kind == 'n') return nullptr;
         expect_kind(a, 'p', i);
         return static_cast<T>(memory.at(a.buffer, a.offset));
     } else if constexpr (std::is_same<T, int>::value) {

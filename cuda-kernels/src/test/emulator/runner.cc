@@ -5,7 +5,7 @@
 // usage: runner PLAN IMAGE_IN IMAGE_OUT SCHEDULES SEED
 //   PLAN       text: "buffer <id> <bytes>" lines (ids 0, 1, ... in order), then
 //              "launch <kernel> <gridX> <gridY> <blockX> <blockY> <strided 0|1> <arg>..." lines,
-//              each arg p<buffer>+<byte offset> | i<int> | l<long long> | f<float bits, hex>
+//              each arg p<buffer>+<byte offset> | n (null pointer) | i<int> | l<long long> | f<float bits, hex>
 //   IMAGE_IN   every buffer's initial bytes, concatenated in id order; IMAGE_OUT likewise
 //   SCHEDULES  comma-separated: asc, desc, rand (thread and block orders), grid1, grid3
 //              (grid-stride launches forced onto 1 or 3 blocks)
@@ -58,6 +58,9 @@ emu::PlanArg parse_arg(const std::string& tok) {
             a.offset = std::stoull(v.substr(plus + 1));
             break;
         }
+        case 'n':
+            if (!v.empty()) die(emu::EXIT_PLAN, "bad null pointer argument " + tok);
+            break;
         case 'i':
         case 'l': a.integer = std::stoll(v); break;
         case 'f': a.floatBits = static_cast<uint32_t>(std::stoul(v, nullptr, 16)); break;

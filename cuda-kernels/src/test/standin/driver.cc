@@ -259,6 +259,9 @@ int cuLaunchKernel(void* function, unsigned gridX, unsigned gridY, unsigned grid
     std::string label = what.str();
     return enqueue(s, label, [bound, device, label, gridX, gridY, blockX, blockY]() -> int {
         for (const PointerArgument& p : bound.pointers) {
+            if (p.value == 0) {
+                continue;   // a null argument is legal (an absent optional input); dereferencing it is not
+            }
             std::string why = check_device_pointer(device, p.value, 1, "argument " + std::to_string(p.index) + " (" +
                                                                            p.type + ")");
             if (!why.empty()) {
@@ -277,7 +280,7 @@ int cuLaunchKernel(void* function, unsigned gridX, unsigned gridY, unsigned grid
             return LAUNCH_FAILED;
         }
         for (const PointerArgument& p : bound.pointers) {
-            std::string damage = check_guards(p.value);
+            std::string damage = p.value == 0 ? "" : check_guards(p.value);
             if (!damage.empty()) {
                 report(label + ": argument " + std::to_string(p.index) + ": " + damage);
                 return ILLEGAL_ADDRESS;

@@ -1,4 +1,4 @@
-// Launcher for attention.cu: head split/merge and the causal softmax (one warp per row).
+// Launcher for attention.cu: head split (grouped-query too) and merge, and the causal softmax (one warp per row).
 package org.fsdp4j.cuda;
 
 import static org.fsdp4j.cuda.DeviceTensors.address;
@@ -24,15 +24,16 @@ final class AttentionLauncher {
         softmaxBackward = m.kernel("causal_softmax_backward_kernel");
     }
 
-    /** qkv (B, T, 3·H·D) → q, k, v (B, H, T, D), all three of one dtype. */
-    void splitHeads(CudaStream s, Tensor qkv, Tensor q, Tensor k, Tensor v, int b, int t, int h, int d) {
-        split.launchStrided(s, q.numel(), address(qkv), code(qkv), address(q), address(k),
-                address(v), code(q), b, t, h, d);
+    /** qkv (B, T, (H + 2·Hkv)·D) → q (B, H, T, D), k, v (B, Hkv, T, D), all three of one dtype. */
+    void splitHeads(CudaStream s, Tensor qkv, Tensor q, Tensor k, Tensor v, int b, int t, int h, int hkv, int d) {
+        split.launchStrided(s, qkv.numel(), address(qkv), code(qkv), address(q), address(k),
+                address(v), code(q), b, t, h, hkv, d);
     }
 
-    void splitHeadsBackward(CudaStream s, Tensor dq, Tensor dk, Tensor dv, Tensor dqkv, int b, int t, int h, int d) {
+    void splitHeadsBackward(CudaStream s, Tensor dq, Tensor dk, Tensor dv, Tensor dqkv, int b, int t, int h, int hkv,
+                            int d) {
         splitBackward.launchStrided(s, dqkv.numel(), address(dq), address(dk), address(dv),
-                code(dq), address(dqkv), code(dqkv), b, t, h, d);
+                code(dq), address(dqkv), code(dqkv), b, t, h, hkv, d);
     }
 
     /** y (B, H, T, D) → out (B, T, H·D). */

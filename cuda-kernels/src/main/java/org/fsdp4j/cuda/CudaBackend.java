@@ -43,6 +43,7 @@ import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.AdamWStep;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Shapes.HeadLayout;
+import org.fsdp4j.backend.Shapes.QkvLayout;
 import org.fsdp4j.backend.Shapes;
 
 public final class CudaBackend implements Backend {
@@ -77,7 +78,10 @@ public final class CudaBackend implements Backend {
     private final CastLauncher casts;
     private final ElementwiseLauncher elementwise;
     private final GeluLauncher gelu;
+    private final SwigluLauncher swiglu;
     private final LayerNormLauncher layerNorm;
+    private final RmsNormLauncher rmsNorm;
+    private final RopeLauncher rope;
     private final AttentionLauncher attention;
     private final CrossEntropyLauncher crossEntropy;
     private final EmbeddingLauncher embedding;
@@ -121,7 +125,10 @@ public final class CudaBackend implements Backend {
         this.casts = new CastLauncher(module);
         this.elementwise = new ElementwiseLauncher(module);
         this.gelu = new GeluLauncher(module);
+        this.swiglu = new SwigluLauncher(module);
         this.layerNorm = new LayerNormLauncher(module);
+        this.rmsNorm = new RmsNormLauncher(module);
+        this.rope = new RopeLauncher(module);
         this.attention = new AttentionLauncher(module);
         this.crossEntropy = new CrossEntropyLauncher(module);
         this.embedding = new EmbeddingLauncher(module);
@@ -463,6 +470,20 @@ public final class CudaBackend implements Backend {
         gelu.backward(currentStream(), inp, dout, dinp);
     }
 
+    @Override
+    public void swigluForward(Tensor gate, Tensor up, Tensor out) {
+        on("swigluForward", gate, up, out);
+        Shapes.pointwise("swigluForward", gate, up, out);
+        swiglu.forward(currentStream(), gate, up, out);
+    }
+
+    @Override
+    public void swigluBackward(Tensor gate, Tensor up, Tensor dout, Tensor dgate, Tensor dup) {
+        on("swigluBackward", gate, up, dout, dgate, dup);
+        Shapes.pointwise("swigluBackward", gate, up, dout, dgate, dup);
+        swiglu.backward(currentStream(), gate, up, dout, dgate, dup);
+    }
+
     // ------------------------------------------------------------------ layers
 
     @Override
@@ -480,6 +501,20 @@ public final class CudaBackend implements Backend {
         int c = Shapes.layerNormBackward(dout, inp, weight, mean, rstd, dinp, dweight, dbias);
         long rows = Shapes.rows(inp);
         layerNorm.backward(currentStream(), dout, inp, weight, mean, rstd, dinp, dweight, dbias, rows, c);
+    }
+
+    @Override
+    public void rmsNormForward(Tensor inp, Tensor weight, Tensor out, Tensor rstd, float eps) {
+        on("rmsNormForward", inp, weight, out, rstd);
+        int c = Shapes.rmsNorm("rmsNormForward", inp, weight, out, rstd, eps);
+        rmsNorm.forward(currentStream(), inp, weight, out, rstd, Shapes.rows(inp), c, eps);
+    }
+
+    @Override
+    public void rmsNormBackward(Tensor dout, Tensor inp, Tensor weight, Tensor rstd, Tensor dinp, Tensor dweight) {
+        on("rmsNormBackward", dout, inp, weight, rstd, dinp, dweight);
+        int c = Shapes.rmsNormBackward(dout, inp, weight, rstd, dinp, dweight);
+        rmsNorm.backward(currentStream(), dout, inp, weight, rstd, dinp, dweight, Shapes.rows(inp), c);
     }
 
     @Override
@@ -501,15 +536,30 @@ public final class CudaBackend implements Backend {
     @Override
     public void splitHeads(Tensor qkv, Tensor q, Tensor k, Tensor v, int numHeads) {
         on("splitHeads", qkv, q, k, v);
-        HeadLayout l = Shapes.splitHeads("splitHeads", qkv, q, k, v, numHeads);
-        attention.splitHeads(currentStream(), qkv, q, k, v, (int) l.b(), l.t(), l.heads(), l.hs());
+        QkvLayout l = Shapes.splitHeads("splitHeads", qkv, q, k, v, numHeads);
+        attention.splitHeads(currentStream(), qkv, q, k, v, (int) l.b(), l.t(), l.heads(), l.kvHeads(), l.hs());
     }
 
     @Override
     public void splitHeadsBackward(Tensor dq, Tensor dk, Tensor dv, Tensor dqkv, int numHeads) {
         on("splitHeadsBackward", dq, dk, dv, dqkv);
-        HeadLayout l = Shapes.splitHeads("splitHeadsBackward", dqkv, dq, dk, dv, numHeads);
-        attention.splitHeadsBackward(currentStream(), dq, dk, dv, dqkv, (int) l.b(), l.t(), l.heads(), l.hs());
+        QkvLayout l = Shapes.splitHeads("splitHeadsBackward", dqkv, dq, dk, dv, numHeads);
+        attention.splitHeadsBackward(currentStream(), dq, dk, dv, dqkv, (int) l.b(), l.t(), l.heads(), l.kvHeads(),
+                l.hs());
+    }
+
+    @Override
+    public void ropeForward(Tensor inp, Tensor cos, Tensor sin, Tensor out) {
+        on("ropeForward", inp, cos, sin, out);
+        Shapes.RopeSizes r = Shapes.rope("ropeForward", inp, cos, sin, out);
+        rope.rope(currentStream(), inp, cos, sin, out, r.rows(), r.t(), r.halfDim(), 1f);
+    }
+
+    @Override
+    public void ropeBackward(Tensor dout, Tensor cos, Tensor sin, Tensor dinp) {
+        on("ropeBackward", dout, cos, sin, dinp);
+        Shapes.RopeSizes r = Shapes.rope("ropeBackward", dout, cos, sin, dinp);
+        rope.rope(currentStream(), dout, cos, sin, dinp, r.rows(), r.t(), r.halfDim(), -1f);
     }
 
     @Override
@@ -748,7 +798,9 @@ public final class CudaBackend implements Backend {
             throw new IllegalStateException(op + ": the backend of " + device + " is closed");
         }
         for (Tensor t : ts) {
-            DeviceTensors.requireOn(device, t, op);
+            if (t != null) {   // an optional operand left out (an embedding without positions)
+                DeviceTensors.requireOn(device, t, op);
+            }
         }
         enter();
     }

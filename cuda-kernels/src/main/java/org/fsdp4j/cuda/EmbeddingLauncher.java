@@ -26,19 +26,21 @@ final class EmbeddingLauncher {
         fill = m.kernel("fill_kernel");
     }
 
-    /** tokens (B, T) I32, wte (V, C), wpe (≥T, C), out (B, T, C). */
+    /** tokens (B, T) I32, wte (V, C), wpe (≥T, C) or null (no position embedding), out (B, T, C). */
     void forward(CudaStream s, Tensor tokens, Tensor wte, Tensor wpe, Tensor out, int b, int t, int c, int vocab) {
         long bt = (long) b * t;
-        forward.launchStrided(s, bt * c, address(tokens), address(wte), code(wte), address(wpe),
-                code(wpe), address(out), code(out), bt, t, c, vocab);
+        forward.launchStrided(s, bt * c, address(tokens), address(wte), code(wte), wpe == null ? 0L : address(wpe),
+                wpe == null ? code(wte) : code(wpe), address(out), code(out), bt, t, c, vocab);
     }
 
-    /** present: a (V) I32 scratch this call overwrites. */
+    /** present: a (V) I32 scratch this call overwrites; dwpe null: no position embedding. */
     void backward(CudaStream s, Tensor tokens, Tensor dout, Tensor dwte, Tensor dwpe, Tensor present,
                   int b, int t, int c, int vocab) {
         long bt = (long) b * t;
-        backwardWpe.launchStrided(s, (long) t * c, address(dout), code(dout), address(dwpe),
-                code(dwpe), b, t, c);
+        if (dwpe != null) {
+            backwardWpe.launchStrided(s, (long) t * c, address(dout), code(dout), address(dwpe),
+                    code(dwpe), b, t, c);
+        }
         fill.launchStrided(s, vocab, address(present), code(present), (long) vocab, 0f);
         mark.launchStrided(s, bt, address(tokens), bt, vocab, address(present));
         backwardWte.launch(s, vocab, WTE_THREADS, address(tokens), address(present), address(dout), code(dout),

@@ -1,6 +1,7 @@
 // Emulator cases for attention.cu through AttentionLauncher: the head split and merge (exact moves
 // with a dtype change) and their accumulating backwards, for T = 1, head sizes that are not a
-// power of two and more than one block of elements; the causal softmax forward and backward,
+// power of two, more than one block of elements, and fewer key/value heads than query heads
+// (grouped-query: 1 of 2, 2 of 4); the causal softmax forward and backward,
 // one warp per row, for T = 1, T across and far above 32 lanes, −inf scores (masked keys) and
 // large ones (the max subtraction), references in the kernel's fp32 order (Approx).
 package org.fsdp4j.cuda;
@@ -16,8 +17,8 @@ final class AttentionCases {
     private AttentionCases() {
     }
 
-    /** (B, T, H, D): small, T = 1 with an odd head size, and several blocks' worth. */
-    private static final int[][] SHAPES = {{2, 5, 3, 4}, {1, 1, 2, 7}, {3, 33, 4, 16}};
+    /** (B, T, H, D, Hkv): small, T = 1 with an odd head size, and several blocks' worth (the last two grouped-query). */
+    private static final int[][] SHAPES = {{2, 5, 3, 4, 3}, {1, 1, 2, 7, 1}, {3, 33, 4, 16, 2}};
     /** Per shape (a, b): split and merge-backward go a → b, their counterparts b → a. */
     private static final DType[][] DTYPES = {{DType.F32, DType.F32}, {DType.BF16, DType.F16}, {DType.F16, DType.BF16}};
 
@@ -26,8 +27,8 @@ final class AttentionCases {
         for (int i = 0; i < SHAPES.length; i++) {
             int[] s = SHAPES[i];
             DType[] d = DTYPES[i];
-            out.add(split(r, d[0], d[1], s[0], s[1], s[2], s[3]));
-            out.add(splitBackward(r, d[1], d[0], s[0], s[1], s[2], s[3]));
+            out.add(split(r, d[0], d[1], s[0], s[1], s[2], s[4], s[3]));
+            out.add(splitBackward(r, d[1], d[0], s[0], s[1], s[2], s[4], s[3]));
             out.add(merge(r, d[1], d[0], s[0], s[1], s[2], s[3]));
             out.add(mergeBackward(r, d[0], d[1], s[0], s[1], s[2], s[3]));
         }
@@ -42,10 +43,16 @@ final class AttentionCases {
         return out;
     }
 
-    /** Index in qkv (B, T, 3C) of part p (0 q, 1 k, 2 v) of head element (b, h, t, d). */
-    private static int qkvIndex(int b, int t, int h, int d, int p, int tt, int hh, int dd) {
-        int c = hh * dd;
-        return (b * tt + t) * 3 * c + p * c + h * dd + d;
+    /** Index in qkv (B, T, (H + 2·Hkv)·D) of part p (0 q, 1 k, 2 v) of head element (b, h, t, d). */
+    private static int qkvIndex(int b, int t, int h, int d, int p, int tt, int hh, int kv, int dd) {
+        int w = (hh + 2 * kv) * dd;
+        int partStart = p == 0 ? 0 : (hh + (p - 1) * kv) * dd;
+        return (b * tt + t) * w + partStart + h * dd + d;
+    }
+
+    /** Heads of part p: H for q, Hkv for k and v. */
+    private static int heads(int p, int hh, int kv) {
+        return p == 0 ? hh : kv;
     }
 
     private static int headIndex(int b, int h, int t, int d, int tt, int hh, int dd) {
@@ -56,22 +63,23 @@ final class AttentionCases {
         return "B=" + b + " T=" + t + " H=" + h + " D=" + d;
     }
 
-    private static EmuCase split(Random r, DType from, DType to, int bb, int tt, int hh, int dd) {
-        EmuCase c = new EmuCase("split_heads_kernel", from + "->" + to + " " + shape(bb, tt, hh, dd));
-        Tensor qkv = c.device.allocate(from, bb, tt, 3L * hh * dd);
+    private static EmuCase split(Random r, DType from, DType to, int bb, int tt, int hh, int kv, int dd) {
+        EmuCase c = new EmuCase("split_heads_kernel", from + "->" + to + " " + shape(bb, tt, hh, dd) + " Hkv=" + kv);
+        Tensor qkv = c.device.allocate(from, bb, tt, (long) (hh + 2 * kv) * dd);
         Tensor[] heads = new Tensor[3];
         for (int p = 0; p < 3; p++) {
-            heads[p] = c.device.allocate(to, bb, hh, tt, dd);
+            heads[p] = c.device.allocate(to, bb, heads(p, hh, kv), tt, dd);
         }
-        double[] x = c.device.put(qkv, EmuData.uniform(r, bb * tt * 3 * hh * dd, 5));
-        new AttentionLauncher(c.device).splitHeads(null, qkv, heads[0], heads[1], heads[2], bb, tt, hh, dd);
+        double[] x = c.device.put(qkv, EmuData.uniform(r, bb * tt * (hh + 2 * kv) * dd, 5));
+        new AttentionLauncher(c.device).splitHeads(null, qkv, heads[0], heads[1], heads[2], bb, tt, hh, kv, dd);
         for (int p = 0; p < 3; p++) {
-            double[] want = new double[bb * hh * tt * dd];
+            int ph = heads(p, hh, kv);
+            double[] want = new double[bb * ph * tt * dd];
             for (int b = 0; b < bb; b++) {
-                for (int h = 0; h < hh; h++) {
+                for (int h = 0; h < ph; h++) {
                     for (int t = 0; t < tt; t++) {
                         for (int d = 0; d < dd; d++) {
-                            want[headIndex(b, h, t, d, tt, hh, dd)] = x[qkvIndex(b, t, h, d, p, tt, hh, dd)];
+                            want[headIndex(b, h, t, d, tt, ph, dd)] = x[qkvIndex(b, t, h, d, p, tt, hh, kv, dd)];
                         }
                     }
                 }
@@ -81,25 +89,28 @@ final class AttentionCases {
         return c;
     }
 
-    private static EmuCase splitBackward(Random r, DType from, DType to, int bb, int tt, int hh, int dd) {
-        EmuCase c = new EmuCase("split_heads_backward_kernel", from + "->" + to + " " + shape(bb, tt, hh, dd));
+    private static EmuCase splitBackward(Random r, DType from, DType to, int bb, int tt, int hh, int kv, int dd) {
+        EmuCase c = new EmuCase("split_heads_backward_kernel", from + "->" + to + " " + shape(bb, tt, hh, dd)
+                + " Hkv=" + kv);
         Tensor[] dheads = new Tensor[3];
         double[][] g = new double[3][];
         for (int p = 0; p < 3; p++) {
-            dheads[p] = c.device.allocate(from, bb, hh, tt, dd);
-            g[p] = c.device.put(dheads[p], EmuData.uniform(r, bb * hh * tt * dd, 2));
+            dheads[p] = c.device.allocate(from, bb, heads(p, hh, kv), tt, dd);
+            g[p] = c.device.put(dheads[p], EmuData.uniform(r, bb * heads(p, hh, kv) * tt * dd, 2));
         }
-        Tensor dqkv = c.device.allocate(to, bb, tt, 3L * hh * dd);
-        double[] d0 = c.device.put(dqkv, EmuData.uniform(r, bb * tt * 3 * hh * dd, 2));
-        new AttentionLauncher(c.device).splitHeadsBackward(null, dheads[0], dheads[1], dheads[2], dqkv, bb, tt, hh, dd);
+        Tensor dqkv = c.device.allocate(to, bb, tt, (long) (hh + 2 * kv) * dd);
+        double[] d0 = c.device.put(dqkv, EmuData.uniform(r, bb * tt * (hh + 2 * kv) * dd, 2));
+        new AttentionLauncher(c.device).splitHeadsBackward(null, dheads[0], dheads[1], dheads[2], dqkv, bb, tt, hh, kv,
+                dd);
         Approx[] ref = new Approx[d0.length];
-        for (int b = 0; b < bb; b++) {
-            for (int h = 0; h < hh; h++) {
-                for (int t = 0; t < tt; t++) {
-                    for (int d = 0; d < dd; d++) {
-                        for (int p = 0; p < 3; p++) {
-                            int i = qkvIndex(b, t, h, d, p, tt, hh, dd);
-                            ref[i] = Approx.exact(d0[i]).plus(Approx.exact(g[p][headIndex(b, h, t, d, tt, hh, dd)]));
+        for (int p = 0; p < 3; p++) {
+            int ph = heads(p, hh, kv);
+            for (int b = 0; b < bb; b++) {
+                for (int h = 0; h < ph; h++) {
+                    for (int t = 0; t < tt; t++) {
+                        for (int d = 0; d < dd; d++) {
+                            int i = qkvIndex(b, t, h, d, p, tt, hh, kv, dd);
+                            ref[i] = Approx.exact(d0[i]).plus(Approx.exact(g[p][headIndex(b, h, t, d, tt, ph, dd)]));
                         }
                     }
                 }

@@ -250,6 +250,146 @@ abstract class BackendConformanceTest {
     }
 
     @Test
+    void rmsNormForwardAndBackward() {
+        int n = 301, ch = 96;
+        float eps = 1e-6f;
+        onEach(be -> {
+            for (DType d : FLOATS) {
+                double[] x = c.values(d, n * ch, 2), w = c.values(d, ch, 1.5);
+                double[] g = c.values(d, n * ch, 1), dx = c.values(d, n * ch, 1), dw = c.values(d, ch, 1);
+                double[] refOut = new double[n * ch], refRstd = new double[n];
+                double[] refDx = dx.clone(), refDw = dw.clone();
+                for (int r = 0; r < n; r++) {
+                    double ss = 0;
+                    for (int j = 0; j < ch; j++) {
+                        ss += x[r * ch + j] * x[r * ch + j];
+                    }
+                    double rs = 1 / Math.sqrt(ss / ch + eps);
+                    refRstd[r] = rs;
+                    double sumGX = 0;
+                    for (int j = 0; j < ch; j++) {
+                        double xh = x[r * ch + j] * rs;
+                        refOut[r * ch + j] = xh * w[j];
+                        sumGX += g[r * ch + j] * w[j] * xh;
+                        refDw[j] += g[r * ch + j] * xh;
+                    }
+                    for (int j = 0; j < ch; j++) {
+                        double xh = x[r * ch + j] * rs;
+                        refDx[r * ch + j] += rs * (g[r * ch + j] * w[j] - xh * sumGX / ch);
+                    }
+                }
+                double rt = OpCheck.rtol(d);
+                try (Tensor tx = OpCheck.put(be, d, x, n, ch); Tensor tw = OpCheck.put(be, d, w, ch);
+                     Tensor tg = OpCheck.put(be, d, g, n, ch); Tensor tdx = OpCheck.put(be, d, dx, n, ch);
+                     Tensor tdw = OpCheck.put(be, d, dw, ch); Tensor out = OpCheck.poisoned(be, d, n, ch);
+                     Tensor rstd = OpCheck.poisoned(be, DType.F32, n)) {
+                    be.rmsNormForward(tx, tw, out, rstd, eps);
+                    c.assertClose("rmsNorm out " + d, refOut, be, out, 1e-5, rt);
+                    c.assertClose("rmsNorm rstd " + d, refRstd, be, rstd, 1e-6, 1e-5);
+                    be.rmsNormBackward(tg, tx, tw, rstd, tdx, tdw);
+                    c.assertClose("rmsNorm dinp " + d, refDx, be, tdx, 1e-4, 2 * rt);
+                    c.assertClose("rmsNorm dweight " + d, refDw, be, tdw, 1e-3, 2 * rt);
+                }
+            }
+        });
+    }
+
+    @Test
+    void swigluForwardAndBackward() {
+        int nel = 37 * 53;
+        onEach(be -> {
+            for (DType d : FLOATS) {
+                double[] gate = c.values(d, nel, 6), up = c.values(d, nel, 3), g = c.values(d, nel, 1);
+                double[] dg0 = c.values(d, nel, 1), du0 = c.values(d, nel, 1);
+                double[] ref = new double[nel], refDg = dg0.clone(), refDu = du0.clone();
+                for (int i = 0; i < nel; i++) {
+                    double s = 1 / (1 + Math.exp(-gate[i]));
+                    ref[i] = gate[i] * s * up[i];
+                    refDg[i] += g[i] * up[i] * s * (1 + gate[i] * (1 - s));
+                    refDu[i] += g[i] * gate[i] * s;
+                }
+                double rt = OpCheck.rtol(d);
+                try (Tensor tgate = OpCheck.put(be, d, gate, nel); Tensor tup = OpCheck.put(be, d, up, nel);
+                     Tensor tg = OpCheck.put(be, d, g, nel); Tensor tdg = OpCheck.put(be, d, dg0, nel);
+                     Tensor tdu = OpCheck.put(be, d, du0, nel); Tensor out = OpCheck.poisoned(be, d, nel)) {
+                    be.swigluForward(tgate, tup, out);
+                    c.assertClose("swigluForward " + d, ref, be, out, 1e-6, rt);
+                    be.swigluBackward(tgate, tup, tg, tdg, tdu);
+                    c.assertClose("swigluBackward dgate " + d, refDg, be, tdg, 1e-5, 2 * rt);
+                    c.assertClose("swigluBackward dup " + d, refDu, be, tdu, 1e-5, 2 * rt);
+                }
+            }
+        });
+    }
+
+    @Test
+    void ropeForwardBackwardAndInPlace() {
+        int bsz = 2, h = 3, t = 9, hs = 10, half = hs / 2, positions = t + 3;
+        onEach(be -> {
+            for (DType d : FLOATS) {
+                double[] x = c.values(d, bsz * h * t * hs, 2);
+                double[] cos = new double[positions * half], sin = new double[positions * half];
+                for (int p = 0; p < positions; p++) {
+                    for (int i = 0; i < half; i++) {
+                        double angle = p * Math.pow(10000, -2.0 * i / hs);   // Llama's angles
+                        cos[p * half + i] = (float) Math.cos(angle);
+                        sin[p * half + i] = (float) Math.sin(angle);
+                    }
+                }
+                double[] fwd = new double[x.length], bwd = new double[x.length];
+                for (int row = 0; row < bsz * h * t; row++) {
+                    int p = row % t;
+                    for (int i = 0; i < half; i++) {
+                        double x1 = x[row * hs + i], x2 = x[row * hs + i + half];
+                        double cs = cos[p * half + i], sn = sin[p * half + i];
+                        fwd[row * hs + i] = x1 * cs - x2 * sn;
+                        fwd[row * hs + i + half] = x2 * cs + x1 * sn;
+                        bwd[row * hs + i] = x1 * cs + x2 * sn;
+                        bwd[row * hs + i + half] = x2 * cs - x1 * sn;
+                    }
+                }
+                double rt = OpCheck.rtol(d);
+                try (Tensor tx = OpCheck.put(be, d, x, bsz, h, t, hs); Tensor tc = OpCheck.put(be, DType.F32, cos, positions, half);
+                     Tensor ts = OpCheck.put(be, DType.F32, sin, positions, half);
+                     Tensor out = OpCheck.poisoned(be, d, bsz, h, t, hs)) {
+                    be.ropeForward(tx, tc, ts, out);
+                    c.assertClose("ropeForward " + d, fwd, be, out, 1e-6, rt);
+                    be.ropeBackward(tx, tc, ts, out);   // overwrites
+                    c.assertClose("ropeBackward " + d, bwd, be, out, 1e-6, rt);
+                    be.ropeForward(tx, tc, ts, tx);     // in place
+                    c.assertClose("ropeForward in place " + d, fwd, be, tx, 1e-6, rt);
+                }
+            }
+        });
+    }
+
+    @Test
+    void embeddingWithoutPositions() {
+        int bsz = 2, t = 7, ch = 40, vocab = 5;
+        onEach(be -> {
+            for (DType d : FLOATS) {
+                int[] tok = c.random.ints(bsz * t, 0, vocab).toArray();
+                double[] wte = c.values(d, vocab * ch, 1), g = c.values(d, bsz * t * ch, 1), dwte = c.values(d, vocab * ch, 1);
+                double[] ref = new double[bsz * t * ch], refDwte = dwte.clone();
+                for (int p = 0; p < bsz * t; p++) {
+                    for (int j = 0; j < ch; j++) {
+                        ref[p * ch + j] = wte[tok[p] * ch + j];
+                        refDwte[tok[p] * ch + j] += g[p * ch + j];
+                    }
+                }
+                try (Tensor tt = OpCheck.ints(be, tok, bsz, t); Tensor twte = OpCheck.put(be, d, wte, vocab, ch);
+                     Tensor tg = OpCheck.put(be, d, g, bsz, t, ch); Tensor tdwte = OpCheck.put(be, d, dwte, vocab, ch);
+                     Tensor out = OpCheck.poisoned(be, d, bsz, t, ch)) {
+                    be.embeddingForward(tt, twte, null, out);
+                    c.assertClose("embedding without positions out " + d, ref, be, out, 0, 0);
+                    be.embeddingBackward(tt, tg, tdwte, null);
+                    c.assertClose("embedding without positions dwte " + d, refDwte, be, tdwte, 1e-5, 2 * OpCheck.rtol(d));
+                }
+            }
+        });
+    }
+
+    @Test
     void embeddingForwardAndBackward() {
         int bsz = 3, t = 17, ch = 300, vocab = 11, maxT = 20;   // few tokens: the backward must sum repeats
         onEach(be -> {
@@ -327,6 +467,46 @@ abstract class BackendConformanceTest {
                     }
                     be.mergeHeadsBackward(merged, dk);
                     c.assertClose("mergeHeadsBackward " + d, refDk, be, dk, 1e-6, rt);
+                }
+            }
+        });
+    }
+
+    @Test
+    void groupedQueryHeadSplitAndItsBackward() {
+        int bsz = 2, t = 5, h = 4, kv = 2, hs = 6, w = (h + 2 * kv) * hs;
+        onEach(be -> {
+            for (DType d : FLOATS) {
+                double[] qkv = c.values(d, bsz * t * w, 1), dqkv = c.values(d, bsz * t * w, 1);
+                double[] dq = c.values(d, bsz * h * t * hs, 1), dk = c.values(d, bsz * kv * t * hs, 1);
+                double[] dv = c.values(d, bsz * kv * t * hs, 1);
+                double[] refQ = new double[dq.length], refK = new double[dk.length], refV = new double[dv.length];
+                double[] refDqkv = dqkv.clone();
+                for (int b = 0; b < bsz; b++) {
+                    for (int tt = 0; tt < t; tt++) {
+                        for (int col = 0; col < w; col++) {
+                            int part = col < h * hs ? 0 : (col < (h + kv) * hs ? 1 : 2);
+                            int within = part == 0 ? col : col - (h + (part - 1) * kv) * hs;
+                            int heads = part == 0 ? h : kv;
+                            int head = ((b * heads + within / hs) * t + tt) * hs + within % hs;
+                            int tok = (b * t + tt) * w + col;
+                            double[] dst = part == 0 ? refQ : (part == 1 ? refK : refV);
+                            double[] grad = part == 0 ? dq : (part == 1 ? dk : dv);
+                            dst[head] = qkv[tok];
+                            refDqkv[tok] += grad[head];
+                        }
+                    }
+                }
+                try (Tensor tqkv = OpCheck.put(be, d, qkv, bsz, t, w); Tensor tdqkv = OpCheck.put(be, d, dqkv, bsz, t, w);
+                     Tensor q = OpCheck.poisoned(be, d, bsz, h, t, hs); Tensor k = OpCheck.poisoned(be, d, bsz, kv, t, hs);
+                     Tensor v = OpCheck.poisoned(be, d, bsz, kv, t, hs); Tensor tdq = OpCheck.put(be, d, dq, bsz, h, t, hs);
+                     Tensor tdk = OpCheck.put(be, d, dk, bsz, kv, t, hs); Tensor tdv = OpCheck.put(be, d, dv, bsz, kv, t, hs)) {
+                    be.splitHeads(tqkv, q, k, v, h);
+                    c.assertClose("grouped-query splitHeads q " + d, refQ, be, q, 0, 0);
+                    c.assertClose("grouped-query splitHeads k " + d, refK, be, k, 0, 0);
+                    c.assertClose("grouped-query splitHeads v " + d, refV, be, v, 0, 0);
+                    be.splitHeadsBackward(tdq, tdk, tdv, tdqkv, h);
+                    c.assertClose("grouped-query splitHeadsBackward " + d, refDqkv, be, tdqkv, 1e-6, OpCheck.rtol(d));
                 }
             }
         });

@@ -3,7 +3,9 @@
 // "present" marks, dwte summed per token in ascending position), for vocabularies of 1, 5, 7
 // and 50,257 (most of whose blocks find their token absent), T = 1, and more positions and
 // channels than the dwte kernel's 256 threads (both of its loops wrap). Token ids repeat often,
-// so the position-ordered compaction (ballot + shared memory) matters.
+// so the position-ordered compaction (ballot + shared memory) matters. Without a position table
+// (a null wpe, as a rotary model passes) the forward copies the token's row and the backward
+// launches no dwpe kernel.
 package org.fsdp4j.cuda;
 
 import java.util.ArrayList;
@@ -22,10 +24,13 @@ final class EmbeddingCases {
         out.add(forward(r, DType.F32, DType.F32, DType.F32, 2, 5, 45, 7));
         out.add(forward(r, DType.BF16, DType.BF16, DType.F16, 1, 1, 300, 1));
         out.add(forward(r, DType.F16, DType.F16, DType.BF16, 3, 33, 64, 50_257));
+        out.add(forward(r, DType.BF16, null, DType.BF16, 2, 9, 40, 11));
+        out.add(forward(r, DType.F32, null, DType.BF16, 1, 3, 257, 3));
         out.add(backward(r, DType.F32, DType.F32, 2, 5, 45, 7));
         out.add(backward(r, DType.BF16, DType.F32, 3, 100, 300, 5));
         out.add(backward(r, DType.F16, DType.BF16, 1, 1, 10, 1));
         out.add(backward(r, DType.F32, DType.F16, 2, 8, 33, 50_257));
+        out.add(backwardWithoutPositions(r, DType.BF16, DType.BF16, 3, 7, 40, 6));
         return out;
     }
 
@@ -46,21 +51,23 @@ final class EmbeddingCases {
     }
 
     private static EmuCase forward(Random r, DType wteDt, DType wpeDt, DType outDt, int b, int t, int c, int vocab) {
-        EmuCase k = new EmuCase("embedding_forward_kernel", wteDt + "+" + wpeDt + "->" + outDt + " " + shape(b, t, c, vocab));
+        EmuCase k = new EmuCase("embedding_forward_kernel", wteDt + "+" + (wpeDt == null ? "no wpe" : wpeDt) + "->"
+                + outDt + " " + shape(b, t, c, vocab));
         Tensor tokens = k.device.allocate(DType.I32, b, t);
         Tensor wte = k.device.allocate(wteDt, vocab, c);
-        Tensor wpe = k.device.allocate(wpeDt, t, c);
+        Tensor wpe = wpeDt == null ? null : k.device.allocate(wpeDt, t, c);
         Tensor out = k.device.allocate(outDt, b, t, c);
         int[] tok = tokens(r, b * t, vocab);
         k.device.putInts(tokens, tok);
         double[] te = k.device.put(wte, EmuData.uniform(r, vocab * c, 2));
-        double[] pe = k.device.put(wpe, EmuData.uniform(r, t * c, 2));
+        double[] pe = wpe == null ? null : k.device.put(wpe, EmuData.uniform(r, t * c, 2));
         new EmbeddingLauncher(k.device).forward(null, tokens, wte, wpe, out, b, t, c, vocab);
         Approx[] ref = new Approx[b * t * c];
         for (int bt = 0; bt < b * t; bt++) {
             for (int j = 0; j < c; j++) {
                 int v = tok[bt];
                 ref[bt * c + j] = v < 0 || v >= vocab ? Approx.exact(Double.NaN)
+                        : pe == null ? Approx.exact(te[v * c + j])
                         : Approx.exact(te[v * c + j]).plus(Approx.exact(pe[(bt % t) * c + j]));
             }
         }
@@ -117,6 +124,39 @@ final class EmbeddingCases {
         k.expect("dwpe", dwpe, refWpe);
         k.expect("dwte", dwte, refWte);
         k.expectExact("present", present, refPresent);
+        return k;
+    }
+
+    /** The backward of an embedding without positions: the mark and dwte kernels only. */
+    private static EmuCase backwardWithoutPositions(Random r, DType doutDt, DType gradDt, int b, int t, int c,
+                                                    int vocab) {
+        EmuCase k = new EmuCase(List.of("embedding_mark_kernel", "embedding_backward_wte_kernel"),
+                doutDt + "->" + gradDt + " no wpe " + shape(b, t, c, vocab));
+        Tensor tokens = k.device.allocate(DType.I32, b, t);
+        Tensor dout = k.device.allocate(doutDt, b, t, c);
+        Tensor dwte = k.device.allocate(gradDt, vocab, c);
+        Tensor present = k.device.allocate(DType.I32, vocab);
+        int[] tok = tokens(r, b * t, vocab);
+        k.device.putInts(tokens, tok);
+        double[] g = k.device.put(dout, EmuData.uniform(r, b * t * c, 1));
+        double[] te0 = k.device.put(dwte, EmuData.uniform(r, vocab * c, 1));
+        new EmbeddingLauncher(k.device).backward(null, tokens, dout, dwte, null, present, b, t, c, vocab);
+        if (k.device.launches().stream().anyMatch(l -> l.kernel().equals("embedding_backward_wpe_kernel"))) {
+            throw new AssertionError("the backward without positions launched the dwpe kernel");
+        }
+        Approx[] refWte = new Approx[vocab * c];
+        for (int v = 0; v < vocab; v++) {
+            for (int j = 0; j < c; j++) {
+                List<Approx> terms = new ArrayList<>(List.of(Approx.exact(te0[v * c + j])));
+                for (int p = 0; p < tok.length; p++) {
+                    if (tok[p] == v) {
+                        terms.add(Approx.exact(g[p * c + j]));
+                    }
+                }
+                refWte[v * c + j] = Approx.sum(terms, terms.size());
+            }
+        }
+        k.expect("dwte", dwte, refWte);
         return k;
     }
 }

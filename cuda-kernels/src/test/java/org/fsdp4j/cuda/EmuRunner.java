@@ -111,6 +111,9 @@ final class EmuRunner {
     private static String arg(KernelSources.Param p, Object a, int buffers, String kernel, int i) {
         switch (p) {
             case POINTER: {
+                if ((Long) a == 0L) {
+                    return "n";   // an optional operand left out
+                }
                 long rel = (Long) a - EmuDevice.BASE;
                 long buffer = rel >>> 32;
                 if (rel < 0 || buffer >= buffers) {

@@ -44,6 +44,9 @@ class EmulatedKernelsTest {
         all.addAll(LayerNormCases.cases(r));
         all.addAll(OptimizerCases.cases(r));
         all.addAll(ReductionCases.cases(r));
+        all.addAll(RmsNormCases.cases(r));
+        all.addAll(RopeCases.cases(r));
+        all.addAll(SwigluCases.cases(r));
         all.addAll(EmulatorSelfTestCases.cases(r));
         return all;
     }

@@ -1,7 +1,8 @@
 // The FSDP engine on GPUs equals the unsharded CPU reference, the same comparison as the CPU's
 // FsdpEquivalenceTest: every strategy, N = 2, 3, 4 ranks sharing one GPU (the in-process group
 // trading stream events) and through NCCL N = 1 and, where there are that many devices (the
-// stand-ins of nccl-comm's fake-GPU run report four), N = 2 and 4 with rank r on cuda:r.
+// stand-ins of nccl-comm's fake-GPU run report four), N = 2 and 4 with rank r on cuda:r; and
+// the Llama at N = 2 and 4 on one GPU (LlamaFsdpEquivalenceTest's).
 // Needs a GPU or the stand-ins (and NCCL for the NCCL cases); skipped with the reason otherwise.
 package org.fsdp4j.fsdp;
 
@@ -44,6 +45,22 @@ class GpuFsdpEquivalenceTest {
             for (int n : new int[] {2, 3, 4}) {
                 FsdpConfig config = FsdpTestSupport.config(n, strategy);
                 t.assertMatches("cuda:0 " + strategy.cliName() + " N=" + n, ref, t.sharded(config, SGD, false), GPU_FP32);
+            }
+        }
+    }
+
+    @Test
+    @Tag("gpu")
+    void llamaRanksSharingOneGpuMatchTheReference() {
+        assumeGpu();
+        FsdpTestSupport t = new FsdpTestSupport(FsdpTestSupport.TINY_LLAMA, Device.cuda(0),
+                n -> new LocalGroup(n, Duration.ofSeconds(60), LocalGroup.Dispatch.STREAM_EVENTS));
+        FsdpTestSupport.Trajectory ref = t.reference(SGD, 0f);
+        for (ShardingStrategy strategy : ShardingStrategy.values()) {
+            for (int n : new int[] {2, 4}) {
+                FsdpConfig config = FsdpTestSupport.config(n, strategy);
+                t.assertMatches("cuda:0 llama " + strategy.cliName() + " N=" + n, ref, t.sharded(config, SGD, false),
+                        GPU_FP32);
             }
         }
     }

@@ -5,10 +5,27 @@ package org.fsdp4j.api;
 
 import java.util.Locale;
 
+/**
+ * The element type of a {@link Tensor}. fp32 holds the master parameters, the optimizer state,
+ * the loss and statistics; fp16 or bf16 hold gathered parameters, activations and reduced
+ * gradients under a {@link MixedPrecisionPolicy}; int32 holds token ids and class labels.
+ *
+ * <p>Conversions from fp32 round to nearest, ties to even, as CUDA's {@code __float2half_rn} /
+ * {@code __float2bfloat16_rn} and PyTorch's {@code .to(dtype)} do. The static conversion methods
+ * work on raw 16-bit patterns held in a {@code short}; they are pure and may be called from any
+ * thread.
+ */
 public enum DType {
+    /** IEEE binary32, 4 bytes: master parameters, optimizer state, losses, norm statistics. */
     F32(4, "fp32"),
+    /**
+     * IEEE binary16, 2 bytes (5 exponent, 10 mantissa bits; largest finite value 65504): needs
+     * loss scaling when gradients pass through it (see {@link MixedPrecisionPolicy#needsLossScaling()}).
+     */
     F16(2, "fp16"),
+    /** bfloat16, 2 bytes: the top 16 bits of an fp32 (fp32's exponent range, 7 mantissa bits). */
     BF16(2, "bf16"),
+    /** Two's-complement 32-bit integer, 4 bytes: token ids, class labels. Not a floating dtype. */
     I32(4, "int32");
 
     private final int byteSize;
@@ -19,25 +36,51 @@ public enum DType {
         this.shortName = shortName;
     }
 
-    /** Bytes per element. */
+    /**
+     * Bytes per element.
+     *
+     * @return 4 for F32 and I32, 2 for F16 and BF16
+     */
     public int byteSize() {
         return byteSize;
     }
 
-    /** The name used on the command line and in summaries: fp32, fp16, bf16, int32. */
+    /**
+     * The name used on the command line and in summaries.
+     *
+     * @return "fp32", "fp16", "bf16" or "int32"
+     */
     public String shortName() {
         return shortName;
     }
 
+    /**
+     * Whether this is a floating-point dtype, the kind parameters, activations and gradients take.
+     *
+     * @return true for F32, F16 and BF16; false for I32
+     */
     public boolean isFloating() {
         return this != I32;
     }
 
+    /**
+     * Whether this is a 16-bit floating dtype.
+     *
+     * @return true for F16 and BF16
+     */
     public boolean isHalf() {
         return this == F16 || this == BF16;
     }
 
-    /** Parses fp32|fp16|bf16 (also float32, float16, bfloat16, f32, ...); the error lists what is accepted. */
+    /**
+     * Parses a floating dtype's name as the command line gives it, ignoring case and surrounding
+     * blanks: fp32, f32, float32 or float; fp16, f16, float16 or half; bf16 or bfloat16.
+     *
+     * @param name the name
+     * @return F32, F16 or BF16 (never I32)
+     * @throws IllegalArgumentException if the name is none of these; the message lists what is accepted
+     * @throws NullPointerException if {@code name} is null
+     */
     public static DType parseFloating(String name) {
         String n = name.trim().toLowerCase(Locale.ROOT);
         switch (n) {
@@ -49,7 +92,14 @@ public enum DType {
         }
     }
 
-    /** Rounds a float to this dtype and back (identity for F32); what storing then loading does. */
+    /**
+     * Rounds a float to this dtype and back, which is what storing it in a tensor of this dtype
+     * and reading it again gives: round to nearest even for F16 and BF16 (F16 overflows to
+     * infinity above 65504 and keeps subnormals), the identity for F32 and I32.
+     *
+     * @param x any float
+     * @return {@code x} as this dtype holds it, widened to fp32
+     */
     public float round(float x) {
         switch (this) {
             case F16: return halfToFloat(floatToHalf(x));
@@ -60,7 +110,13 @@ public enum DType {
 
     // ---- bf16: the top 16 bits of an IEEE float ----
 
-    /** fp32 → bf16 bits, round to nearest even; NaN stays a (quiet) NaN. */
+    /**
+     * fp32 to bf16 bits, rounding to nearest even; a value past bf16's largest finite value
+     * becomes infinity, and a NaN stays a (quiet) NaN with its sign.
+     *
+     * @param f any float
+     * @return the bf16 bit pattern (the top 16 bits of the rounded fp32)
+     */
     public static short floatToBf16(float f) {
         int bits = Float.floatToRawIntBits(f);
         if ((bits & 0x7fffffff) > 0x7f800000) {            // NaN: keep sign, force a quiet mantissa bit
@@ -71,13 +127,26 @@ public enum DType {
         return (short) (rounded >>> 16);
     }
 
+    /**
+     * bf16 bits to fp32; exact (every bf16 value is an fp32 value).
+     *
+     * @param b a bf16 bit pattern
+     * @return its value
+     */
     public static float bf16ToFloat(short b) {
         return Float.intBitsToFloat((b & 0xffff) << 16);
     }
 
     // ---- fp16: IEEE binary16 (1 sign, 5 exponent, 10 mantissa bits) ----
 
-    /** fp32 → fp16 bits, round to nearest even, with subnormals, overflow to inf and NaN. */
+    /**
+     * fp32 to IEEE fp16 bits, rounding to nearest even: magnitudes from 65520 up become infinity,
+     * magnitudes below 2<sup>-14</sup> become fp16 subnormals (or zero, up to 2<sup>-25</sup>),
+     * and a NaN stays a quiet NaN with its sign.
+     *
+     * @param f any float
+     * @return the fp16 bit pattern
+     */
     public static short floatToHalf(float f) {
         int bits = Float.floatToRawIntBits(f);
         int sign = (bits >>> 16) & 0x8000;
@@ -113,6 +182,12 @@ public enum DType {
         return (short) (sign | h);
     }
 
+    /**
+     * IEEE fp16 bits to fp32; exact (subnormals, infinities and NaN included).
+     *
+     * @param hs an fp16 bit pattern
+     * @return its value
+     */
     public static float halfToFloat(short hs) {
         int h = hs & 0xffff;
         int sign = (h & 0x8000) << 16;

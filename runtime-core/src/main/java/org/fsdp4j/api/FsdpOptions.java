@@ -1,6 +1,7 @@
 // How Fsdp.shard shards and trains a model: the strategy and mesh, the precision policy,
 // prefetch, activation checkpointing, offload, gradient accumulation, the optimizer, clipping
-// and loss scaling. Immutable; built with a builder whose defaults are PyTorch FSDP's where it
+// and loss scaling, and where the parameters start from (the seed, or pretrained weights).
+// Immutable; built with a builder whose defaults are PyTorch FSDP's where it
 // has one. Values are checked when the model is sharded, with a message that names the option.
 package org.fsdp4j.api;
 
@@ -42,6 +43,7 @@ public final class FsdpOptions {
     private final float initialLossScale;
     private final int lossScaleGrowthInterval;
     private final long seed;
+    private final ParamSource initialValues;   // null: ParamSource.seeded(seed)
     private final Duration collectiveTimeout;
     private final int cpuThreads;
     private final boolean debugStreams;
@@ -65,6 +67,7 @@ public final class FsdpOptions {
         this.initialLossScale = b.initialLossScale;
         this.lossScaleGrowthInterval = b.lossScaleGrowthInterval;
         this.seed = b.seed;
+        this.initialValues = b.initialValues;
         this.collectiveTimeout = b.collectiveTimeout;
         this.cpuThreads = b.cpuThreads;
         this.debugStreams = b.debugStreams;
@@ -106,115 +109,209 @@ public final class FsdpOptions {
         b.initialLossScale = initialLossScale;
         b.lossScaleGrowthInterval = lossScaleGrowthInterval;
         b.seed = seed;
+        b.initialValues = initialValues;
         b.collectiveTimeout = collectiveTimeout;
         b.cpuThreads = cpuThreads;
         b.debugStreams = debugStreams;
         return b;
     }
 
-    /** @return where the ranks run: "cpu", "cuda" (one rank per GPU), "cuda:i" (every rank on GPU i) or "auto" */
+    /**
+     * Where the ranks run (default "cpu").
+     *
+     * @return "cpu", "cuda" (one rank per GPU), "cuda:i" (every rank on GPU i) or "auto" (a GPU
+     *         when there is one, else the CPU)
+     */
     public String device() {
         return device;
     }
 
-    /** @return ranks N */
+    /**
+     * The number of ranks N over which the model is sharded (default 1).
+     *
+     * @return N, at least 1
+     */
     public int worldSize() {
         return worldSize;
     }
 
-    /** @return what is sharded */
+    /**
+     * What is sharded across the ranks (default {@link ShardingStrategy#FULL_SHARD}).
+     *
+     * @return the strategy
+     */
     public ShardingStrategy strategy() {
         return strategy;
     }
 
-    /** @return S, the ranks each shard group holds under HYBRID_SHARD; 0 for the other strategies */
+    /**
+     * The shard group size under {@link ShardingStrategy#HYBRID_SHARD}.
+     *
+     * @return S, the ranks each shard group holds; 0 for the other strategies
+     */
     public int shardGroupSize() {
         return shardGroupSize;
     }
 
-    /** @return the dtypes parameters are gathered and gradients reduced in (masters are fp32) */
+    /**
+     * The mixed-precision policy (default {@link MixedPrecisionPolicy#FP32}); the masters are fp32 whatever it says.
+     *
+     * @return the dtypes parameters are gathered and gradients reduced in
+     */
     public MixedPrecisionPolicy precision() {
         return precision;
     }
 
-    /** @return units all-gathered ahead of the one running (0: gather on demand) */
+    /**
+     * How many units are all-gathered ahead of the one running (default 1).
+     *
+     * @return the prefetch depth; 0 gathers on demand
+     */
     public int prefetch() {
         return prefetch;
     }
 
-    /** @return forward/backward passes per step; gradients are reduced after the last (gradient accumulation) */
+    /**
+     * Gradient accumulation: forward/backward passes per step (default 1); gradients are reduced after the last.
+     *
+     * @return passes per step, at least 1
+     */
     public int microBatches() {
         return microBatches;
     }
 
-    /** @return whether models are asked to recompute block internals in backward (see {@link ModelContext}) */
+    /**
+     * Whether models are asked to recompute block internals in backward (default false); see {@link ModelContext#activationCheckpointing()}.
+     *
+     * @return true when models are asked to checkpoint
+     */
     public boolean activationCheckpointing() {
         return activationCheckpointing;
     }
 
-    /** @return whether the master shard, gradient shard and optimizer state live in host memory */
+    /**
+     * Whether the fp32 master shard, the gradient shard and the optimizer state live in host memory, the optimizer running on the host (default false).
+     *
+     * @return true when that state is offloaded
+     */
     public boolean offload() {
         return offload;
     }
 
-    /** @return AdamW's learning rate when a step is not given one */
+    /**
+     * AdamW's learning rate for a step that is not given one (default 1e-3).
+     *
+     * @return the learning rate, a positive number
+     */
     public float lr() {
         return lr;
     }
 
-    /** @return AdamW's β1 */
+    /**
+     * AdamW's β1, the first moment's decay (default 0.9).
+     *
+     * @return β1
+     */
     public float beta1() {
         return beta1;
     }
 
-    /** @return AdamW's β2 */
+    /**
+     * AdamW's β2, the second moment's decay (default 0.999).
+     *
+     * @return β2
+     */
     public float beta2() {
         return beta2;
     }
 
-    /** @return AdamW's ε */
+    /**
+     * AdamW's ε, added to the second moment's square root (default 1e-8).
+     *
+     * @return ε
+     */
     public float eps() {
         return eps;
     }
 
-    /** @return AdamW's decoupled weight decay, applied to the parameters whose spec asks for it */
+    /**
+     * AdamW's decoupled weight decay (default 0.01), applied only to the parameters whose {@link ParamSpec#weightDecay()} asks for it.
+     *
+     * @return the decay factor
+     */
     public float weightDecay() {
         return weightDecay;
     }
 
-    /** @return the global gradient norm is clipped to this; 0 turns clipping off */
+    /**
+     * The global gradient norm (over all shards) is clipped to this before the update (default 0, no clipping).
+     *
+     * @return the largest norm; 0 when clipping is off
+     */
     public float maxGradNorm() {
         return maxGradNorm;
     }
 
-    /** @return the first loss scale when the precision policy has fp16 */
+    /**
+     * The first loss scale when the precision policy has fp16 (default 65536); unused otherwise.
+     *
+     * @return the initial scale
+     */
     public float initialLossScale() {
         return initialLossScale;
     }
 
-    /** @return finite steps before the fp16 loss scale doubles */
+    /**
+     * Finite steps in a row before the fp16 loss scale doubles (default 1000).
+     *
+     * @return the growth interval, in steps
+     */
     public int lossScaleGrowthInterval() {
         return lossScaleGrowthInterval;
     }
 
-    /** @return seeds the parameters' initialisation (the same at every world size) */
+    /**
+     * Seeds the parameters' initialisation (default 0); each parameter's values are the same at every world size.
+     *
+     * @return the seed
+     */
     public long seed() {
         return seed;
     }
 
-    /** @return how long a rank waits for the others in one collective before the run fails */
+    /**
+     * Where every parameter's starting values come from: the values given to
+     * {@link Builder#initialValues}, else the parameters' initialisers seeded with {@link #seed()}.
+     *
+     * @return the source each rank asks for the elements of its shards
+     */
+    public ParamSource initialValues() {
+        return initialValues != null ? initialValues : ParamSource.seeded(seed);
+    }
+
+    /**
+     * How long a rank waits for the others in one collective before the run fails naming the rank (default 10 minutes).
+     *
+     * @return the timeout
+     */
     public Duration collectiveTimeout() {
         return collectiveTimeout;
     }
 
-    /** @return host threads the CPU backend may use over all ranks of this process; 0 = all cores */
+    /**
+     * Host threads the CPU backend may use, over all ranks of this process (default 0).
+     *
+     * @return the thread count; 0 for all cores
+     */
     public int cpuThreads() {
         return cpuThreads;
     }
 
     /**
-     * @return whether CPU streams run on their own workers with random delays and freed memory
-     *         is poisoned, so a missing stream ordering shows up (slow; for tests)
+     * Whether CPU streams run on their own workers with random delays and freed memory is
+     * poisoned, so that a missing stream ordering shows up (slow; for tests; default false).
+     *
+     * @return true when debugging streams
      */
     public boolean debugStreams() {
         return debugStreams;
@@ -226,7 +323,8 @@ public final class FsdpOptions {
                 + (shardGroupSize > 0 ? ", shardGroupSize=" + shardGroupSize : "") + ", precision=(" + precision
                 + "), prefetch=" + prefetch + ", microBatches=" + microBatches + ", activationCheckpointing="
                 + activationCheckpointing + ", offload=" + offload + ", adamW=(" + lr + ", " + beta1 + ", " + beta2
-                + ", " + eps + ", " + weightDecay + "), maxGradNorm=" + maxGradNorm + ", seed=" + seed + "]";
+                + ", " + eps + ", " + weightDecay + "), maxGradNorm=" + maxGradNorm + ", seed=" + seed
+                + (initialValues != null ? ", initialValues=" + initialValues : "") + "]";
     }
 
     /** Collects the options; {@link #build()} makes the immutable {@link FsdpOptions}. */
@@ -249,6 +347,7 @@ public final class FsdpOptions {
         private float initialLossScale = 65536f;
         private int lossScaleGrowthInterval = 1000;
         private long seed;
+        private ParamSource initialValues;
         private Duration collectiveTimeout = Duration.ofMinutes(10);
         private int cpuThreads;
         private boolean debugStreams;
@@ -423,6 +522,21 @@ public final class FsdpOptions {
          */
         public Builder seed(long seed) {
             this.seed = seed;
+            return this;
+        }
+
+        /**
+         * Starts the parameters from these values instead of their seeded initialisers, e.g.
+         * pretrained weights ({@link SafetensorsWeights}). Each rank reads only the elements its
+         * shards hold, so the same source serves any world size; {@link Fsdp#shard} first checks
+         * that it has every parameter of the model ({@link ParamSource#check}) and reads it
+         * before it returns, so the source may be closed after that.
+         *
+         * @param values the source, or null for the seeded initialisers
+         * @return this
+         */
+        public Builder initialValues(ParamSource values) {
+            this.initialValues = values;
             return this;
         }
 

@@ -2,6 +2,13 @@
 // checked byte for byte: persistent state (params, grads, optimizer) vs temporaries.
 package org.fsdp4j.api;
 
+/**
+ * What an allocation holds. Every tensor a backend allocates carries one (see
+ * {@link Ops#allocate}), and its {@link MemoryTracker} counts live and peak bytes per category,
+ * so the memory a rank uses is measured, not estimated. {@link #PARAMS}, {@link #GRADS} and
+ * {@link #OPTIMIZER} are the persistent state ({@link MemoryTracker#persistentBytes()}); the rest
+ * are temporaries of a step.
+ */
 public enum MemoryCategory {
     /** Parameters a rank keeps: the fp32 master shard and its half copy (or full params unsharded). */
     PARAMS,
@@ -16,6 +23,12 @@ public enum MemoryCategory {
     /** Scratch: casts, communication staging, GEMM workspaces. */
     WORKSPACE;
 
+    /**
+     * The category's name in reports and error messages.
+     *
+     * @return the constant's name in lower case: "params", "grads", "optimizer", "gathered",
+     *         "activations" or "workspace"
+     */
     public String label() {
         return name().toLowerCase(java.util.Locale.ROOT);
     }

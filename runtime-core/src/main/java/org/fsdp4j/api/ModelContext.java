@@ -18,6 +18,16 @@ public record ModelContext(Ops ops, int rank, int worldSize, DType computeDtype,
     /**
      * Checks the values.
      *
+     * @param ops                     the operations of the rank's device; the model computes with
+     *                                these only
+     * @param rank                    the rank building it (0 .. worldSize-1), for logging; models
+     *                                must not branch on it
+     * @param worldSize               ranks in the run
+     * @param computeDtype            the dtype parameters are gathered in, and so the dtype
+     *                                activations take
+     * @param activationCheckpointing true when the user asked models to recompute block internals
+     *                                in backward instead of keeping them (a model that cannot
+     *                                ignores it)
      * @throws IllegalArgumentException if ops is missing or the rank is outside the world
      */
     public ModelContext {

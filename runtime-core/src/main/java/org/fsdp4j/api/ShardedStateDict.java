@@ -41,6 +41,9 @@ public final class ShardedStateDict implements StateSource {
         /**
          * Checks the values.
          *
+         * @param optimizerSteps     updates applied so far (AdamW's bias correction counts them)
+         * @param lossScale          the loss scale (1 without fp16)
+         * @param lossScaleGoodSteps finite steps since the scale last changed
          * @throws IllegalArgumentException if a count is negative or the scale is not a positive number
          */
         public Progress {
@@ -64,6 +67,12 @@ public final class ShardedStateDict implements StateSource {
 
         /**
          * Copies the shape.
+         *
+         * @param param       the parameter's name
+         * @param shape       the parameter's full shape
+         * @param paramOffset the first element of the parameter (row-major) in this slice
+         * @param shardOffset where that element sits in the shard's buffers
+         * @param numel       elements in the slice
          */
         public Slice {
             shape = shape.clone();
@@ -91,6 +100,11 @@ public final class ShardedStateDict implements StateSource {
 
         /**
          * Copies the lists (not the arrays).
+         *
+         * @param unit    the unit's name
+         * @param slices  which parameter elements the shard holds, in shard order
+         * @param buffers one array per buffer name, all of the shard's length (padding elements
+         *                are 0)
          */
         public UnitShard {
             slices = List.copyOf(slices);
@@ -110,6 +124,12 @@ public final class ShardedStateDict implements StateSource {
 
         /**
          * Copies the list.
+         *
+         * @param worldRank    the rank
+         * @param shardIndex   which shard of every unit it holds (its place in its shard group)
+         * @param replicaIndex which copy of the shards it belongs to (0 unless shards are
+         *                     replicated)
+         * @param units        its shard of every unit, in unit order
          */
         public RankShard {
             units = List.copyOf(units);

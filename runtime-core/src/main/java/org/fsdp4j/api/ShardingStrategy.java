@@ -7,6 +7,13 @@ import java.util.Arrays;
 import java.util.Locale;
 import java.util.stream.Collectors;
 
+/**
+ * What is sharded across the N ranks (docs/ARCHITECTURE.md, "Strategies"), with PyTorch FSDP's
+ * names. One engine runs them all: they differ only in the size of the group a unit's flat
+ * parameter is split over, whether parameters are freed after forward, and how gradients are
+ * reduced. The default of {@link FsdpOptions} is {@link #FULL_SHARD}; {@link #HYBRID_SHARD} is
+ * chosen with {@link FsdpOptions.Builder#hybridShard(int)}.
+ */
 public enum ShardingStrategy {
     /** ZeRO-3: params, grads and optimizer state sharded over all N; params re-gathered in backward. */
     FULL_SHARD,
@@ -19,12 +26,22 @@ public enum ShardingStrategy {
     /** FULL_SHARD inside shard groups of S ranks, replicated (grads all-reduced) across the N/S groups. */
     HYBRID_SHARD;
 
-    /** The name used on the command line and in summaries: full_shard, shard_grad_op, ... */
+    /**
+     * The name used on the command line and in summaries.
+     *
+     * @return the constant's name in lower case: "full_shard", "shard_grad_op", ...
+     */
     public String cliName() {
         return name().toLowerCase(Locale.ROOT);
     }
 
-    /** Parses a command-line name; the error lists the accepted ones. */
+    /**
+     * Parses a strategy's name, ignoring case and surrounding blanks; '-' may stand for '_'.
+     *
+     * @param name e.g. "full_shard", "FULL-SHARD", "no_shard"
+     * @return the strategy
+     * @throws IllegalArgumentException if no strategy has that name; the message lists the accepted ones
+     */
     public static ShardingStrategy parse(String name) {
         String n = name.trim().toUpperCase(Locale.ROOT).replace('-', '_');
         for (ShardingStrategy s : values()) {
@@ -36,12 +53,22 @@ public enum ShardingStrategy {
                 + Arrays.stream(values()).map(ShardingStrategy::cliName).collect(Collectors.joining(", ")));
     }
 
-    /** Parameters stay unsharded (gathered) for the whole run on every rank. */
+    /**
+     * Whether every rank holds the whole parameters (in the compute dtype) for the whole run, so
+     * nothing is gathered before a unit runs.
+     *
+     * @return true for {@link #OPTIMIZER_ONLY} and {@link #NO_SHARD}
+     */
     public boolean replicatesParams() {
         return this == OPTIMIZER_ONLY || this == NO_SHARD;
     }
 
-    /** A unit's gathered parameters are freed after its forward (and gathered again for backward). */
+    /**
+     * Whether a unit's gathered parameters are freed after its forward and gathered again for its
+     * backward (less memory, one more all-gather per unit).
+     *
+     * @return true for {@link #FULL_SHARD} and {@link #HYBRID_SHARD}
+     */
     public boolean reshardsAfterForward() {
         return this == FULL_SHARD || this == HYBRID_SHARD;
     }

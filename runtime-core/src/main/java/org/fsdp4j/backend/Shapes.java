@@ -179,19 +179,50 @@ public final class Shapes {
         return c;
     }
 
+    /** RMSNorm: inp, out (N, C) and weight (C) floating; rstd (N) F32; eps positive; returns C. */
+    public static int rmsNorm(String op, Tensor inp, Tensor weight, Tensor out, Tensor rstd, float eps) {
+        floating(op, inp, weight, out);
+        dtype(op, DType.F32, rstd);
+        int c = lastDim(inp);
+        if (weight.numel() != c || out.numel() != inp.numel() || rstd.numel() != rows(inp)) {
+            throw error(op, "expected inp, out (N, C); weight (C); rstd (N)", inp, weight, out, rstd);
+        }
+        if (!(eps > 0) || !Float.isFinite(eps)) {
+            throw error(op, "eps must be a positive number, got " + eps, inp);
+        }
+        return c;
+    }
+
+    /** RMSNorm backward: the forward's shapes (dout as out), and dinp, dweight like inp, weight. */
+    public static int rmsNormBackward(Tensor dout, Tensor inp, Tensor weight, Tensor rstd, Tensor dinp, Tensor dweight) {
+        String op = "rmsNormBackward";
+        int c = rmsNorm(op, inp, weight, dout, rstd, 1f);
+        floating(op, dinp, dweight);
+        sameNumel(op, inp, dinp);
+        sameNumel(op, weight, dweight);
+        return c;
+    }
+
     /** Sizes of an embedding: B·T tokens of width C from a table of V rows. */
     public record EmbeddingSizes(int b, int t, int c, int vocab) {
     }
 
-    /** tokens (B, T) I32; table (V, C), positions (maxT ≥ T, C) and activations (B, T, C) floating. */
+    /**
+     * tokens (B, T) I32; table (V, C), positions (maxT ≥ T, C) or null (no position embedding) and
+     * activations (B, T, C) floating.
+     */
     public static EmbeddingSizes embedding(String op, Tensor tokens, Tensor table, Tensor positions, Tensor act) {
-        floating(op, table, positions, act);
+        Tensor[] all = positions == null ? new Tensor[] {tokens, table, act} : new Tensor[] {tokens, table, positions, act};
+        floating(op, table, act);
+        if (positions != null) {
+            floating(op, positions);
+        }
         dtype(op, DType.I32, tokens);
-        if (tokens.rank() != 2 || table.rank() != 2 || positions.rank() != 2 || act.rank() != 3
-                || act.dim(0) != tokens.dim(0) || act.dim(1) != tokens.dim(1)
-                || table.dim(1) != act.dim(2) || positions.dim(1) != act.dim(2) || positions.dim(0) < tokens.dim(1)) {
-            throw error(op, "expected tokens (B, T), wte (V, C), wpe (maxT >= T, C), activations (B, T, C)",
-                    tokens, table, positions, act);
+        if (tokens.rank() != 2 || table.rank() != 2 || act.rank() != 3
+                || act.dim(0) != tokens.dim(0) || act.dim(1) != tokens.dim(1) || table.dim(1) != act.dim(2)
+                || (positions != null && (positions.rank() != 2 || positions.dim(1) != act.dim(2)
+                        || positions.dim(0) < tokens.dim(1)))) {
+            throw error(op, "expected tokens (B, T), wte (V, C), wpe (maxT >= T, C) or none, activations (B, T, C)", all);
         }
         return new EmbeddingSizes(Math.toIntExact(act.dim(0)), Math.toIntExact(act.dim(1)),
                 Math.toIntExact(act.dim(2)), Math.toIntExact(table.dim(0)));
@@ -212,21 +243,43 @@ public final class Shapes {
         }
     }
 
-    /** splitHeads and its backward: qkv (B, T, 3C), q, k, v (B, H, T, C/H), all floating. */
-    public static HeadLayout splitHeads(String op, Tensor qkv, Tensor q, Tensor k, Tensor v, int numHeads) {
+    /**
+     * Sizes of a fused qkv (B, T, (H + 2·Hkv)·D) split into q (B, H, T, D) and k, v (B, Hkv, T, D):
+     * H query heads, Hkv key/value heads (= H for multi-head attention).
+     */
+    public record QkvLayout(long b, int t, int heads, int kvHeads, int hs) {
+
+        /** Elements per token of the fused qkv: (H + 2·Hkv)·D. */
+        public int width() {
+            return (heads + 2 * kvHeads) * hs;
+        }
+
+        /** The (B, H, T, D) layout of q. */
+        public HeadLayout q() {
+            return new HeadLayout(b, t, heads * hs, heads, hs);
+        }
+
+        /** The (B, Hkv, T, D) layout of k and v. */
+        public HeadLayout kv() {
+            return new HeadLayout(b, t, kvHeads * hs, kvHeads, hs);
+        }
+    }
+
+    /** splitHeads and its backward: qkv (B, T, (H + 2·Hkv)·D), q (B, H, T, D), k, v (B, Hkv, T, D), all floating. */
+    public static QkvLayout splitHeads(String op, Tensor qkv, Tensor q, Tensor k, Tensor v, int numHeads) {
         floating(op, qkv, q, k, v);
-        if (qkv.rank() != 3 || qkv.dim(2) % 3 != 0 || numHeads < 1 || (qkv.dim(2) / 3) % numHeads != 0) {
-            throw error(op, "expected qkv (B, T, 3C) with C divisible by numHeads=" + numHeads, qkv);
+        if (qkv.rank() != 3 || q.rank() != 4 || numHeads < 1 || q.dim(1) != numHeads) {
+            throw error(op, "expected qkv (B, T, (H + 2·Hkv)·D) and q (B, H, T, D) with H = numHeads=" + numHeads,
+                    qkv, q, k, v);
         }
-        long c = qkv.dim(2) / 3;
-        long[] head = {qkv.dim(0), numHeads, qkv.dim(1), c / numHeads};
-        for (Tensor x : new Tensor[] {q, k, v}) {
-            if (!Arrays.equals(x.shape(), head)) {
-                throw error(op, "q, k, v must be (B, H, T, C/H) = " + Arrays.toString(head), qkv, q, k, v);
-            }
+        long[] head = {qkv.dim(0), numHeads, qkv.dim(1), q.dim(3)};
+        long[] kvHead = {qkv.dim(0), k.rank() == 4 ? k.dim(1) : -1, qkv.dim(1), q.dim(3)};
+        if (!Arrays.equals(q.shape(), head) || !Arrays.equals(k.shape(), kvHead) || !Arrays.equals(v.shape(), kvHead)
+                || kvHead[1] < 1 || qkv.dim(2) != (head[1] + 2 * kvHead[1]) * head[3]) {
+            throw error(op, "expected qkv (B, T, (H + 2·Hkv)·D), q (B, H, T, D), k and v (B, Hkv, T, D)", qkv, q, k, v);
         }
-        return new HeadLayout(qkv.dim(0), Math.toIntExact(qkv.dim(1)), Math.toIntExact(c), numHeads,
-                Math.toIntExact(c / numHeads));
+        return new QkvLayout(qkv.dim(0), Math.toIntExact(qkv.dim(1)), numHeads, Math.toIntExact(kvHead[1]),
+                Math.toIntExact(head[3]));
     }
 
     /** mergeHeads and its backward: heads (B, H, T, C/H), tokens (B, T, C), both floating. */
@@ -238,6 +291,22 @@ public final class Shapes {
         }
         return new HeadLayout(heads.dim(0), Math.toIntExact(heads.dim(2)), Math.toIntExact(tokens.dim(2)),
                 Math.toIntExact(heads.dim(1)), Math.toIntExact(heads.dim(3)));
+    }
+
+    /** Sizes of a rotary embedding: rows = B·H·T of head size D, T positions, D/2 angles per position. */
+    public record RopeSizes(long rows, int t, int halfDim) {
+    }
+
+    /** ropeForward / ropeBackward: inp, out (B, H, T, D) floating with D even; cos, sin (≥ T, D/2) F32. */
+    public static RopeSizes rope(String op, Tensor inp, Tensor cos, Tensor sin, Tensor out) {
+        floating(op, inp, out);
+        dtype(op, DType.F32, cos, sin);
+        if (inp.rank() != 4 || !Arrays.equals(inp.shape(), out.shape()) || inp.dim(3) % 2 != 0
+                || cos.rank() != 2 || !Arrays.equals(cos.shape(), sin.shape()) || cos.dim(1) * 2 != inp.dim(3)
+                || cos.dim(0) < inp.dim(2)) {
+            throw error(op, "expected inp, out (B, H, T, D) with D even and cos, sin (>= T, D/2)", inp, cos, sin, out);
+        }
+        return new RopeSizes(inp.numel() / inp.dim(3), Math.toIntExact(inp.dim(2)), Math.toIntExact(inp.dim(3) / 2));
     }
 
     /** The causal softmax and its backward: floating (..., T, T) score matrices of equal numel; returns T. */

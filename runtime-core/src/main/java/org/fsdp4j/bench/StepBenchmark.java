@@ -18,7 +18,8 @@ import org.fsdp4j.train.Trainer;
 public final class StepBenchmark {
 
     /**
-     * @param preset            model preset
+     * @param model             model family (gpt, llama)
+     * @param preset            model preset, within the family
      * @param device            resolved device
      * @param backend           backend in words
      * @param params            model parameters
@@ -38,7 +39,7 @@ public final class StepBenchmark {
      * @param hostSyncsPerStep  the most times a rank's host waited for its device in one step (the budget is 1)
      * @param promotedCopies    GEMMs with mixed operand dtypes over the run (0 expected)
      */
-    public record Result(String preset, String device, String backend, long params, int worldSize, int batchSize,
+    public record Result(String model, String preset, String device, String backend, long params, int worldSize, int batchSize,
                          int seqLen, int untimedSteps, int timedSteps, double[] stepTimesMs, double stepTimeMsMedian,
                          double tokensPerSecond, double gflopPerStep, double achievedGflops, long[] peakBytesPerRank,
                          Double peakTflopsPerRank, Double mfu, long hostSyncsPerStep, long promotedCopies) {
@@ -85,8 +86,8 @@ public final class StepBenchmark {
             OptionalDouble peak = trainer.executor().peakTflopsPerRank();
             Double peakTflops = peak.isPresent() ? peak.getAsDouble() : null;
             Double mfu = peak.isPresent() ? achievedGflops / 1e3 / (peak.getAsDouble() * info.worldSize()) : null;
-            return new Result(c.preset(), info.device(), info.backendName(), info.parameters(), info.worldSize(),
-                    c.batchSize(), c.seqLen(), untimedSteps, timedSteps, Arrays.copyOf(timesMs, timesMs.length),
+            return new Result(c.model().family().cliName(), c.preset(), info.device(), info.backendName(),
+                    info.parameters(), info.worldSize(), c.batchSize(), c.seqLen(), untimedSteps, timedSteps, Arrays.copyOf(timesMs, timesMs.length),
                     medianMs, c.tokensPerStep() / (medianMs / 1e3), gflop, achievedGflops,
                     trainer.summary().peakBytesPerRank(), peakTflops, mfu, trainer.summary().hostSyncsPerStep(),
                     trainer.summary().promotedCopies());

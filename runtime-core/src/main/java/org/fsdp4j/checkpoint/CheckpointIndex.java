@@ -9,13 +9,13 @@
 package org.fsdp4j.checkpoint;
 
 import java.util.List;
-import org.fsdp4j.model.HfGpt2Config;
+import org.fsdp4j.model.HfModelConfig;
 
 /**
  * @param format        always "fsdp4j-checkpoint"
  * @param formatVersion {@link #FORMAT_VERSION}; a reader refuses another
  * @param step          optimizer steps completed when saved: the run continues at step + 1
- * @param model         the model's shape, as a Hugging Face GPT-2 config.json spells it
+ * @param model         the model's family and shape, as its Hugging Face config.json spells them (model_type gpt2 or llama)
  * @param preset        the preset the run named ("tiny", "custom", ...)
  * @param strategy      the strategy it was saved under (full_shard, ...)
  * @param worldSize     ranks N when saved
@@ -32,7 +32,7 @@ import org.fsdp4j.model.HfGpt2Config;
  * @param files         every rank file with its size and checksum
  * @param entries       which file holds which element range of which buffer of which parameter
  */
-public record CheckpointIndex(String format, int formatVersion, int step, HfGpt2Config model, String preset,
+public record CheckpointIndex(String format, int formatVersion, int step, HfModelConfig model, String preset,
                               String strategy, int worldSize, int shardSize, String paramDtype, String reduceDtype,
                               String stateDtype, List<String> buffers, OptimizerState optimizer,
                               LossScalerState lossScaler, DataPosition data, float[] losses, List<Param> params,

@@ -25,8 +25,8 @@ import java.util.Map;
 import java.util.zip.CRC32C;
 import org.fsdp4j.api.StateSource;
 import org.fsdp4j.metrics.JsonFiles;
-import org.fsdp4j.model.GptConfig;
-import org.fsdp4j.model.HfGpt2Config;
+import org.fsdp4j.model.HfModelConfig;
+import org.fsdp4j.model.ModelConfig;
 
 public final class CheckpointReader implements StateSource, AutoCloseable {
 
@@ -178,12 +178,11 @@ public final class CheckpointReader implements StateSource, AutoCloseable {
         return dir;
     }
 
-    /** Refuses a checkpoint of another model than {@code model}, naming both shapes. */
-    public void checkModel(GptConfig model) {
-        HfGpt2Config mine = HfGpt2Config.of(model);
-        HfGpt2Config saved = index.model();
-        if (saved.nLayer() != mine.nLayer() || saved.nEmbd() != mine.nEmbd() || saved.nHead() != mine.nHead()
-                || saved.vocabSize() != mine.vocabSize() || saved.nPositions() != mine.nPositions()) {
+    /** Refuses a checkpoint of another model (family or shape) than {@code model}, naming both. */
+    public void checkModel(ModelConfig model) {
+        HfModelConfig mine = HfModelConfig.of(model);
+        HfModelConfig saved = index.model();
+        if (!saved.keys().equals(mine.keys())) {
             throw new CheckpointException(dir.resolve(CheckpointIndex.FILE_NAME), "a checkpoint of another model ("
                     + saved + ") than this run's (" + mine + ")");
         }

@@ -1,5 +1,7 @@
-// A checkpoint's parameters as one consolidated safetensors file, in Hugging Face GPT-2's layout so
-// that GPT2LMHeadModel (and anything that reads safetensors) opens it: names transformer.wte.weight,
+// A checkpoint's parameters as one consolidated safetensors file, in Hugging Face's layout of its
+// family, so that transformers opens it. A Llama's parameters already carry LlamaForCausalLM's names
+// and layouts (LlamaWeights), so they are written as they are. A GPT is written in GPT-2's layout
+// for GPT2LMHeadModel (and anything that reads safetensors): names transformer.wte.weight,
 // transformer.h.0.attn.c_attn.weight, ...; GPT-2's Conv1D weights are stored (in, out), so fsdp4j's
 // Linear weights, (out, in), are transposed; the LM head is tied to wte and not stored (as in GPT-2's
 // own files). fsdp4j's block is GPT-2's (pre-LN, qkv rows [q | k | v], tanh GELU, LayerNorm eps 1e-5).
@@ -26,6 +28,7 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.ShardedStateDict;
+import org.fsdp4j.model.HfLlamaConfig;
 
 public final class SafetensorsExport {
 
@@ -80,20 +83,16 @@ public final class SafetensorsExport {
         metadata.put("format", "pt");
         metadata.put("source", "fsdp4j checkpoint " + reader.dir().getFileName());
         metadata.put("step", String.valueOf(index.step()));
-        metadata.put("model_type", "gpt2");
-        metadata.put("n_layer", String.valueOf(index.model().nLayer()));
-        metadata.put("n_embd", String.valueOf(index.model().nEmbd()));
-        metadata.put("n_head", String.valueOf(index.model().nHead()));
-        metadata.put("vocab_size", String.valueOf(index.model().vocabSize()));
-        metadata.put("n_positions", String.valueOf(index.model().nPositions()));
+        metadata.putAll(index.model().keys());
         header.put("__metadata__", metadata);
+        boolean gpt2 = !(index.model() instanceof HfLlamaConfig);     // a Llama's names and layouts are Hugging Face's
         List<CheckpointIndex.Param> params = new ArrayList<>(index.params());
         long offset = 0;
         for (CheckpointIndex.Param p : params) {
             long[] shape = p.shape();
-            long[] out = transposed(p.name(), shape) ? new long[] {shape[1], shape[0]} : shape;
+            long[] out = gpt2 && transposed(p.name(), shape) ? new long[] {shape[1], shape[0]} : shape;
             long bytes = p.numel() * elementBytes;
-            header.put(hfName(p.name()), Map.of("dtype", dtype == DType.F32 ? "F32" : "BF16", "shape", out,
+            header.put(gpt2 ? hfName(p.name()) : p.name(), Map.of("dtype", dtype == DType.F32 ? "F32" : "BF16", "shape", out,
                     "data_offsets", new long[] {offset, offset + bytes}));
             offset += bytes;
         }
@@ -117,7 +116,7 @@ public final class SafetensorsExport {
                 }
                 for (CheckpointIndex.Param p : params) {
                     float[] v = reader.full(p.name(), ShardedStateDict.PARAM);
-                    if (transposed(p.name(), p.shape())) {
+                    if (gpt2 && transposed(p.name(), p.shape())) {
                         v = transpose(v, Math.toIntExact(p.shape()[0]), Math.toIntExact(p.shape()[1]));
                     }
                     ByteBuffer b = ByteBuffer.allocate(v.length * elementBytes).order(ByteOrder.LITTLE_ENDIAN);

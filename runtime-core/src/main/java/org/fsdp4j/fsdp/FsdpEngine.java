@@ -41,6 +41,8 @@ import java.util.Set;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Inputs;
 import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.ParamSource;
+import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.ShardedStateDict;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.api.StateSource;
@@ -126,6 +128,15 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
      */
     public FsdpEngine(TrainableModel model, Backend device, DeviceMesh mesh, FsdpConfig config, Optimizer optimizer,
                       Backend optimizerBackend, long seed) {
+        this(model, device, mesh, config, optimizer, optimizerBackend, ParamSource.seeded(seed));
+    }
+
+    /**
+     * As above, every shard initialised from {@code initialValues}: each rank asks it for exactly
+     * the parameter elements its shards hold (pretrained weights load resharded this way).
+     */
+    public FsdpEngine(TrainableModel model, Backend device, DeviceMesh mesh, FsdpConfig config, Optimizer optimizer,
+                      Backend optimizerBackend, ParamSource initialValues) {
         this.model = model;
         this.device = device;
         this.optimizerBackend = optimizerBackend;
@@ -156,11 +167,14 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
                     && config.replicateSize() > 1;
             this.allReduceStream = hybrid ? open(made, "all-reduce-r" + rank) : null;
             this.reducer = new GradReducer(device, config, reduceGroup, mesh.replicate(), reduceStream, allReduceStream);
+            List<ParamSpec> specs = new ArrayList<>();
+            model.units().forEach(u -> specs.addAll(u.params()));
+            initialValues.check(specs);     // a source that cannot give every parameter fails here, before any fill
             for (Unit unit : model.units()) {
                 FlatParamLayout layout = FlatParamLayout.of(unit.params(), config.precision().paramDtype(),
                         config.shardSize());
                 built.add(new ShardedUnit(unit, layout, mesh.shard().rank(), config.strategy().replicatesParams(),
-                        device, optimizerBackend, optimizer.stateBuffersPerParam(), seed));
+                        device, optimizerBackend, optimizer.stateBuffersPerParam(), initialValues));
             }
             this.units = List.copyOf(built);
             handOffToDevice();

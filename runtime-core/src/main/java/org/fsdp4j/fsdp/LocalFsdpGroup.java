@@ -15,6 +15,7 @@ import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Device;
 import org.fsdp4j.api.Inputs;
 import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.ParamSource;
 import org.fsdp4j.api.TrainableModel;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.BackendOptions;
@@ -52,8 +53,8 @@ public final class LocalFsdpGroup implements AutoCloseable {
         final FsdpEngine engine;
         private final List<AutoCloseable> made;
 
-        Rank(int rank, RankGroup group, FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
-             Device deviceKind, BackendOptions options, UnaryOperator<Communicator> link) {
+        Rank(int rank, RankGroup group, FsdpConfig config, ModelFactory models, Optimizer optimizer,
+             ParamSource initialValues, Device deviceKind, BackendOptions options, UnaryOperator<Communicator> link) {
             List<AutoCloseable> made = new ArrayList<>();
             try {
                 deviceMemory = new MemoryTracker("rank " + rank);
@@ -68,7 +69,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
                 world = add(made, link.apply(group.communicator(rank, device)));
                 mesh = add(made, DeviceMesh.create(world, config.shardSize()));
                 TrainableModel model = models.create(rank, device);
-                engine = new FsdpEngine(model, device, mesh, config, optimizer, host, seed);
+                engine = new FsdpEngine(model, device, mesh, config, optimizer, host, initialValues);
                 made.add(engine);
                 this.made = made;
             } catch (RuntimeException e) {
@@ -142,6 +143,16 @@ public final class LocalFsdpGroup implements AutoCloseable {
     public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
                           List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link,
                           RankGroup group) {
+        this(config, models, optimizer, ParamSource.seeded(seed), devices, perRank, link, group);
+    }
+
+    /**
+     * As above, the parameters starting from {@code initialValues} instead of the seed's ParamInit
+     * values (pretrained weights: each rank reads only the elements its shards hold).
+     */
+    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, ParamSource initialValues,
+                          List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link,
+                          RankGroup group) {
         if (devices.size() != config.worldSize() || group.worldSize() != config.worldSize()) {
             throw new IllegalArgumentException(config.worldSize() + " ranks, but " + devices.size()
                     + " devices and a group of " + group.worldSize());
@@ -151,7 +162,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
         Rank[] made = new Rank[group.size()];     // the ranks of this process: group.firstRank() onwards
         try {
             LocalLauncher.run(group, r -> made[r - group.firstRank()] = new Rank(r, group, config, models, optimizer,
-                    seed, devices.get(r), perRank, link));
+                    initialValues, devices.get(r), perRank, link));
         } catch (RuntimeException e) {
             for (Rank r : made) {
                 if (r != null) {

@@ -18,6 +18,7 @@ import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.ModelContext;
 import org.fsdp4j.api.ModelFactory;
+import org.fsdp4j.api.ParamSource;
 import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.ShardedModel;
 import org.fsdp4j.api.ShardedStateDict;
@@ -26,6 +27,7 @@ import org.fsdp4j.api.StateSource;
 import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.Backends;
+import org.fsdp4j.comm.LocalLauncher;
 import org.fsdp4j.comm.RankGroup;
 import org.fsdp4j.comm.RankGroups;
 import org.fsdp4j.optim.AdamW;
@@ -47,11 +49,11 @@ public final class LocalShardedModel implements ShardedModel {
         int threadsPerRank = options.cpuThreads() == 0 ? LocalFsdpGroup.defaultCpuThreads(ranksOnThisMachine)
                 : Math.max(1, options.cpuThreads() / here);
         AdamW adamW = new AdamW(options.lr(), options.beta1(), options.beta2(), options.eps(), options.weightDecay());
-        this.group = new LocalFsdpGroup(config,
+        this.group = startRanks(config,
                 (rank, backend) -> factory.create(new ModelContext(backend, rank, n, config.precision().paramDtype(),
                         options.activationCheckpointing())),
-                adamW, options.seed(), devices, new BackendOptions(threadsPerRank, options.debugStreams()),
-                UnaryOperator.identity(), ranks);
+                adamW, options.initialValues(), devices, new BackendOptions(threadsPerRank, options.debugStreams()),
+                ranks);
         try {
             this.params = checkSameModel(group.onEachRank((rank, engine) -> engine.layouts()));
             long count = params.stream().mapToLong(ParamSpec::numel).sum();
@@ -62,6 +64,25 @@ public final class LocalShardedModel implements ShardedModel {
                             plan.peakBytes(), plan.keptPeakBytes())));
         } catch (RuntimeException e) {
             group.close();
+            throw e;
+        }
+    }
+
+    /**
+     * The ranks, each building its model and shard. A rank that refuses a value (its model, or initial
+     * values that do not fit the model) fails the call with that IllegalArgumentException's message,
+     * as Fsdp.shard documents, rather than as a failed rank.
+     */
+    private static LocalFsdpGroup startRanks(FsdpConfig config, LocalFsdpGroup.ModelFactory models, AdamW adamW,
+                                             ParamSource initialValues, List<Device> devices, BackendOptions perRank,
+                                             RankGroup ranks) {
+        try {
+            return new LocalFsdpGroup(config, models, adamW, initialValues, devices, perRank, UnaryOperator.identity(),
+                    ranks);
+        } catch (LocalLauncher.RanksFailedException e) {
+            if (e.getCause() instanceof IllegalArgumentException bad && bad.getMessage() != null) {
+                throw new IllegalArgumentException(bad.getMessage(), e);
+            }
             throw e;
         }
     }

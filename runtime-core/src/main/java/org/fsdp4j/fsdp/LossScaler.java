@@ -6,6 +6,8 @@
 // NonFinitePolicy decides whether the run goes on.
 package org.fsdp4j.fsdp;
 
+import org.fsdp4j.api.LossScaleFloorException;
+
 public final class LossScaler {
 
     /** Below this the gradients are non-finite for reasons no scale can fix (divergence, bad data). */

@@ -15,10 +15,10 @@ import java.util.ArrayList;
 import java.util.List;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.ParamSource;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.api.Unit;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.model.ParamInit;
 import org.fsdp4j.optim.ParamSegment;
 
 final class ShardedUnit implements AutoCloseable {
@@ -56,14 +56,15 @@ final class ShardedUnit implements AutoCloseable {
     boolean gradShardWritten;                    // a reduction has written gradShard this step: later ones add
 
     /**
-     * Allocates and initialises the shard: the master shard is filled from ParamInit for exactly
-     * the parameter elements it holds (padding zero); the engine then casts it into the
+     * Allocates and initialises the shard: the master shard is filled from {@code initialValues}
+     * (ParamInit's seeded values, or loaded weights) for exactly the parameter elements it holds
+     * (padding zero); the engine then casts it into the
      * all-gather input (syncGatherInput), once the device may read it.
      * Replicated parameters still need an all-gather across the shard group afterwards
      * (the engine issues it: it is a collective).
      */
     ShardedUnit(Unit unit, FlatParamLayout layout, int shardIndex, boolean replicated, Backend device,
-                Backend optimizerBackend, int optimizerBuffers, long seed) {
+                Backend optimizerBackend, int optimizerBuffers, ParamSource initialValues) {
         this.unit = unit;
         this.layout = layout;
         this.shardIndex = shardIndex;
@@ -102,7 +103,7 @@ final class ShardedUnit implements AutoCloseable {
 
             float[] values = new float[Math.toIntExact(shardNumel)];   // padding stays 0
             for (ShardSlice s : layout.slices(shardIndex)) {
-                ParamInit.fill(s.spec(), seed, s.paramOffset(), values, Math.toIntExact(s.shardOffset()),
+                initialValues.fill(s.spec(), s.paramOffset(), values, Math.toIntExact(s.shardOffset()),
                         Math.toIntExact(s.numel()));
             }
             optimizerBackend.copyFromHost(values, 0, master);   // the engine then writes gatherInput (syncGatherInput)

@@ -1,6 +1,6 @@
 // Multi-head causal self-attention as GPT-2 does it: one qkv Linear, heads split out,
-// softmax(q·kᵀ/√hs) with a causal mask, att·v, heads merged, an output projection. The two
-// attention products are strided-batched GEMMs over the B·H heads.
+// softmax(q·kᵀ/√hs) with a causal mask, att·v (CausalAttention: strided-batched GEMMs over the
+// B·H heads), heads merged, an output projection.
 package org.fsdp4j.model;
 
 import org.fsdp4j.api.Linear;
@@ -60,19 +60,9 @@ final class CausalSelfAttention {
         backend.splitHeads(qkvOut, q, k, v, numHeads);
         qkvOut.close();
 
-        Tensor preatt = Buffers.activation(backend, inp.dtype(), b, numHeads, t, t);            // (B, H, T, T), forward only
-        Tensor att = Buffers.activation(backend, inp.dtype(), b, numHeads, t, t);               // (B, H, T, T)
-        int bh = heads(b);
-        // preatt = q · kᵀ per head; the softmax ignores the upper triangle (causal mask)
-        backend.gemm(false, true, t, t, headDim, 1f, q, headDim, (long) t * headDim,
-                k, headDim, (long) t * headDim, 0f, preatt, t, (long) t * t, bh);
-        backend.causalSoftmaxForward(preatt.reshape(bh, t, t), att.reshape(bh, t, t), scale);
-        preatt.close();
-
-        Tensor yHeads = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);      // (B, H, T, hs), forward only
-        // yHeads = att · v per head
-        backend.gemm(false, false, t, headDim, t, 1f, att, t, (long) t * t,
-                v, headDim, (long) t * headDim, 0f, yHeads, headDim, (long) t * headDim, bh);
+        CausalAttention.Output o = CausalAttention.forward(backend, q, k, v, scale);
+        Tensor att = o.att();                                                                   // (B, H, T, T)
+        Tensor yHeads = o.yHeads();                                                             // (B, H, T, hs), forward only
         Tensor y = Buffers.activation(backend, inp.dtype(), b, t, embedDim);                    // (B, T, C)
         backend.mergeHeads(yHeads, y);
         yHeads.close();
@@ -88,9 +78,6 @@ final class CausalSelfAttention {
                   Tensor projWeight, Tensor dqkvWeight, Tensor dqkvBias, Tensor dprojWeight, Tensor dprojBias) {
         long b = inp.dim(0);
         int t = Math.toIntExact(inp.dim(1));
-        int bh = heads(b);
-        long headStride = (long) t * headDim;
-        long attStride = (long) t * t;
 
         Tensor dy = Buffers.activation(backend, inp.dtype(), b, t, embedDim);                  // (B, T, C)
         proj.backward(backend, dout, saved.y, projWeight, dy, false, dprojWeight, dprojBias);
@@ -98,38 +85,11 @@ final class CausalSelfAttention {
         backend.mergeHeadsBackward(dy, dyHeads);
         dy.close();
 
-        // fresh buffers written by a GEMM with beta = 0: no zero-fill needed
-        Tensor datt = Buffers.activation(backend, inp.dtype(), b, numHeads, t, t);             // (B, H, T, T)
-        Tensor dv = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);         // (B, H, T, hs)
-        // datt = dyHeads · vᵀ ; dv = attᵀ · dyHeads
-        backend.gemm(false, true, t, t, headDim, 1f, dyHeads, headDim, headStride,
-                saved.v, headDim, headStride, 0f, datt, t, attStride, bh);
-        backend.gemm(true, false, t, headDim, t, 1f, saved.att, t, attStride,
-                dyHeads, headDim, headStride, 0f, dv, headDim, headStride, bh);
-        dyHeads.close();
-
-        Tensor dpreatt = Buffers.zeroedActivation(backend, inp.dtype(), b, numHeads, t, t);    // (B, H, T, T)
-        backend.causalSoftmaxBackward(saved.att.reshape(bh, t, t), datt.reshape(bh, t, t),
-                dpreatt.reshape(bh, t, t), scale);
-        datt.close();
-
-        Tensor dq = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);         // (B, H, T, hs)
-        Tensor dk = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);         // (B, H, T, hs)
-        // dq = dpreatt · k ; dk = dpreattᵀ · q
-        backend.gemm(false, false, t, headDim, t, 1f, dpreatt, t, attStride,
-                saved.k, headDim, headStride, 0f, dq, headDim, headStride, bh);
-        backend.gemm(true, false, t, headDim, t, 1f, dpreatt, t, attStride,
-                saved.q, headDim, headStride, 0f, dk, headDim, headStride, bh);
-        dpreatt.close();
-
+        CausalAttention.Grads g = CausalAttention.backward(backend, saved.q, saved.k, saved.v, saved.att, dyHeads, scale);
         Tensor dqkv = Buffers.zeroedActivation(backend, inp.dtype(), b, t, 3L * embedDim);      // (B, T, 3C)
-        backend.splitHeadsBackward(dq, dk, dv, dqkv, numHeads);
-        Buffers.close(dq, dk, dv);
+        backend.splitHeadsBackward(g.dq(), g.dk(), g.dv(), dqkv, numHeads);
+        g.close();
         qkv.backward(backend, dqkv, inp, qkvWeight, dinp, true, dqkvWeight, dqkvBias);
         dqkv.close();
-    }
-
-    private int heads(long batch) {
-        return Math.toIntExact(batch * numHeads);
     }
 }

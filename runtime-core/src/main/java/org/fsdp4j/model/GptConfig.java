@@ -3,11 +3,15 @@
 // derived from these five numbers.
 package org.fsdp4j.model;
 
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.fsdp4j.api.Ops;
+import org.fsdp4j.api.ParamSpec;
 
-public record GptConfig(int vocabSize, int maxSeqLen, int numLayers, int numHeads, int embedDim) {
+public record GptConfig(int vocabSize, int maxSeqLen, int numLayers, int numHeads, int embedDim)
+        implements ModelConfig {
 
     private static final Map<String, GptConfig> PRESETS = new LinkedHashMap<>();
 
@@ -58,6 +62,40 @@ public record GptConfig(int vocabSize, int maxSeqLen, int numLayers, int numHead
         return new GptConfig(vocabSize, maxSeqLen, layers, numHeads, embedDim);
     }
 
+    @Override
+    public ModelFamily family() {
+        return ModelFamily.GPT;
+    }
+
+    @Override
+    public List<List<ParamSpec>> unitSpecs() {
+        List<List<ParamSpec>> units = new ArrayList<>();
+        List<ParamSpec> root = new ArrayList<>();
+        for (RootParam p : RootParam.values()) {
+            root.add(p.spec(this));
+        }
+        units.add(List.copyOf(root));
+        for (int layer = 0; layer < numLayers; layer++) {
+            List<ParamSpec> block = new ArrayList<>();
+            for (BlockParam p : BlockParam.values()) {
+                block.add(p.spec(this, layer));
+            }
+            units.add(List.copyOf(block));
+        }
+        return List.copyOf(units);
+    }
+
+    @Override
+    public GptModel create(Ops backend, boolean checkpointActivations) {
+        return new GptModel(this, backend, checkpointActivations);
+    }
+
+    @Override
+    public String describe() {
+        return numLayers + " layers, " + numHeads + " heads, width " + embedDim + ", context " + maxSeqLen + ", vocab "
+                + vocabSize;
+    }
+
     /** Width of one attention head. */
     public int headDim() {
         return embedDim / numHeads;
@@ -73,6 +111,7 @@ public record GptConfig(int vocabSize, int maxSeqLen, int numLayers, int numHead
     }
 
     /** All parameters; the LM head is tied to wte and adds none. */
+    @Override
     public long parameterCount() {
         long c = embedDim;
         return (long) vocabSize * c + (long) maxSeqLen * c + 2 * c + numLayers * blockParameterCount();

@@ -13,12 +13,15 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 
 @JsonIgnoreProperties(ignoreUnknown = true)
 public record HfGpt2Config(@JsonProperty("model_type") String modelType, @JsonProperty("n_layer") int nLayer,
                            @JsonProperty("n_embd") int nEmbd, @JsonProperty("n_head") int nHead,
-                           @JsonProperty("vocab_size") int vocabSize, @JsonProperty("n_positions") int nPositions) {
+                           @JsonProperty("vocab_size") int vocabSize, @JsonProperty("n_positions") int nPositions)
+        implements HfModelConfig {
 
     private static final String[] KEYS = {"n_layer", "n_embd", "n_head", "vocab_size", "n_positions"};
 
@@ -28,6 +31,23 @@ public record HfGpt2Config(@JsonProperty("model_type") String modelType, @JsonPr
     }
 
     /** The model this describes; an impossible shape is an IllegalArgumentException that says why. */
+    @Override
+    public GptConfig toModelConfig() {
+        return toGptConfig();
+    }
+
+    @Override
+    public Map<String, String> keys() {
+        Map<String, String> m = new LinkedHashMap<>();
+        m.put("model_type", "gpt2");
+        m.put("n_layer", String.valueOf(nLayer));
+        m.put("n_embd", String.valueOf(nEmbd));
+        m.put("n_head", String.valueOf(nHead));
+        m.put("vocab_size", String.valueOf(vocabSize));
+        m.put("n_positions", String.valueOf(nPositions));
+        return m;
+    }
+
     public GptConfig toGptConfig() {
         return new GptConfig(vocabSize, nPositions, nLayer, nHead, nEmbd);
     }

@@ -12,6 +12,7 @@ import java.util.Map;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.Ops;
+import org.fsdp4j.api.ParamSource;
 import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.api.Unit;
@@ -102,9 +103,14 @@ public final class ParameterStore implements AutoCloseable {
 
     /** Sets every parameter with ParamInit (the values FSDP shards reproduce) and zeroes the gradients. */
     public void initialize(long seed) {
+        initialize(ParamSource.seeded(seed));
+    }
+
+    /** Sets every parameter from {@code source} (seeded values or loaded weights) and zeroes the gradients. */
+    public void initialize(ParamSource source) {
         for (Entry e : entries.values()) {
             float[] values = new float[Math.toIntExact(e.spec().numel())];
-            ParamInit.fill(e.spec(), seed, values);
+            source.fill(e.spec(), 0, values, 0, values.length);
             backend.copyFromHost(values, 0, e.param());
         }
         zeroGrads();

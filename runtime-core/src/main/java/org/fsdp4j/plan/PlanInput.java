@@ -7,11 +7,11 @@ import java.util.Optional;
 import org.fsdp4j.api.MixedPrecisionPolicy;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.fsdp.FsdpConfig;
-import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.model.ModelConfig;
 import org.fsdp4j.train.TrainConfig;
 
 /**
- * @param model                 the GPT's shape
+ * @param model                 the model's shape (a GPT's or a Llama's)
  * @param globalBatch           sequences per optimizer step, all GPUs together (B)
  * @param seqLen                tokens per sequence (T)
  * @param gpusPerNode           GPUs (ranks) per node
@@ -25,7 +25,7 @@ import org.fsdp4j.train.TrainConfig;
  * @param microBatches          forward/backward passes per step
  * @param gpu                   the GPU, for times and the fit; empty for a CPU run
  */
-public record PlanInput(GptConfig model, int globalBatch, int seqLen, int gpusPerNode, int nodes,
+public record PlanInput(ModelConfig model, int globalBatch, int seqLen, int gpusPerNode, int nodes,
                         ShardingStrategy strategy, int shardGroupSize, MixedPrecisionPolicy precision,
                         boolean checkpointActivations, boolean offload, int prefetch, int microBatches,
                         @com.fasterxml.jackson.annotation.JsonIgnore Optional<GpuSpec> gpu) {

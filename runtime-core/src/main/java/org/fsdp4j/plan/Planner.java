@@ -3,7 +3,7 @@
 // change. Its memory model is the runtime's own, computed from the shapes alone: persistent state
 // from each unit's padded flat layout (FlatParamLayout) and the strategy, as ShardedUnit allocates
 // it; gathered parameters and unsharded gradients from the engine's UnitBufferPlan; activations as
-// GptModel allocates and frees them. So the same numbers serve `fsdp4j plan`, the preflight (this
+// the model (GptModel or LlamaModel, both on DecoderModel's skeleton) allocates and frees them. So the same numbers serve `fsdp4j plan`, the preflight (this
 // is its StepCostModel) and the check after a run's first step (MemoryCheck), and the tests hold
 // them to the tracker's measurements. Times assume ASSUMED_MFU of the GPU's dense peak for compute
 // and the GpuSpec's bus bandwidths for collectives (ring algorithms).
@@ -21,7 +21,8 @@ import org.fsdp4j.fsdp.FlatParamLayout;
 import org.fsdp4j.fsdp.UnitBufferPlan;
 import org.fsdp4j.metrics.Flops;
 import org.fsdp4j.model.GptConfig;
-import org.fsdp4j.model.UnitSpecs;
+import org.fsdp4j.model.LlamaConfig;
+import org.fsdp4j.model.ModelConfig;
 import org.fsdp4j.train.StepCost;
 import org.fsdp4j.train.StepCostModel;
 import org.fsdp4j.train.TrainConfig;
@@ -56,7 +57,7 @@ public final class Planner implements StepCostModel {
 
     private Plan plan(PlanInput in, boolean recommend) {
         List<String> why = new ArrayList<>();
-        GptConfig m = in.model();
+        ModelConfig m = in.model();
         int n = in.worldSize();
         int shards = in.fsdp().shardSize();
         int replicas = in.fsdp().replicateSize();
@@ -64,8 +65,12 @@ public final class Planner implements StepCostModel {
         DType rd = in.precision().reduceDtype();
         long pb = pd.byteSize();
         long params = m.parameterCount();
-        why.add(f("model: %d layers, width %d, %d heads, vocab %d, context %d: P = V·C + T·C + 2C + L·(12C² + 13C) = %,d",
-                m.numLayers(), m.embedDim(), m.numHeads(), m.vocabSize(), m.maxSeqLen(), params));
+        why.add(m instanceof LlamaConfig l
+                ? f("model: llama, %d layers, width %d, %d heads (%d key/value of width %d), MLP %d, vocab %d, context %d: "
+                        + "P = 2·V·C + C + L·(2C + 2C² + 2·Hkv·D·C + 3·F·C) = %,d", l.numLayers(), l.embedDim(),
+                        l.numHeads(), l.numKvHeads(), l.headDim(), l.hiddenDim(), l.vocabSize(), l.maxSeqLen(), params)
+                : f("model: %d layers, width %d, %d heads, vocab %d, context %d: P = V·C + T·C + 2C + L·(12C² + 13C) = %,d",
+                        m.numLayers(), m.embedDim(), m.numHeads(), m.vocabSize(), m.maxSeqLen(), params));
         why.add(f("run: N = %d GPUs (%d per node × %d nodes), %s, shard groups of S = %d (R = %d copies), params %s, "
                         + "reduce %s, batch %d × %d tokens, %d per GPU per forward, %d micro-batches%s%s",
                 n, in.gpusPerNode(), in.nodes(), in.strategy().cliName(), shards, replicas, pd.shortName(),
@@ -73,7 +78,7 @@ public final class Planner implements StepCostModel {
                 in.checkpointActivations() ? ", activation checkpointing" : "", in.offload() ? ", offload" : ""));
 
         // ---- persistent state and unit buffers, as ShardedUnit and the UnitBufferPlan allocate them
-        List<List<ParamSpec>> specs = UnitSpecs.of(m);
+        List<List<ParamSpec>> specs = m.unitSpecs();
         boolean replicated = in.strategy().replicatesParams() || shards == 1;
         boolean fp32OnDevice = pd == DType.F32 && !in.offload();
         long[] unitBytes = new long[specs.size()];
@@ -147,7 +152,7 @@ public final class Planner implements StepCostModel {
             why.add(f("workspace: gradient cast to the reduce dtype and widened half weights, %s", gib(workspace)));
         }
 
-        // ---- activations, as GptModel allocates them
+        // ---- activations, as the model allocates them
         long b = in.microBatchSize();
         Activations act = activations(m, b, in.seqLen(), in.checkpointActivations(), pb);
         long tokens = 2 * I32 * b * in.seqLen() * in.microBatches();
@@ -386,13 +391,45 @@ public final class Planner implements StepCostModel {
     }
 
     /**
-     * GptModel's activations: (b, T, C)-sized ones, the attention probabilities and the logits in
-     * the param dtype ({@code eb} bytes), LayerNorm statistics and per-token losses in fp32. The
-     * peak is the larger of the head's backward (every block's saved activations, the logits and
-     * two (b, T, C) gradients) and the last block's backward (its temporaries on top).
+     * One block's activations and the head's, in bytes, for b sequences of t tokens: what a block
+     * saves for its backward, the most it holds at once in its forward (its saved activations
+     * included), its backward's temporaries on top of what it saved, the final norm's output and
+     * statistics with the logits and per-token losses, what one pass holds throughout (a Llama's
+     * rotary tables), and the largest single buffer. {@code x} is one (b, T, C) activation.
      */
-    static Activations activations(GptConfig m, long b, long t, boolean checkpointed, long eb) {
+    private record Shape(long x, long saved, long forwardPeak, long backwardTemps, long head, long perPass,
+                         long largest) {
+    }
+
+    /**
+     * The model's activations: (b, T, ·)-sized ones, the attention probabilities and the logits in
+     * the param dtype ({@code eb} bytes), norm statistics, per-token losses and rotary tables in
+     * fp32. The peak is the largest of the last block's forward, the head's backward (every block's
+     * saved activations, the logits and two (b, T, C) gradients) and the last block's backward (its
+     * temporaries on top); under checkpointing, blocks keep only their inputs.
+     */
+    static Activations activations(ModelConfig m, long b, long t, boolean checkpointed, long eb) {
+        Shape s = m instanceof LlamaConfig l ? llama(l, b, t, eb) : gpt((GptConfig) m, b, t, eb);
         long layers = m.numLayers();
+        long xb = s.x();
+        long peak;
+        if (checkpointed) {
+            // blocks keep only their outputs (and the embedding's); in backward the last block's output
+            // is freed, the residual gradient allocated and the block's internals recomputed
+            long kept = (layers + 1) * xb;
+            peak = Math.max(kept + s.head() + 2 * xb, kept + Math.max(s.forwardPeak(), s.saved() + s.backwardTemps()));
+        } else {
+            long forward = xb + layers * (xb + s.saved()) + s.head();
+            long lastBlockForward = xb + (layers - 1) * (xb + s.saved()) + xb + s.forwardPeak();
+            long headBackward = forward + 2 * xb;                             // dnorm and the residual gradient
+            long lastBlockBackward = (layers + 1) * xb + layers * s.saved() + s.backwardTemps();
+            peak = Math.max(Math.max(lastBlockForward, headBackward), lastBlockBackward);
+        }
+        return new Activations(peak + s.perPass(), s.largest());
+    }
+
+    /** GptModel's block (LayerNorms, fused qkv with biases, GELU MLP of 4C) and head (tied). */
+    private static Shape gpt(GptConfig m, long b, long t, long eb) {
         long x = b * t * m.embedDim();                       // (b, T, C)
         long att = b * m.numHeads() * t * t;                 // (b, H, T, T)
         long rows = b * t;                                   // LayerNorm mean or rstd, per-token losses (fp32)
@@ -407,22 +444,35 @@ public final class Planner implements StepCostModel {
         // + dln2), or the attention's score gradients (datt + dpreatt) or dq, dk with datt
         long backwardTemps = eb * Math.max(9 * x, Math.max(2 * x + 2 * att, 4 * x + att));
         long head = eb * (x + logits) + F32 * 3 * rows;      // final LayerNorm output and stats, logits, losses
-        long xb = eb * x;
-        long peak;
-        if (checkpointed) {
-            // blocks keep only their outputs (and the embedding's); in backward the last block's output
-            // is freed, the residual gradient allocated and the block's internals recomputed
-            long kept = (layers + 1) * xb;
-            peak = Math.max(kept + head + 2 * xb, kept + Math.max(forwardPeak, saved + backwardTemps));
-        } else {
-            long forward = xb + layers * (xb + saved) + head;
-            long lastBlockForward = xb + (layers - 1) * (xb + saved) + xb + forwardPeak;
-            long headBackward = forward + 2 * xb;                             // dlnf and the residual gradient
-            long lastBlockBackward = (layers + 1) * xb + layers * saved + backwardTemps;
-            peak = Math.max(Math.max(lastBlockForward, headBackward), lastBlockBackward);
-        }
-        long largest = eb * Math.max(logits, Math.max(att, 4 * x));
-        return new Activations(peak, largest);
+        return new Shape(eb * x, saved, forwardPeak, backwardTemps, head, 0, eb * Math.max(logits, Math.max(att, 4 * x)));
+    }
+
+    /** LlamaModel's block (RMSNorms, q/k/v projections with Hkv key/value heads, rotary, SwiGLU of F) and untied head. */
+    private static Shape llama(LlamaConfig m, long b, long t, long eb) {
+        long x = b * t * m.embedDim();                       // (b, T, C): also q, the merged heads
+        long kv = b * t * m.kvDim();                         // (b, T, Hkv·D): k or v
+        long f = b * t * m.hiddenDim();                      // (b, T, F): gate, up, their product
+        long att = b * m.numHeads() * t * t;                 // (b, H, T, T)
+        long rows = b * t;                                   // RMSNorm rstd, per-token losses (fp32)
+        long logits = b * t * m.vocabSize();                 // (b, T, V)
+        // a block's saved activations: both RMSNorms' outputs, the attention residual, q and the
+        // merged heads (1 x each), k and v, the probabilities, gate, up and their product, two rstd
+        long saved = eb * (5 * x + 2 * kv + att + 3 * f) + F32 * 2 * rows;
+        // inside the attention's forward, after rmsnorm1's output and rstd and the residual (2x + rows):
+        // the fused qkv next to q, k, v; the scores next to the probabilities; the heads' outputs
+        // next to the merged ones
+        long inAttention = Math.max(2 * (x + 2 * kv), Math.max(x + 2 * kv + 2 * att, 3 * x + 2 * kv + att));
+        long forwardPeak = Math.max(saved, eb * (2 * x + inAttention) + F32 * rows);
+        // a block's backward on top of what it keeps: dnorm2 with the MLP's dhidden, dgate, dup; or
+        // dnorm1 with the attention's gradients at their most (dy and dyHeads, the score gradients with
+        // dv, dq, dk, dv with dpreatt, or dq, dk, dv with the fused dqkv)
+        long inAttentionBackward = Math.max(Math.max(2 * x, x + att + kv), Math.max(Math.max(2 * att + kv,
+                x + att + 2 * kv), 2 * (x + 2 * kv)));
+        long backwardTemps = eb * Math.max(x + 3 * f, x + inAttentionBackward);
+        long head = eb * (x + logits) + F32 * 2 * rows;      // final RMSNorm output and rstd, logits, losses
+        long tables = F32 * t * m.headDim();                 // the rotary cosines and sines, (T, D/2) each
+        return new Shape(eb * x, saved, forwardPeak, backwardTemps, head, tables,
+                eb * Math.max(logits, Math.max(att, Math.max(f, x + 2 * kv))));
     }
 
     // ------------------------------------------------------------------ formatting

@@ -1,8 +1,8 @@
-// The step of every run: the GPT sharded through the public API (Fsdp.shard), N ranks each
+// The step of every run: the model (a GPT or a Llama) sharded through the public API (Fsdp.shard), N ranks each
 // training on its 1/N of the global batch with its shard of the parameters, gradients and
 // optimizer state. One rank is the same engine at N = 1 (its shard is the whole model, reduced
 // by nothing), so there is one step path; the tests keep their own unsharded reference. Same
-// batches, same initial parameters (ParamInit, sliced per shard) and the same AdamW at every N,
+// batches, same initial parameters (ParamInit, or the --init-from weights, sliced per shard) and the same AdamW at every N,
 // so the losses agree up to rounding. Nothing here reaches past the API into the engine.
 package org.fsdp4j.train;
 
@@ -21,7 +21,9 @@ import org.fsdp4j.api.StateSource;
 import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.data.Batch;
 import org.fsdp4j.dist.ProcessGroup;
-import org.fsdp4j.model.GptModel;
+import org.fsdp4j.model.DecoderModel;
+import org.fsdp4j.weights.FamilyWeights;
+import org.fsdp4j.weights.PretrainedWeights;
 
 public final class EngineStepExecutor implements StepExecutor {
 
@@ -46,9 +48,14 @@ public final class EngineStepExecutor implements StepExecutor {
      */
     public EngineStepExecutor(TrainConfig config, ProcessGroup processes) {
         this.processes = processes == null ? null : Processes.of(processes);
-        ModelFactory gpt = ctx -> new GptModel(config.model(), ctx.ops(), ctx.activationCheckpointing());
-        this.model = this.processes == null ? Fsdp.shard(gpt, optionsOf(config))
-                : Fsdp.shard(gpt, optionsOf(config), this.processes);
+        ModelFactory factory = config.model().factory();
+        // pretrained weights are opened (and checked against the model) here, on the caller's thread, so a
+        // file that does not fit is refused before any rank starts; the ranks read them while they shard
+        try (PretrainedWeights weights = config.initFrom().map(p -> FamilyWeights.open(p, config.model())).orElse(null)) {
+            FsdpOptions options = optionsOf(config).toBuilder().initialValues(weights).build();
+            this.model = this.processes == null ? Fsdp.shard(factory, options)
+                    : Fsdp.shard(factory, options, this.processes);
+        }
         this.commBytesPerRank = new long[model.info().localRanks()];
     }
 
@@ -77,7 +84,7 @@ public final class EngineStepExecutor implements StepExecutor {
 
     @Override
     public StepOutcome step(Batch batch, int step, float lr) {
-        StepMetrics m = model.step(GptModel.batch(batch.batchSize(), batch.seqLen(), batch.tokens(), batch.targets()), lr);
+        StepMetrics m = model.step(DecoderModel.batch(batch.batchSize(), batch.seqLen(), batch.tokens(), batch.targets()), lr);
         commBytesPerRank = m.sentBytesPerRank();
         return new StepOutcome(m.loss(), m.gradNorm(), m.skipped(), m.hostSyncs(), m.promotedCopies());
     }

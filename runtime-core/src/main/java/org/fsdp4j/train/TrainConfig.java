@@ -14,11 +14,12 @@ import org.fsdp4j.api.MixedPrecisionPolicy;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.backend.cpu.CpuBackendProvider;
 import org.fsdp4j.fsdp.FsdpConfig;
-import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.model.ModelConfig;
+import org.fsdp4j.model.ModelFamily;
 
 /**
- * @param preset                name of the model preset ("tiny", ...), for logs and summaries
- * @param model                 the model shape (the preset's)
+ * @param preset                name of the model preset ("tiny", ...) within the model's family, for logs and summaries
+ * @param model                 the model shape (the preset's), whose family (gpt, llama) the run builds
  * @param steps                 optimizer steps to run
  * @param seed                  seeds the parameters and the batches
  * @param batchSize             sequences per global batch (B)
@@ -33,6 +34,8 @@ import org.fsdp4j.model.GptConfig;
  * @param cpuThreads            host threads the CPU backend may use; 0 = all cores
  * @param dataFile              train on this file's bytes; empty = the embedded Markov source
  * @param outDir                where summary.json goes; empty = nowhere
+ * @param initFrom              pretrained weights the parameters start from (a .safetensors file or a
+ *                              Hugging Face model directory); empty = the seed's initialisation
  * @param worldSize             ranks N (in-process threads on the CPU backend)
  * @param strategy              what is sharded across the ranks
  * @param shardGroupSize        S for hybrid_shard; 0 for every other strategy
@@ -46,17 +49,18 @@ import org.fsdp4j.model.GptConfig;
  * @param collectiveTimeout     how long a rank waits for the others in one collective before the run is
  *                              aborted (the watchdog), and for the other processes at start
  */
-public record TrainConfig(String preset, GptConfig model, int steps, long seed, int batchSize, int seqLen,
+public record TrainConfig(String preset, ModelConfig model, int steps, long seed, int batchSize, int seqLen,
                           float lr, float minLr, int warmupSteps, float weightDecay, float maxGradNorm,
                           boolean checkpointActivations, String device, int cpuThreads,
-                          Optional<Path> dataFile, Optional<Path> outDir,
+                          Optional<Path> dataFile, Optional<Path> outDir, Optional<Path> initFrom,
                           int worldSize, ShardingStrategy strategy, int shardGroupSize, MixedPrecisionPolicy precision,
                           int prefetch, int microBatches, boolean offload, boolean debugStreams,
                           NonFinitePolicy onNonFinite, Duration collectiveTimeout) {
 
     public TrainConfig {
-        if (preset == null || model == null || device == null || dataFile == null || outDir == null) {
-            throw new IllegalArgumentException("preset, model, device, dataFile and outDir must be given (Optional.empty() for none)");
+        if (preset == null || model == null || device == null || dataFile == null || outDir == null || initFrom == null) {
+            throw new IllegalArgumentException("preset, model, device, dataFile, outDir and initFrom must be given"
+                    + " (Optional.empty() for none)");
         }
         if (steps < 1) {
             throw new IllegalArgumentException("--steps must be at least 1, got " + steps);
@@ -158,10 +162,10 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
 
     /** A builder with every field set to its default, for callers that change a few. */
     public Builder toBuilder() {
-        return new Builder().preset(preset).model(model).steps(steps).seed(seed).batchSize(batchSize).seqLen(seqLen)
+        return new Builder().family(model.family()).preset(preset).model(model).steps(steps).seed(seed).batchSize(batchSize).seqLen(seqLen)
                 .lr(lr).minLr(minLr).warmupSteps(warmupSteps).weightDecay(weightDecay).maxGradNorm(maxGradNorm)
                 .checkpointActivations(checkpointActivations).device(device).cpuThreads(cpuThreads)
-                .dataFile(dataFile.orElse(null)).outDir(outDir.orElse(null))
+                .dataFile(dataFile.orElse(null)).outDir(outDir.orElse(null)).initFrom(initFrom.orElse(null))
                 .worldSize(worldSize).strategy(strategy).shardGroupSize(shardGroupSize)
                 .paramDtype(precision.paramDtype()).reduceDtype(precision.reduceDtype()).prefetch(prefetch)
                 .microBatches(microBatches).offload(offload).debugStreams(debugStreams).onNonFinite(onNonFinite)
@@ -170,7 +174,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
 
     /**
      * Holds the defaults. Fields left unset that depend on others are derived in build():
-     * the model from the preset, seqLen = the model's context, minLr = lr / 10, warm-up = 5% of
+     * the model from the family's preset, seqLen = the model's context, minLr = lr / 10, warm-up = 5% of
      * the steps (at least 1), as nanoGPT schedules.
      */
     public static final class Builder {
@@ -184,8 +188,9 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         public static final String DEFAULT_DEVICE = "auto";
         public static final Duration DEFAULT_COLLECTIVE_TIMEOUT = Duration.ofSeconds(600);
 
+        private ModelFamily family = ModelFamily.GPT;
         private String preset = DEFAULT_PRESET;
-        private GptConfig model;
+        private ModelConfig model;
         private int steps = DEFAULT_STEPS;
         private long seed = DEFAULT_SEED;
         private int batchSize = DEFAULT_BATCH_SIZE;
@@ -199,6 +204,7 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         private String device = DEFAULT_DEVICE;
         private int cpuThreads;
         private Path dataFile;
+        private Path initFrom;
         private Path outDir;
         private int worldSize = 1;
         private ShardingStrategy strategy = ShardingStrategy.FULL_SHARD;
@@ -215,7 +221,13 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         private Builder() {
         }
 
-        /** A named preset; the model shape follows unless model() is also given. */
+        /** The model family whose presets preset() names (gpt unless given). */
+        public Builder family(ModelFamily f) {
+            this.family = f;
+            return this;
+        }
+
+        /** A named preset of the family; the model shape follows unless model() is also given. */
         public Builder preset(String name) {
             this.preset = name;
             return this;
@@ -226,8 +238,8 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
             return preset;
         }
 
-        /** An explicit model shape (overrides the preset's). */
-        public Builder model(GptConfig config) {
+        /** An explicit model shape (overrides the preset's and the family's). */
+        public Builder model(ModelConfig config) {
             this.model = config;
             return this;
         }
@@ -307,6 +319,12 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
             return this;
         }
 
+        /** Null: start from the seed's initialisation, not from pretrained weights. */
+        public Builder initFrom(Path v) {
+            this.initFrom = v;
+            return this;
+        }
+
         public Builder worldSize(int v) {
             this.worldSize = v;
             return this;
@@ -365,13 +383,13 @@ public record TrainConfig(String preset, GptConfig model, int steps, long seed, 
         }
 
         public TrainConfig build() {
-            GptConfig m = model != null ? model : GptConfig.preset(preset);
+            ModelConfig m = model != null ? model : family.preset(preset);
             int t = seqLen != null ? seqLen : m.maxSeqLen();
             float floorLr = minLr != null ? minLr : lr / 10;
             int warmup = warmupSteps != null ? warmupSteps : Math.min(steps, Math.max(1, Math.round(steps * 0.05f)));
             return new TrainConfig(preset, m, steps, seed, batchSize, t, lr, floorLr, warmup,
                     weightDecay, maxGradNorm, checkpointActivations, device, cpuThreads,
-                    Optional.ofNullable(dataFile), Optional.ofNullable(outDir), worldSize, strategy, shardGroupSize,
+                    Optional.ofNullable(dataFile), Optional.ofNullable(outDir), Optional.ofNullable(initFrom), worldSize, strategy, shardGroupSize,
                     new MixedPrecisionPolicy(paramDtype, reduceDtype), prefetch, microBatches, offload, debugStreams,
                     onNonFinite, collectiveTimeout);
         }

@@ -8,7 +8,8 @@ import com.fasterxml.jackson.annotation.JsonUnwrapped;
 import java.util.Map;
 
 /**
- * @param preset                  model preset name
+ * @param model                   model family (gpt, llama)
+ * @param preset                  model preset name, within the family
  * @param params                  model parameters
  * @param worldSize               ranks
  * @param device                  resolved device
@@ -49,7 +50,7 @@ import java.util.Map;
  * @param checkpoints             the checkpoints written (step, dir, blocked_ms, write_ms, bytes, files); absent without --save-dir
  * @param memoryCheck             the planner's prediction beside the first step's measured memory per rank
  */
-public record TrainSummary(String preset, long params, int worldSize, String device, String backend, String data,
+public record TrainSummary(String model, String preset, long params, int worldSize, String device, String backend, String data,
                            int steps, int batchSize, int seqLen, long seed,
                            @JsonInclude(JsonInclude.Include.NON_NULL) Double lossFloor,
                            float[] losses, float finalLoss, double tailLossMean, double stepTimeMsMedian,

@@ -21,6 +21,7 @@ import java.util.Map;
 import java.util.function.BiFunction;
 import java.util.function.Consumer;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.api.LossScaleFloorException;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.ShardedStateDict;
@@ -31,9 +32,8 @@ import org.fsdp4j.checkpoint.CheckpointReader;
 import org.fsdp4j.checkpoint.Checkpointer;
 import org.fsdp4j.data.BatchSampler;
 import org.fsdp4j.data.TokenCorpus;
-import org.fsdp4j.fsdp.LossScaleFloorException;
 import org.fsdp4j.metrics.Stats;
-import org.fsdp4j.model.HfGpt2Config;
+import org.fsdp4j.model.HfModelConfig;
 import org.fsdp4j.optim.CosineSchedule;
 import org.fsdp4j.plan.Planner;
 
@@ -344,7 +344,7 @@ public final class Trainer implements AutoCloseable {
         CheckpointIndex header;
         synchronized (this) {
             header = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.FORMAT_VERSION, completedSteps,
-                    HfGpt2Config.of(config.model()), config.preset(), config.strategy().cliName(), config.worldSize(),
+                    HfModelConfig.of(config.model()), config.preset(), config.strategy().cliName(), config.worldSize(),
                     config.fsdp().shardSize(), config.precision().paramDtype().shortName(),
                     config.precision().reduceDtype().shortName(), "fp32", state.bufferNames(),
                     new CheckpointIndex.OptimizerState("adamw", progress.optimizerSteps(), config.lr(),
@@ -416,7 +416,7 @@ public final class Trainer implements AutoCloseable {
         Map<String, long[]> atPeak = new LinkedHashMap<>();
         atPeakBytesByCategory.forEach((c, perRank) -> atPeak.put(c.label(), perRank.clone()));
         Double floor = info.lossFloorNats().isPresent() ? info.lossFloorNats().getAsDouble() : null;
-        return new TrainSummary(config.preset(), info.parameters(), info.worldSize(), info.device(),
+        return new TrainSummary(config.model().family().cliName(), config.preset(), info.parameters(), info.worldSize(), info.device(),
                 info.backendName(), info.data(), completedSteps, config.batchSize(), config.seqLen(), config.seed(),
                 floor, done, completedSteps == 0 ? Float.NaN : done[completedSteps - 1],
                 completedSteps == 0 ? Double.NaN : Stats.tailMean(done, TAIL_STEPS), medianMs,

@@ -1,6 +1,7 @@
-// Shared by the engine tests: a tiny GPT whose unit sizes most N do not divide (so padding is
-// exercised), fresh random batches per run, the unsharded reference trajectory (ParameterStore
-// + GptModel on one rank: the losses, and every parameter and gradient after each step), and
+// Shared by the engine tests: a tiny model (the GPT, or a Llama) whose unit sizes most N do not
+// divide (so padding is exercised), fresh random batches per run, the unsharded reference
+// trajectory (ParameterStore + the model on one rank: the losses, and every parameter and gradient
+// after each step), and
 // the comparison of every rank's local shard and gradient shard with the same slice of the
 // reference, as FSDP2's parity tests do.
 package org.fsdp4j.fsdp;
@@ -28,8 +29,10 @@ import org.fsdp4j.backend.Backends;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.comm.RankGroup;
+import org.fsdp4j.model.DecoderModel;
 import org.fsdp4j.model.GptConfig;
-import org.fsdp4j.model.GptModel;
+import org.fsdp4j.model.LlamaConfig;
+import org.fsdp4j.model.ModelConfig;
 import org.fsdp4j.model.ParameterStore;
 import org.fsdp4j.optim.GradientClipping;
 import org.fsdp4j.optim.Optimizer;
@@ -40,12 +43,17 @@ final class FsdpTestSupport {
 
     /** vocab 37, context 8, 2 layers, 2 heads, width 10: units of 474 (root) and 1330 (block) parameters. */
     static final GptConfig TINY = new GptConfig(37, 8, 2, 2, 10);
+    /**
+     * vocab 37, context 8, 2 layers, 2 query heads sharing 1 key/value head (head size 6), width 12, MLP 20:
+     * units of 900 (root) and 1176 (block) parameters.
+     */
+    static final LlamaConfig TINY_LLAMA = new LlamaConfig(37, 8, 2, 2, 1, 12, 20, 10_000, 1e-5);
     static final int BATCH = 24;          // divisible by every N tested (1, 2, 3, 4, 8) and by N·M for M ≤ 3
     static final int SEQ = 8;
 
     /** A global batch of BATCH × SEQ tokens and targets, as the engine's group steps on. */
     static org.fsdp4j.api.Batch batch(int[] tokens, int[] targets) {
-        return GptModel.batch(BATCH, SEQ, tokens, targets);
+        return DecoderModel.batch(BATCH, SEQ, tokens, targets);
     }
     static final int STEPS = 5;
     static final float LR = 0.5f;         // large enough that 5 steps move the parameters visibly
@@ -62,6 +70,7 @@ final class FsdpTestSupport {
     final Random random = new Random(seed);
     final int[][] tokens = new int[STEPS][];
     final int[][] targets = new int[STEPS][];
+    final ModelConfig model;                      // what every run trains
     final IntFunction<List<Device>> placement;    // where the ranks of a run of N ranks sit
     final IntFunction<RankGroup> groups;          // how N ranks talk
 
@@ -70,16 +79,31 @@ final class FsdpTestSupport {
     }
 
     FsdpTestSupport(LocalGroup.Dispatch dispatch) {
-        this(Device.CPU, n -> new LocalGroup(n, Duration.ofSeconds(30), dispatch));
+        this(TINY, dispatch);
+    }
+
+    /** {@code model} on CPU ranks whose in-process group runs its collectives as {@code dispatch} says. */
+    FsdpTestSupport(ModelConfig model, LocalGroup.Dispatch dispatch) {
+        this(model, Device.CPU, n -> new LocalGroup(n, Duration.ofSeconds(30), dispatch));
     }
 
     /** Ranks on {@code device}, talking through the group {@code groups} makes for N ranks (GPU tests). */
     FsdpTestSupport(Device device, IntFunction<RankGroup> groups) {
-        this(n -> java.util.Collections.nCopies(n, device), groups);
+        this(TINY, device, groups);
+    }
+
+    /** {@code model} on ranks all on {@code device}, talking through the group {@code groups} makes. */
+    FsdpTestSupport(ModelConfig model, Device device, IntFunction<RankGroup> groups) {
+        this(model, n -> java.util.Collections.nCopies(n, device), groups);
     }
 
     /** Rank r of N on {@code placement.apply(N).get(r)} (ranks on GPUs of their own, through NCCL). */
     FsdpTestSupport(IntFunction<List<Device>> placement, IntFunction<RankGroup> groups) {
+        this(TINY, placement, groups);
+    }
+
+    FsdpTestSupport(ModelConfig model, IntFunction<List<Device>> placement, IntFunction<RankGroup> groups) {
+        this.model = model;
         this.placement = placement;
         this.groups = groups;
         for (int s = 0; s < STEPS; s++) {
@@ -91,7 +115,7 @@ final class FsdpTestSupport {
     private int[] randomTokens() {
         int[] t = new int[BATCH * SEQ];
         for (int i = 0; i < t.length; i++) {
-            t[i] = random.nextInt(TINY.vocabSize());
+            t[i] = random.nextInt(model.vocabSize());
         }
         return t;
     }
@@ -114,8 +138,8 @@ final class FsdpTestSupport {
         List<Map<String, float[]>> params = new ArrayList<>();
         List<Map<String, float[]>> grads = new ArrayList<>();
         try (Backend backend = cpu("reference");
-             GptModel model = new GptModel(TINY, backend, false);
-             ParameterStore store = new ParameterStore(backend, model.units());
+             DecoderModel<?> net = model.create(backend, false);
+             ParameterStore store = new ParameterStore(backend, net.units());
              Tensor tok = backend.allocate(DType.I32, MemoryCategory.ACTIVATIONS, BATCH, SEQ);
              Tensor tgt = backend.allocate(DType.I32, MemoryCategory.ACTIVATIONS, BATCH, SEQ)) {
             store.initialize(seed);
@@ -124,8 +148,8 @@ final class FsdpTestSupport {
                     store.zeroGrads();
                     backend.copyFromHost(tokens[s], 0, tok);
                     backend.copyFromHost(targets[s], 0, tgt);
-                    losses[s] = model.forward(tok, tgt, UnitHooks.NONE);
-                    model.backward(UnitHooks.NONE, 1f);
+                    losses[s] = net.forward(tok, tgt, UnitHooks.NONE);
+                    net.backward(UnitHooks.NONE, 1f);
                     double sumSq = 0;
                     for (int u = 0; u < store.units().size(); u++) {
                         sumSq += backend.sumOfSquares(store.flatGrads(u));
@@ -200,7 +224,7 @@ final class FsdpTestSupport {
         for (int r = 0; r < config.worldSize(); r++) {
             out.add(new RankTrajectory(new ArrayList<>(), new ArrayList<>()));
         }
-        try (LocalFsdpGroup group = new LocalFsdpGroup(config, (r, b) -> new GptModel(TINY, b, checkpoint), optimizer,
+        try (LocalFsdpGroup group = new LocalFsdpGroup(config, (r, b) -> model.create(b, checkpoint), optimizer,
                 seed, placement.apply(config.worldSize()), RANK_BACKEND, link,
                 groups.apply(config.worldSize()))) {
             group.onEachRank((r, engine) -> {

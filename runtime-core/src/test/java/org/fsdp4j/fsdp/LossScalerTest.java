@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import org.fsdp4j.api.LossScaleFloorException;
 import org.junit.jupiter.api.Test;
 
 class LossScalerTest {

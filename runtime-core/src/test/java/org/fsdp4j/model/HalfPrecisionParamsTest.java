@@ -2,7 +2,7 @@
 // copies of the parameters bound (and gradients in the same dtype), activations and gradients are
 // computed in that dtype, and the loss and gradients match the fp32 run within the half format's
 // precision. fp16 is covered here only; the bf16 rounding points are held to PyTorch's autocast by
-// GptParityChecks.
+// GptParityChecks (ParityChecks).
 package org.fsdp4j.model;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;

@@ -1,6 +1,6 @@
 // The preflight refuses a run whose estimated peak exceeds the memory it is given, names the
 // flags that would make it fit (each checked against the same model, with room to spare), and
-// flags a buffer over the CPU backend's 2 GiB limit. Its estimate is AnalyticStepCostTest's.
+// flags a buffer over the CPU backend's 2 GiB limit. Its estimate is the Planner's (PlannerRuntimeTest).
 package org.fsdp4j.train;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;

@@ -6,6 +6,7 @@
 package org.fsdp4j.cli;
 
 import java.io.UncheckedIOException;
+import org.fsdp4j.api.LossScaleFloorException;
 import org.fsdp4j.backend.BackendUnavailableException;
 import org.fsdp4j.checkpoint.CheckpointException;
 import org.fsdp4j.comm.CommException;
@@ -13,7 +14,6 @@ import org.fsdp4j.comm.LocalLauncher;
 import org.fsdp4j.cuda.CudaException;
 import org.fsdp4j.dist.ConfigMismatchException;
 import org.fsdp4j.dist.RendezvousException;
-import org.fsdp4j.fsdp.LossScaleFloorException;
 import picocli.CommandLine.IExecutionExceptionHandler;
 import picocli.CommandLine.IParameterExceptionHandler;
 import picocli.CommandLine.ParameterException;

@@ -20,7 +20,7 @@ enum ExitCode {
     IO_ERROR(6),
     /** A rank failed or stopped answering (collective timeout, a peer that died, ranks that disagree on a collective). */
     RANK_FAILED(7),
-    /** bench gemm: the backend's results failed the fp64 check (#wrong > 0). */
+    /** bench gemm: the backend's results failed the fp64 check ({@code #wrong > 0}). */
     WRONG_RESULTS(8),
     /** A checkpoint to resume, inspect or export is incomplete, corrupted, or of another model. */
     BAD_CHECKPOINT(9),

@@ -1,14 +1,23 @@
-// The model-shape flags `train`, the benchmarks and `plan` share: a preset's fields overridden one
-// by one (--layers, --hidden, --heads, --vocab, --context), or a Hugging Face GPT-2 config.json
-// (--model-config). An impossible shape is one line naming the flags.
+// The model flags `train`, the benchmarks and `plan` share: the family (--model gpt|llama), a
+// preset's fields overridden one by one (--layers, --hidden, --heads, --vocab, --context), or a
+// Hugging Face config.json of the family (--model-config). An impossible shape is one line naming the flags.
 package org.fsdp4j.cli;
 
 import java.nio.file.Path;
 import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.model.HfGpt2Config;
+import org.fsdp4j.model.HfLlamaConfig;
+import org.fsdp4j.model.LlamaConfig;
+import org.fsdp4j.model.ModelConfig;
+import org.fsdp4j.model.ModelFamily;
 import picocli.CommandLine.Option;
 
 final class ModelOptions {
+
+    @Option(names = "--model", paramLabel = "gpt|llama",
+            description = "model family: gpt (GPT-2: LayerNorm, learned positions, GELU, tied head) or llama (RMSNorm,"
+                    + " rotary positions, SwiGLU, grouped-query attention, untied head) (default: gpt)")
+    String family;
 
     @Option(names = "--layers", paramLabel = "L", description = "transformer blocks (overrides the preset's)")
     Integer layers;
@@ -16,7 +25,8 @@ final class ModelOptions {
     @Option(names = "--hidden", paramLabel = "C", description = "model width (overrides the preset's)")
     Integer hidden;
 
-    @Option(names = "--heads", paramLabel = "H", description = "attention heads; must divide --hidden (overrides the preset's)")
+    @Option(names = "--heads", paramLabel = "H", description = "attention heads; must divide --hidden; a Llama's key/value"
+            + " heads must divide them (overrides the preset's)")
     Integer heads;
 
     @Option(names = "--vocab", paramLabel = "V", description = "vocabulary size (overrides the preset's)")
@@ -26,16 +36,27 @@ final class ModelOptions {
     Integer context;
 
     @Option(names = "--model-config", paramLabel = "FILE",
-            description = "a Hugging Face GPT-2 config.json (n_layer, n_embd, n_head, vocab_size, n_positions) instead of a preset")
+            description = "a Hugging Face config.json instead of a preset: GPT-2's (n_layer, n_embd, n_head, vocab_size,"
+                    + " n_positions), or with --model llama Llama's (hidden_size, intermediate_size, num_hidden_layers,"
+                    + " num_attention_heads, num_key_value_heads, vocab_size, max_position_embeddings, rope_theta,"
+                    + " rms_norm_eps)")
     Path modelConfig;
 
-    /** Whether any flag here was given. */
+    /** The family --model names (gpt when not given); an unknown name is one line listing the known ones. */
+    ModelFamily family() {
+        return family == null ? ModelFamily.GPT : ModelFamily.parse(family);
+    }
+
+    /** Whether any shape flag here was given (--model only picks whose presets --preset names). */
     boolean given() {
         return layers != null || hidden != null || heads != null || vocab != null || context != null || modelConfig != null;
     }
 
-    /** The shape: {@code preset}'s (or --model-config's) with the overrides applied. */
-    GptConfig resolve(String preset) {
+    /** The shape: the family's {@code preset} (or --model-config's) with the overrides applied. */
+    ModelConfig resolve(String preset) {
+        if (family() == ModelFamily.LLAMA) {
+            return resolveLlama(preset);
+        }
         GptConfig base = modelConfig != null ? HfGpt2Config.read(modelConfig) : GptConfig.preset(preset);
         int l = positive("--layers", layers, base.numLayers());
         int c = positive("--hidden", hidden, base.embedDim());
@@ -48,6 +69,26 @@ final class ModelOptions {
                     + divisorNear(c, h));
         }
         return new GptConfig(v, t, l, h, c);
+    }
+
+    /** A Llama preset (or config.json) with the overrides; key/value heads, MLP width, rotary base and eps stay its own. */
+    private LlamaConfig resolveLlama(String preset) {
+        LlamaConfig base = modelConfig != null ? HfLlamaConfig.read(modelConfig) : LlamaConfig.preset(preset);
+        int l = positive("--layers", layers, base.numLayers());
+        int c = positive("--hidden", hidden, base.embedDim());
+        int h = positive("--heads", heads, base.numHeads());
+        int v = positive("--vocab", vocab, base.vocabSize());
+        int t = positive("--context", context, base.maxSeqLen());
+        if (c % h != 0) {
+            throw new IllegalArgumentException("the width " + c + (hidden != null ? " (--hidden)" : "") + " is not divisible by "
+                    + h + " heads" + (heads != null ? " (--heads)" : "") + ": pick a head count that divides the width, e.g. "
+                    + divisorNear(c, h));
+        }
+        if (h % base.numKvHeads() != 0) {
+            throw new IllegalArgumentException("the preset's " + base.numKvHeads() + " key/value heads do not divide " + h
+                    + " heads (--heads): pick a multiple of " + base.numKvHeads());
+        }
+        return new LlamaConfig(v, t, l, h, base.numKvHeads(), c, base.hiddenDim(), base.ropeTheta(), base.normEps());
     }
 
     private static int positive(String flag, Integer value, int otherwise) {

@@ -14,6 +14,8 @@ import org.fsdp4j.api.MixedPrecisionPolicy;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.metrics.JsonFiles;
 import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.model.ModelConfig;
+import org.fsdp4j.model.ModelFamily;
 import org.fsdp4j.plan.GpuSpec;
 import org.fsdp4j.plan.Plan;
 import org.fsdp4j.plan.PlanInput;
@@ -29,13 +31,15 @@ import picocli.CommandLine.Spec;
 final class PlanCommand implements Callable<Integer> {
 
     static final String DEFAULT_PRESET = "gpt2-124m";
+    static final String DEFAULT_LLAMA_PRESET = "tinyllama-1.1b";
     static final String DEFAULT_GPU = "A100-80GB";
 
     @Spec
     CommandSpec spec;
 
-    @Option(names = "--preset", paramLabel = "NAME", description = "model preset (default: " + DEFAULT_PRESET + ")")
-    String preset = DEFAULT_PRESET;
+    @Option(names = "--preset", paramLabel = "NAME", description = "the model family's preset (default: " + DEFAULT_PRESET
+            + "; --model llama: " + DEFAULT_LLAMA_PRESET + ")")
+    String preset;
 
     @Mixin
     ModelOptions model = new ModelOptions();
@@ -94,7 +98,7 @@ final class PlanCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
-        GptConfig m = resolveModel();
+        ModelConfig m = resolveModel();
         int t = seqLen != null ? seqLen : m.maxSeqLen();
         int n = gpus * nodes;
         DType pd = DType.parseFloating(paramDtype);
@@ -112,10 +116,15 @@ final class PlanCommand implements Callable<Integer> {
         return ExitCode.OK.code();
     }
 
-    /** A preset with overrides, or --params with --layers and --hidden (vocabulary derived). */
-    private GptConfig resolveModel() {
+    /** A preset with overrides, or --params with --layers and --hidden (a GPT's vocabulary derived). */
+    private ModelConfig resolveModel() {
         if (params == null) {
-            return model.resolve(preset);
+            return model.resolve(preset != null ? preset
+                    : model.family() == ModelFamily.LLAMA ? DEFAULT_LLAMA_PRESET : DEFAULT_PRESET);
+        }
+        if (model.family() != ModelFamily.GPT) {
+            throw new IllegalArgumentException("--params derives a GPT's vocabulary; for --model llama give --preset and"
+                    + " the shape flags");
         }
         if (model.layers == null || model.hidden == null) {
             throw new IllegalArgumentException("--params needs --layers and --hidden (the shape of the blocks)");
@@ -148,10 +157,9 @@ final class PlanCommand implements Callable<Integer> {
 
     private void print(PrintWriter out, Plan p) {
         PlanInput in = p.input();
-        GptConfig m = in.model();
+        ModelConfig m = in.model();
         GpuSpec g = in.gpuSpec();
-        out.println(Format.f("fsdp4j plan | %s params: %d layers, width %d, %d heads, vocab %d, context %d",
-                billions(p.params()), m.numLayers(), m.embedDim(), m.numHeads(), m.vocabSize(), m.maxSeqLen()));
+        out.println(Format.f("fsdp4j plan | %s params: %s %s", billions(p.params()), m.family(), m.describe()));
         out.println(Format.f("  %d x %s (%d node%s x %d) | %s%s | params %s, reduce %s | batch %d x %d (%d per GPU per forward)%s%s",
                 in.worldSize(), g.name(), in.nodes(), in.nodes() == 1 ? "" : "s", in.gpusPerNode(), in.strategy().cliName(),
                 in.strategy() == ShardingStrategy.HYBRID_SHARD ? " (S = " + in.shardGroupSize() + ")" : "",

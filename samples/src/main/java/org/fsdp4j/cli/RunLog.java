@@ -4,7 +4,6 @@
 package org.fsdp4j.cli;
 
 import java.io.PrintWriter;
-import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.train.Preflight;
 import org.fsdp4j.train.RunInfo;
 import org.fsdp4j.train.StepResult;
@@ -19,10 +18,8 @@ final class RunLog {
 
     static void header(PrintWriter out, String command, RunInfo info) {
         TrainConfig c = info.config();
-        GptConfig m = c.model();
-        out.println(Format.f("fsdp4j %s | preset %s: %d layers, %d heads, width %d, context %d, vocab %d | %s params",
-                command, c.preset(), m.numLayers(), m.numHeads(), m.embedDim(), m.maxSeqLen(), m.vocabSize(),
-                Format.count(info.parameters())));
+        out.println(Format.f("fsdp4j %s | %s preset %s: %s | %s params", command, c.model().family(), c.preset(),
+                c.model().describe(), Format.count(info.parameters())));
         out.println(Format.f("  device %s: %s | world size %d | compute in %s", info.device(), info.backendName(),
                 info.worldSize(), c.precision().paramDtype().shortName()));
         String floor = info.lossFloorNats().isPresent()
@@ -33,6 +30,8 @@ final class RunLog {
                 c.steps(), c.batchSize(), c.seqLen(), c.tokensPerStep(), Format.lr(c.lr()), Format.lr(c.minLr()),
                 c.warmupSteps(), c.weightDecay(), c.maxGradNorm() > 0 ? String.valueOf(c.maxGradNorm()) : "off",
                 c.seed(), c.checkpointActivations() ? " | activation checkpointing" : ""));
+        c.initFrom().ifPresent(p -> out.println("  initial parameters from " + p + " (pretrained weights; each rank read"
+                + " its shards' values)"));
         if (c.sharded()) {
             out.println(Format.f("  sharding %s over %d ranks (shard groups of %d) | %s | prefetch %d | micro-batches %d%s",
                     c.strategy().cliName(), c.worldSize(), c.fsdp().shardSize(), c.precision(), c.prefetch(),

@@ -40,7 +40,7 @@ import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
 
 @Command(name = "train", mixinStandardHelpOptions = true,
-        description = "Train a GPT on the embedded Markov data (or --data FILE), one line per step.")
+        description = "Train a GPT (or, with --model llama, a Llama) on the embedded Markov data (or --data FILE), one line per step.")
 final class TrainCommand implements Callable<Integer> {
 
     /** Name of the summary file written into --out. */

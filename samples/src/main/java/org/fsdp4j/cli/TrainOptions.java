@@ -8,7 +8,7 @@ import java.nio.file.Path;
 import java.util.Iterator;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.ShardingStrategy;
-import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.model.ModelFamily;
 import org.fsdp4j.train.NonFinitePolicy;
 import org.fsdp4j.train.TrainConfig;
 import picocli.CommandLine.Option;
@@ -16,8 +16,8 @@ import picocli.CommandLine.Option;
 final class TrainOptions {
 
     @Option(names = "--preset", paramLabel = "NAME", completionCandidates = PresetNames.class,
-            description = "model preset: ${COMPLETION-CANDIDATES} (default: " + TrainConfig.Builder.DEFAULT_PRESET
-                    + "; bench step: " + StepBenchCommand.DEFAULT_PRESET + ")")
+            description = "the model family's preset: ${COMPLETION-CANDIDATES} (default: "
+                    + TrainConfig.Builder.DEFAULT_PRESET + "; bench step: " + StepBenchCommand.DEFAULT_PRESET + ")")
     String preset;
 
     @picocli.CommandLine.Mixin
@@ -70,6 +70,13 @@ final class TrainOptions {
     @Option(names = "--data", paramLabel = "FILE",
             description = "train on this file's bytes (default: the embedded Markov source, whose loss floor is known)")
     Path dataFile;
+
+    @Option(names = "--init-from", paramLabel = "PATH",
+            description = "start from pretrained weights instead of the seed's initialisation: a .safetensors file, or a"
+                    + " Hugging Face model directory (model.safetensors, or model.safetensors.index.json and its files),"
+                    + " in the family's names (--model llama: Hugging Face's LlamaForCausalLM); checked against the"
+                    + " model before the first step; each rank reads only its shards' values")
+    Path initFrom;
 
     @Option(names = "--out", paramLabel = "DIR",
             description = "write DIR/summary.json (bench step: DIR/step.json, bench sharding: DIR/sharding.json);"
@@ -129,16 +136,20 @@ final class TrainOptions {
                     + NonFinitePolicy.DEFAULT_MAX_SKIPPED_STEPS + ")")
     Integer maxSkippedSteps;
 
-    /** The model presets, listed in --help. */
+    /** The model presets of each family, listed in --help: "tiny, small, ... (gpt); tiny, ... (llama)". */
     static final class PresetNames implements Iterable<String> {
         @Override
         public Iterator<String> iterator() {
-            return GptConfig.presetNames().iterator();
+            return java.util.Arrays.stream(ModelFamily.values())
+                    .map(f -> String.join(", ", f.presetNames()) + " (" + f + ")").iterator();
         }
     }
 
     /** Overrides the builder's fields with the flags that were given. */
     TrainConfig.Builder applyTo(TrainConfig.Builder b) {
+        if (model.family != null) {
+            b.family(model.family());
+        }
         if (preset != null) {
             b.preset(preset);
         }
@@ -189,6 +200,9 @@ final class TrainOptions {
         }
         if (outDir != null) {
             b.outDir(outDir);
+        }
+        if (initFrom != null) {
+            b.initFrom(initFrom);
         }
         if (worldSize != null) {
             b.worldSize(worldSize);

@@ -35,6 +35,9 @@ class BadInputTest {
     @Test
     void unknownPreset() {
         assertOneLineError("unknown preset 'huge': use one of", "train", "--preset", "huge");
+        assertOneLineError("unknown Llama preset 'gpt2-124m': use one of [tiny, small, bench-4x256, tinyllama-1.1b]",
+                "train", "--model", "llama", "--preset", "gpt2-124m");
+        assertOneLineError("unknown model 'bert': use --model gpt or --model llama", "train", "--model", "bert");
     }
 
     @Test

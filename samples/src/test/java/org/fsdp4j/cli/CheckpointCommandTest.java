@@ -23,6 +23,7 @@ import java.util.Map;
 import java.util.Optional;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.model.LlamaConfig;
 import org.fsdp4j.train.CheckpointOptions;
 import org.fsdp4j.train.EngineStepExecutor;
 import org.fsdp4j.train.TrainConfig;
@@ -191,5 +192,39 @@ class CheckpointCommandTest {
         CliRunner.Result json = CliRunner.run("plan", "--preset", "gpt2-124m", "--gpus", "8", "--json");
         assertEquals(0, json.exitCode(), json.err());
         assertTrue(json.out().contains("\"comm_compute_ratio\""), json.out());
+    }
+
+    @Test
+    void aLlamaConfigJsonShapesALlama() throws IOException {
+        Path config = dir.resolve("config.json");
+        Files.writeString(config, "{\"model_type\": \"llama\", \"vocab_size\": 256, \"max_position_embeddings\": 16,"
+                + " \"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"hidden_size\": 16,"
+                + " \"intermediate_size\": 24, \"rope_theta\": 500000.0, \"rms_norm_eps\": 1e-05, \"tie_word_embeddings\": false}");
+        CliRunner.Result r = CliRunner.run("train", "--model", "llama", "--model-config", config.toString(), "--steps", "1",
+                "--batch-size", "2", "--device", "cpu", "--cpu-threads", "1");
+        assertEquals(0, r.exitCode(), r.err());
+        assertTrue(r.out().contains("llama preset custom: 1 layers, 2 heads (1 key/value), width 16, MLP 24, context 16,"
+                + " vocab 256"), r.out());
+        Files.writeString(config, Files.readString(config).replace("\"tie_word_embeddings\": false",
+                "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}"));
+        CliRunner.Result scaled = CliRunner.run("train", "--model", "llama", "--model-config", config.toString());
+        assertEquals(ExitCode.BAD_INPUT.code(), scaled.exitCode(), scaled.err());
+        assertTrue(scaled.err().strip().startsWith("error: --model-config " + config + ": rope_scaling is {")
+                && scaled.err().strip().endsWith("which fsdp4j's Llama does not support"), scaled.err());
+    }
+
+    @Test
+    void planTakesTheLlamaFamily() throws IOException {
+        CliRunner.Result r = CliRunner.run("plan", "--model", "llama", "--gpus", "8", "--explain");
+        assertEquals(0, r.exitCode(), r.err());
+        assertTrue(r.out().contains("llama 22 layers, 32 heads (4 key/value), width 2048, MLP 5632"), r.out());
+        assertTrue(r.out().contains("P = 2·V·C + C + L·(2C + 2C² + 2·Hkv·D·C + 3·F·C) = 1,100,048,384"), r.out());
+        CliRunner.Result json = CliRunner.run("plan", "--model", "llama", "--preset", "small", "--gpus", "4", "--json");
+        assertEquals(0, json.exitCode(), json.err());
+        JsonNode plan = new ObjectMapper().readTree(json.out());
+        assertEquals(LlamaConfig.preset("small").parameterCount(), plan.get("params").asLong(), json.out());
+        CliRunner.Result params = CliRunner.run("plan", "--model", "llama", "--params", "1e9", "--layers", "4", "--hidden", "64");
+        assertEquals(ExitCode.BAD_INPUT.code(), params.exitCode(), params.err());
+        assertTrue(params.err().startsWith("error: --params derives a GPT's vocabulary"), params.err());
     }
 }

@@ -15,6 +15,7 @@ import java.util.List;
 import java.util.regex.Pattern;
 import org.fsdp4j.data.MarkovSource;
 import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.model.LlamaConfig;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -70,6 +71,22 @@ class TrainCommandTest {
                     out.resolve(MetricsLog.FILE), out.resolve(RunCharts.LOSS_FILE), out.resolve(RunCharts.MEMORY_FILE)),
                     java.util.Set.copyOf(files.toList()), "no temporary file is left behind");
         }
+    }
+
+    @Test
+    void trainsTheLlamaFamily() throws IOException {
+        Path out = dir.resolve("llama");
+        CliRunner.Result r = CliRunner.run("train", "--model", "llama", "--steps", "3", "--batch-size", "2", "--seq-len",
+                "16", "--device", "cpu", "--cpu-threads", "1", "--out", out.toString());
+        assertEquals(0, r.exitCode(), r.err());
+        assertTrue(r.out().lines().findFirst().orElse("").contains("llama preset tiny: 2 layers, 4 heads (2 key/value)"),
+                r.out());
+        assertEquals(3, r.out().lines().filter(l -> STEP_LINE.matcher(l).matches()).count(), r.out());
+        JsonNode s = new ObjectMapper().readTree(out.resolve("summary.json").toFile());
+        assertEquals("llama", s.get("model").asText());
+        assertEquals("tiny", s.get("preset").asText());
+        assertEquals(LlamaConfig.preset("tiny").parameterCount(), s.get("params").asLong());
+        assertTrue(s.get("final_loss").asDouble() < s.get("losses").get(0).asDouble() + 0.5, s.toString());
     }
 
     private static long[] longs(JsonNode array) {

@@ -1,6 +1,8 @@
 // The non-GEMM parts of causal self-attention: moving heads between the token-major layout
-// (B, T, C) and the head-major layout (B, H, T, C/H) the batched GEMMs want, and the causal
-// softmax over (BH, T, T) score matrices. Rows are independent, so all parallelise over rows.
+// (B, T, C) and the head-major layout (B, H, T, C/H) the batched GEMMs want (a fused qkv may
+// carry fewer key/value heads than query heads: grouped-query attention), the causal softmax
+// over (BH, T, T) score matrices, and rotary position embeddings. Rows are independent, so all
+// parallelise over rows.
 // The softmax is vectorised (Simd): exp in fp32 (FloatExp's, about 1 ulp), its sum and the
 // backward's dot product in fp64.
 package org.fsdp4j.backend.cpu;
@@ -10,6 +12,7 @@ import jdk.incubator.vector.DoubleVector;
 import jdk.incubator.vector.FloatVector;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Shapes.HeadLayout;
+import org.fsdp4j.backend.Shapes.QkvLayout;
 import org.fsdp4j.backend.Shapes;
 
 final class AttentionOps {
@@ -17,44 +20,52 @@ final class AttentionOps {
     private AttentionOps() {
     }
 
-    /** qkv (B, T, 3C) → q, k, v (B, H, T, C/H). */
+    /** qkv (B, T, (H + 2·Hkv)·D) → q (B, H, T, D), k, v (B, Hkv, T, D). */
     static void splitHeads(CpuThreads threads, Tensor qkv, Tensor q, Tensor k, Tensor v, int numHeads) {
-        HeadLayout l = Shapes.splitHeads("splitHeads", qkv, q, k, v, numHeads);
+        QkvLayout l = Shapes.splitHeads("splitHeads", qkv, q, k, v, numHeads);
+        HeadLayout[] layouts = {l.q(), l.kv(), l.kv()};
+        int[] offsets = {0, l.q().c(), l.q().c() + l.kv().c()};
+        int w = l.width();
         Elements src = Elements.of(qkv);
         Elements[] dst = {Elements.of(q), Elements.of(k), Elements.of(v)};
-        threads.forChunks(l.tokens(), CpuThreads.rowsPerChunk(3L * l.c(), ElementwiseOps.GRAIN), (chunk, from, to) -> {
-            float[] row = Scratch.floats(0, 3 * l.c());
+        threads.forChunks(l.q().tokens(), CpuThreads.rowsPerChunk(w, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+            float[] row = Scratch.floats(0, w);
             for (long bt = from; bt < to; bt++) {
-                src.load(bt * 3 * l.c(), row, 0, 3 * l.c());
+                src.load(bt * w, row, 0, w);
                 for (int part = 0; part < 3; part++) {
-                    for (int h = 0; h < l.heads(); h++) {
-                        dst[part].store(row, part * l.c() + h * l.hs(), l.headRow(bt, h), l.hs());
+                    HeadLayout hl = layouts[part];
+                    for (int h = 0; h < hl.heads(); h++) {
+                        dst[part].store(row, offsets[part] + h * l.hs(), hl.headRow(bt, h), l.hs());
                     }
                 }
             }
         });
     }
 
-    /** dqkv (B, T, 3C) += the token-major layout of dq, dk, dv (B, H, T, C/H). */
+    /** dqkv (B, T, (H + 2·Hkv)·D) += the token-major layout of dq (B, H, T, D), dk, dv (B, Hkv, T, D). */
     static void splitHeadsBackward(CpuThreads threads, Tensor dq, Tensor dk, Tensor dv, Tensor dqkv, int numHeads) {
-        HeadLayout l = Shapes.splitHeads("splitHeadsBackward", dqkv, dq, dk, dv, numHeads);
+        QkvLayout l = Shapes.splitHeads("splitHeadsBackward", dqkv, dq, dk, dv, numHeads);
+        HeadLayout[] layouts = {l.q(), l.kv(), l.kv()};
+        int[] offsets = {0, l.q().c(), l.q().c() + l.kv().c()};
+        int w = l.width();
         Elements dst = Elements.of(dqkv);
         Elements[] src = {Elements.of(dq), Elements.of(dk), Elements.of(dv)};
-        threads.forChunks(l.tokens(), CpuThreads.rowsPerChunk(3L * l.c(), ElementwiseOps.GRAIN), (chunk, from, to) -> {
-            float[] row = Scratch.floats(0, 3 * l.c());
+        threads.forChunks(l.q().tokens(), CpuThreads.rowsPerChunk(w, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+            float[] row = Scratch.floats(0, w);
             float[] head = Scratch.floats(1, l.hs());
             for (long bt = from; bt < to; bt++) {
-                dst.load(bt * 3 * l.c(), row, 0, 3 * l.c());
+                dst.load(bt * w, row, 0, w);
                 for (int part = 0; part < 3; part++) {
-                    for (int h = 0; h < l.heads(); h++) {
-                        src[part].load(l.headRow(bt, h), head, 0, l.hs());
-                        int off = part * l.c() + h * l.hs();
+                    HeadLayout hl = layouts[part];
+                    for (int h = 0; h < hl.heads(); h++) {
+                        src[part].load(hl.headRow(bt, h), head, 0, l.hs());
+                        int off = offsets[part] + h * l.hs();
                         for (int i = 0; i < l.hs(); i++) {
                             row[off + i] += head[i];
                         }
                     }
                 }
-                dst.store(row, 0, bt * 3 * l.c(), 3 * l.c());
+                dst.store(row, 0, bt * w, w);
             }
         });
     }
@@ -191,5 +202,35 @@ final class AttentionOps {
         for (int j = fEnd; j < len; j++) {
             d[j] += scale * a[j] * (g[j] - dotF);
         }
+    }
+
+    /**
+     * out (B, H, T, D) = inp with each pair (x_i, x_{i+D/2}) of position t turned by the angle whose
+     * cosine and sine are cos[t, i], sin[t, i]; {@code sign} −1 turns back (the backward). out may be inp.
+     */
+    static void rope(CpuThreads threads, String op, Tensor inp, Tensor cos, Tensor sin, Tensor out, float sign) {
+        Shapes.RopeSizes r = Shapes.rope(op, inp, cos, sin, out);
+        int half = r.halfDim();
+        int d = 2 * half;
+        float[] c = Elements.of(cos).loadAll();
+        float[] s = Elements.of(sin).loadAll();
+        Elements ei = Elements.of(inp);
+        Elements eo = Elements.of(out);
+        threads.forChunks(r.rows(), CpuThreads.rowsPerChunk(d, ElementwiseOps.GRAIN), (chunk, from, to) -> {
+            float[] x = Scratch.floats(0, d);
+            for (long row = from; row < to; row++) {
+                int at = (int) (row % r.t()) * half;
+                ei.load(row * d, x, 0, d);
+                for (int i = 0; i < half; i++) {
+                    float x1 = x[i];
+                    float x2 = x[i + half];
+                    float cs = c[at + i];
+                    float sn = sign * s[at + i];
+                    x[i] = x1 * cs - x2 * sn;
+                    x[i + half] = x2 * cs + x1 * sn;
+                }
+                eo.store(x, 0, row * d, d);
+            }
+        });
     }
 }

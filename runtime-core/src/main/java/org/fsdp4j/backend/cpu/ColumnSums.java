@@ -1,6 +1,6 @@
 // Deterministic column sums over many rows: each fixed chunk of rows sums into its own fp64
 // partial, and the partials are combined in chunk order, so the result does not depend on
-// which thread ran which chunk. Serves biasBackward and LayerNorm's dweight/dbias.
+// which thread ran which chunk. Serves biasBackward, LayerNorm's dweight/dbias and RMSNorm's dweight.
 package org.fsdp4j.backend.cpu;
 
 import org.fsdp4j.api.Tensor;

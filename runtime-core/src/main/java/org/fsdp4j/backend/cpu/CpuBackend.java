@@ -249,6 +249,21 @@ public final class CpuBackend implements Backend {
         issue("geluBackward", () -> ElementwiseOps.geluBackward(threads, inp, dout, dinp), inp, dout, dinp);
     }
 
+    @Override
+    public void swigluForward(Tensor gate, Tensor up, Tensor out) {
+        checkOpen();
+        Shapes.pointwise("swigluForward", gate, up, out);
+        issue("swigluForward", () -> ElementwiseOps.swigluForward(threads, gate, up, out), gate, up, out);
+    }
+
+    @Override
+    public void swigluBackward(Tensor gate, Tensor up, Tensor dout, Tensor dgate, Tensor dup) {
+        checkOpen();
+        Shapes.pointwise("swigluBackward", gate, up, dout, dgate, dup);
+        issue("swigluBackward", () -> ElementwiseOps.swigluBackward(threads, gate, up, dout, dgate, dup),
+                gate, up, dout, dgate, dup);
+    }
+
     // ------------------------------------------------------------------ layers
 
     @Override
@@ -266,6 +281,21 @@ public final class CpuBackend implements Backend {
         Shapes.layerNormBackward(dout, inp, weight, mean, rstd, dinp, dweight, dbias);
         issue("layerNormBackward", () -> LayerNormOps.backward(threads, dout, inp, weight, mean, rstd, dinp, dweight,
                 dbias), dout, inp, weight, mean, rstd, dinp, dweight, dbias);
+    }
+
+    @Override
+    public void rmsNormForward(Tensor inp, Tensor weight, Tensor out, Tensor rstd, float eps) {
+        checkOpen();
+        Shapes.rmsNorm("rmsNormForward", inp, weight, out, rstd, eps);
+        issue("rmsNormForward", () -> RmsNormOps.forward(threads, inp, weight, out, rstd, eps), inp, weight, out, rstd);
+    }
+
+    @Override
+    public void rmsNormBackward(Tensor dout, Tensor inp, Tensor weight, Tensor rstd, Tensor dinp, Tensor dweight) {
+        checkOpen();
+        Shapes.rmsNormBackward(dout, inp, weight, rstd, dinp, dweight);
+        issue("rmsNormBackward", () -> RmsNormOps.backward(threads, dout, inp, weight, rstd, dinp, dweight),
+                dout, inp, weight, rstd, dinp, dweight);
     }
 
     @Override
@@ -296,6 +326,21 @@ public final class CpuBackend implements Backend {
         Shapes.splitHeads("splitHeadsBackward", dqkv, dq, dk, dv, numHeads);
         issue("splitHeadsBackward", () -> AttentionOps.splitHeadsBackward(threads, dq, dk, dv, dqkv, numHeads),
                 dq, dk, dv, dqkv);
+    }
+
+    @Override
+    public void ropeForward(Tensor inp, Tensor cos, Tensor sin, Tensor out) {
+        checkOpen();
+        Shapes.rope("ropeForward", inp, cos, sin, out);
+        issue("ropeForward", () -> AttentionOps.rope(threads, "ropeForward", inp, cos, sin, out, 1f), inp, cos, sin, out);
+    }
+
+    @Override
+    public void ropeBackward(Tensor dout, Tensor cos, Tensor sin, Tensor dinp) {
+        checkOpen();
+        Shapes.rope("ropeBackward", dout, cos, sin, dinp);
+        issue("ropeBackward", () -> AttentionOps.rope(threads, "ropeBackward", dout, cos, sin, dinp, -1f),
+                dout, cos, sin, dinp);
     }
 
     @Override

@@ -1,4 +1,4 @@
-// The CPU backend's pointwise ops (fill, cast-copy, add, scale, bias, GELU): chunks of
+// The CPU backend's pointwise ops (fill, cast-copy, add, scale, bias, GELU, SwiGLU): chunks of
 // elements or rows are loaded into fp32 scratch, computed with the Vector API (Simd: the same
 // bits as the scalar tail loops, lane by lane), and rounded back on store.
 package org.fsdp4j.backend.cpu;
@@ -177,6 +177,41 @@ final class ElementwiseOps {
         for (; i < n; i++) {
             out[i] = -2f * geluArg(x[i]);
         }
+    }
+
+    // SwiGLU's gate: SiLU(g) = g·σ(g) with σ(g) = 1 / (1 + e^(−g)), e^(−g) from FloatExp (clamped to
+    // [−87, 88], so σ is exactly 0 or 1 only far out, and ∞·0 never occurs in the derivative).
+
+    /** out = SiLU(gate) · up. */
+    static void swigluForward(CpuThreads threads, Tensor gate, Tensor up, Tensor out) {
+        Shapes.pointwise("swigluForward", gate, up, out);
+        Pointwise.map(threads, new Tensor[] {gate, up}, new Tensor[] {out}, (xs, n) -> {
+            float[] g = xs[0];
+            float[] u = xs[1];
+            for (int i = 0; i < n; i++) {
+                float v = g[i];
+                g[i] = v / (1f + FloatExp.exp(-v)) * u[i];
+            }
+        });
+    }
+
+    /** dgate += dout · up · SiLU'(gate), dup += dout · SiLU(gate), SiLU'(g) = σ(g)·(1 + g·(1 − σ(g))). */
+    static void swigluBackward(CpuThreads threads, Tensor gate, Tensor up, Tensor dout, Tensor dgate, Tensor dup) {
+        Shapes.pointwise("swigluBackward", gate, up, dout, dgate, dup);
+        Pointwise.map(threads, new Tensor[] {dgate, dup, gate, up, dout}, new Tensor[] {dgate, dup}, (xs, n) -> {
+            float[] dg = xs[0];
+            float[] du = xs[1];
+            float[] g = xs[2];
+            float[] u = xs[3];
+            float[] d = xs[4];
+            for (int i = 0; i < n; i++) {
+                float v = g[i];
+                float s = 1f / (1f + FloatExp.exp(-v));
+                float silu = v * s;
+                dg[i] += d[i] * u[i] * (s * (1f + v * (1f - s)));
+                du[i] += d[i] * silu;
+            }
+        });
     }
 
     /** u = √(2/π)(v + 0.044715v³), the tanh argument of the GELU. */

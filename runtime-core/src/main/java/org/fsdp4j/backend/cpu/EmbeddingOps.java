@@ -1,4 +1,4 @@
-// Token + position embedding, forward and backward. The backward groups positions by token
+// Token embedding, plus a learned position embedding where there is one, forward and backward. The backward groups positions by token
 // (a stable counting sort), so each dwte row is owned by one task and summed in position
 // order: parallel, race-free and deterministic.
 package org.fsdp4j.backend.cpu;
@@ -11,7 +11,7 @@ final class EmbeddingOps {
     private EmbeddingOps() {
     }
 
-    /** out (B, T, C) = wte[tokens[b,t]] + wpe[t]. */
+    /** out (B, T, C) = wte[tokens[b,t]] + wpe[t] (wpe null: wte[tokens[b,t]]). */
     static void forward(CpuThreads threads, Tensor tokens, Tensor wte, Tensor wpe, Tensor out) {
         String op = "embeddingForward";
         Shapes.EmbeddingSizes sizes = Shapes.embedding(op, tokens, wte, wpe, out);
@@ -19,23 +19,25 @@ final class EmbeddingOps {
         int c = sizes.c();
         int[] tok = Elements.loadIndices(op, tokens, wte.dim(0), "token", "position");
         Elements ete = Elements.of(wte);
-        Elements epe = Elements.of(wpe);
+        Elements epe = wpe == null ? null : Elements.of(wpe);
         Elements eo = Elements.of(out);
         threads.forChunks(tok.length, CpuThreads.rowsPerChunk(c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
             float[] x = Scratch.floats(0, c);
             float[] p = Scratch.floats(1, c);
             for (long bt = from; bt < to; bt++) {
                 ete.load((long) tok[(int) bt] * c, x, 0, c);
-                epe.load((bt % t) * c, p, 0, c);
-                for (int j = 0; j < c; j++) {
-                    x[j] += p[j];
+                if (epe != null) {
+                    epe.load((bt % t) * c, p, 0, c);
+                    for (int j = 0; j < c; j++) {
+                        x[j] += p[j];
+                    }
                 }
                 eo.store(x, 0, bt * c, c);
             }
         });
     }
 
-    /** dwte[tokens[b,t]] += dout[b,t]; dwpe[t] += Σ_b dout[b,t]; every sum in increasing (b, t) order. */
+    /** dwte[tokens[b,t]] += dout[b,t]; dwpe[t] += Σ_b dout[b,t] (unless null); every sum in increasing (b, t) order. */
     static void backward(CpuThreads threads, Tensor tokens, Tensor dout, Tensor dwte, Tensor dwpe) {
         String op = "embeddingBackward";
         Shapes.EmbeddingSizes sizes = Shapes.embedding(op, tokens, dwte, dwpe, dout);
@@ -46,7 +48,6 @@ final class EmbeddingOps {
         int[] tok = Elements.loadIndices(op, tokens, vocab, "token", "position");
         Elements eg = Elements.of(dout);
         Elements ete = Elements.of(dwte);
-        Elements epe = Elements.of(dwpe);
 
         // positions grouped by token, each group in increasing position order
         int[] start = new int[vocab + 1];
@@ -83,6 +84,10 @@ final class EmbeddingOps {
                 ete.store(acc, 0, (long) v * c, c);
             }
         });
+        if (dwpe == null) {
+            return;
+        }
+        Elements epe = Elements.of(dwpe);
         threads.forChunks(t, CpuThreads.rowsPerChunk((long) b * c, ElementwiseOps.GRAIN), (chunk, from, to) -> {
             float[] acc = Scratch.floats(0, c);
             float[] g = Scratch.floats(1, c);

@@ -11,7 +11,7 @@
  *       count; {@code ColumnSums} builds deterministic column reductions on it.</li>
  *   <li>{@code OpenBlas} (the only native calls) and {@code GemmOp}: single-threaded sgemm over
  *       shape-determined tiles on the backend's own threads.</li>
- *   <li>The math, one file per family: {@code ElementwiseOps}, {@code LayerNormOps},
+ *   <li>The math, one file per family: {@code ElementwiseOps}, {@code LayerNormOps}, {@code RmsNormOps},
  *       {@code EmbeddingOps}, {@code AttentionOps}, {@code CrossEntropyOps}, {@code OptimizerOps},
  *       {@code ReductionOps}; {@code CpuBackend} wires them to the interface.</li>
  * </ul>

@@ -1,5 +1,6 @@
 // The CPU backend's results must not depend on thread scheduling or on the thread count:
-// the same ops on the same inputs with 1, 2 and 3 threads give the same bits (fixed chunking,
+// the same ops (the reductions, and the backwards that sum over rows: LayerNorm's, RMSNorm's,
+// the bias's, the embedding's) on the same inputs with 1, 2 and 3 threads give the same bits (fixed chunking,
 // partials combined in order; OpenBLAS splits GEMMs without splitting the k-sums).
 package org.fsdp4j.backend.cpu;
 
@@ -33,7 +34,10 @@ class CpuDeterminismTest {
              Tensor out = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, rows, c);
              Tensor tokens = be.allocate(DType.I32, MemoryCategory.ACTIVATIONS, 40, 50);
              Tensor wpe = random(be, r, 50, c);
-             Tensor cc = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, c, c)) {
+             Tensor cc = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, c, c);
+             Tensor rmsOut = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, rows, c);
+             Tensor rmsRstd = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, rows);
+             Tensor rmsDx = random(be, r, rows, c); Tensor rmsDw = random(be, r, c)) {
             int[] tok = new int[2000];
             for (int i = 0; i < tok.length; i++) {
                 tok[i] = r.nextInt(7);
@@ -42,10 +46,12 @@ class CpuDeterminismTest {
             be.layerNormForward(x, w, db, out, mean, rstd);
             be.layerNormBackward(g, x, w, mean, rstd, dx, dw, db);
             be.biasBackward(g, db);
+            be.rmsNormForward(x, w, rmsOut, rmsRstd, 1e-5f);
+            be.rmsNormBackward(g, x, w, rmsRstd, rmsDx, rmsDw);
             be.embeddingBackward(tokens, g.reshape(40, 50, c), x.view(0, 7, c), wpe);
             be.gemm(true, false, c, c, rows, 1f, x, g, 0f, cc);
             results.add(new double[] {be.sumOfSquares(g), be.sum(x)});
-            for (Tensor t : new Tensor[] {out, mean, rstd, dx, dw, db, x, wpe, cc}) {
+            for (Tensor t : new Tensor[] {out, mean, rstd, dx, dw, db, x, wpe, cc, rmsOut, rmsRstd, rmsDx, rmsDw}) {
                 float[] f = be.toHost(t);
                 double[] d = new double[f.length];
                 for (int i = 0; i < f.length; i++) {

@@ -1,14 +1,15 @@
-// Loads a PyTorch reference dump that tools/reference/gpt_reference.py writes (the parity
-// test's ground truth: gpt_tiny.bin, gpt_tiny_large.bin, and their bf16 autocast counterparts
-// gpt_tiny_bf16.bin, gpt_tiny_large_bf16.bin), so the test reads tensors by name instead of by
-// byte offset.
+// Loads a PyTorch reference dump that tools/reference/gpt_reference.py or llama_reference.py
+// writes (the parity tests' ground truth: gpt_tiny.bin, gpt_tiny_large.bin, llama_tiny.bin,
+// llama_tiny_large.bin, and their bf16 autocast counterparts *_bf16.bin), so the tests read
+// tensors by name instead of by byte offset.
 //
 // File format (little-endian), version 1:
 //   bytes 0..7     magic "FSDP4JRF"
 //   bytes 8..11    uint32 format version (1)
 //   bytes 12..15   uint32 H, the byte length of the header
 //   bytes 16..16+H UTF-8 JSON header: seed, init (how the weights were drawn), config
-//                  {vocabSize, maxSeqLen, numLayers, numHeads, embedDim}, batch {batchSize,
+//                  {vocabSize, maxSeqLen, numLayers, numHeads, embedDim; a Llama's also numKvHeads,
+//                  hiddenDim, ropeTheta, normEps}, batch {batchSize,
 //                  seqLen}, adamw {lr, beta1, beta2, eps, weightDecay, steps} (fp32 dumps),
 //                  params (names in PyTorch's module order), torchFp32Error (fp32 dumps: how far
 //                  fp32 PyTorch lands from the float64 reference) or paramDtype, numerics and
@@ -34,11 +35,11 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
-final class GptReference {
+public final class ReferenceDump {
 
     private static final byte[] MAGIC = "FSDP4JRF".getBytes(StandardCharsets.US_ASCII);
     private static final int FORMAT_VERSION = 1;
-    private static final String REGENERATE = "regenerate it with /usr/bin/python3 tools/reference/gpt_reference.py";
+    private static final String REGENERATE = "regenerate it with tools/reference/gpt_reference.py or llama_reference.py";
 
     private record Entry(String dtype, long[] shape, int offset, int numBytes) {
     }
@@ -48,7 +49,7 @@ final class GptReference {
     private final ByteBuffer payload;
     private final Map<String, Entry> entries = new HashMap<>();
 
-    private GptReference(String resource, byte[] bytes) throws IOException {
+    private ReferenceDump(String resource, byte[] bytes) throws IOException {
         this.resource = resource;
         ByteBuffer buf = ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN);
         if (bytes.length < 16 || !Arrays.equals(Arrays.copyOf(bytes, MAGIC.length), MAGIC)) {
@@ -77,34 +78,39 @@ final class GptReference {
     }
 
     /** Reads a dump from the test classpath, e.g. "/reference/gpt_tiny.bin". */
-    static GptReference load(String resource) {
-        try (InputStream in = GptReference.class.getResourceAsStream(resource)) {
+    public static ReferenceDump load(String resource) {
+        try (InputStream in = ReferenceDump.class.getResourceAsStream(resource)) {
             if (in == null) {
                 throw new IllegalStateException("test resource " + resource + " is missing; " + REGENERATE);
             }
-            return new GptReference(resource, in.readAllBytes());
+            return new ReferenceDump(resource, in.readAllBytes());
         } catch (IOException e) {
             throw new UncheckedIOException("cannot read " + resource, e);
         }
     }
 
-    /** The model configuration the dump was made with. */
-    GptConfig config() {
+    /** The model configuration the dump was made with: a Llama's has numKvHeads, a GPT's does not. */
+    public ModelConfig config() {
         JsonNode c = header.get("config");
+        if (c.has("numKvHeads")) {
+            return new LlamaConfig(c.get("vocabSize").asInt(), c.get("maxSeqLen").asInt(), c.get("numLayers").asInt(),
+                    c.get("numHeads").asInt(), c.get("numKvHeads").asInt(), c.get("embedDim").asInt(),
+                    c.get("hiddenDim").asInt(), c.get("ropeTheta").asDouble(), c.get("normEps").asDouble());
+        }
         return new GptConfig(c.get("vocabSize").asInt(), c.get("maxSeqLen").asInt(), c.get("numLayers").asInt(),
                 c.get("numHeads").asInt(), c.get("embedDim").asInt());
     }
 
-    int batchSize() {
+    public int batchSize() {
         return header.get("batch").get("batchSize").asInt();
     }
 
-    int seqLen() {
+    public int seqLen() {
         return header.get("batch").get("seqLen").asInt();
     }
 
     /** An AdamW hyperparameter: lr, beta1, beta2, eps, weightDecay or steps. */
-    double adamw(String key) {
+    public double adamw(String key) {
         return required(header.get("adamw"), key).asDouble();
     }
 
@@ -112,29 +118,29 @@ final class GptReference {
      * A number from a header object, e.g. ("torchFp32Error", "gradMaxAbs"): how far fp32 PyTorch lands
      * from the float64 reference (fp32 dumps), or torchBf16Error, how far bf16 autocast does (bf16 dumps).
      */
-    double headerNumber(String object, String key) {
+    public double headerNumber(String object, String key) {
         return required(required(header, object), key).asDouble();
     }
 
     /** Parameter names in PyTorch's module order (root and block parameters interleave differently in fsdp4j). */
-    List<String> paramNames() {
+    public List<String> paramNames() {
         List<String> names = new ArrayList<>();
         header.get("params").forEach(n -> names.add(n.asText()));
         return names;
     }
 
-    long[] shape(String name) {
+    public long[] shape(String name) {
         return entry(name).shape.clone();
     }
 
-    float[] floats(String name) {
+    public float[] floats(String name) {
         Entry e = typed(name, "f32");
         float[] out = new float[e.numBytes / Float.BYTES];
         payload.slice(e.offset, e.numBytes).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(out);
         return out;
     }
 
-    int[] ints(String name) {
+    public int[] ints(String name) {
         Entry e = typed(name, "i32");
         int[] out = new int[e.numBytes / Integer.BYTES];
         payload.slice(e.offset, e.numBytes).order(ByteOrder.LITTLE_ENDIAN).asIntBuffer().get(out);

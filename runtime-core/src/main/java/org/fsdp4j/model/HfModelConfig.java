@@ -1,0 +1,33 @@
+// A model's shape as Hugging Face's config.json spells it, whatever the family: GPT-2's keys
+// (HfGpt2Config) or Llama's (HfLlamaConfig), told apart by "model_type". What a checkpoint's index
+// records and what the safetensors export's metadata carries, so a checkpoint names the family of
+// the model it holds and a run of another family or shape is refused when it resumes.
+package org.fsdp4j.model;
+
+import com.fasterxml.jackson.annotation.JsonSubTypes;
+import com.fasterxml.jackson.annotation.JsonTypeInfo;
+import java.util.Map;
+
+@JsonTypeInfo(use = JsonTypeInfo.Id.NAME, include = JsonTypeInfo.As.EXISTING_PROPERTY, property = "model_type",
+        visible = true, defaultImpl = HfGpt2Config.class)
+@JsonSubTypes({@JsonSubTypes.Type(value = HfGpt2Config.class, name = "gpt2"),
+        @JsonSubTypes.Type(value = HfLlamaConfig.class, name = "llama")})
+public sealed interface HfModelConfig permits HfGpt2Config, HfLlamaConfig {
+
+    /** The description of {@code model}, in its family's keys. */
+    static HfModelConfig of(ModelConfig model) {
+        if (model instanceof GptConfig g) {
+            return HfGpt2Config.of(g);
+        }
+        if (model instanceof LlamaConfig l) {
+            return HfLlamaConfig.of(l);
+        }
+        throw new IllegalArgumentException("no Hugging Face config for " + model);
+    }
+
+    /** The model this describes; an impossible shape is an IllegalArgumentException that says why. */
+    ModelConfig toModelConfig();
+
+    /** The keys and values as a config.json holds them (the safetensors export's metadata), model_type first. */
+    Map<String, String> keys();
+}

@@ -1,0 +1,143 @@
+// The shape of a Llama-style model (Touvron et al. 2023; Hugging Face's LlamaForCausalLM): pre-norm
+// blocks with RMSNorm, rotary position embeddings, grouped-query attention (numKvHeads key/value
+// heads shared by groups of numHeads / numKvHeads query heads) and a SwiGLU MLP of width
+// hiddenDim, no biases anywhere, and an LM head untied from the token embedding. Validated once;
+// the presets are what `--model llama --preset NAME` names.
+package org.fsdp4j.model;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.fsdp4j.api.Ops;
+import org.fsdp4j.api.ParamSpec;
+
+/**
+ * @param vocabSize   tokens (V)
+ * @param maxSeqLen   the longest sequence (the rotary tables' length)
+ * @param numLayers   blocks (L)
+ * @param numHeads    query heads (H)
+ * @param numKvHeads  key/value heads (Hkv), dividing H: H for multi-head attention, 1 for multi-query
+ * @param embedDim    width of the residual stream (C = H · head size)
+ * @param hiddenDim   width of the SwiGLU MLP (F; Hugging Face's intermediate_size)
+ * @param ropeTheta   base of the rotary angles: position t turns pair i by t · θ^(−2i/head size)
+ * @param normEps     RMSNorm's epsilon (Hugging Face's rms_norm_eps)
+ */
+public record LlamaConfig(int vocabSize, int maxSeqLen, int numLayers, int numHeads, int numKvHeads, int embedDim,
+                          int hiddenDim, double ropeTheta, double normEps) implements ModelConfig {
+
+    private static final Map<String, LlamaConfig> PRESETS = new LinkedHashMap<>();
+
+    static {
+        // Byte-level, about the size of the GPT presets of the same names (tiny: 0.43M parameters,
+        // small: 9.6M), so the two families train side by side in the same time.
+        PRESETS.put("tiny", new LlamaConfig(256, 128, 2, 4, 2, 128, 352, 10_000, 1e-5));
+        PRESETS.put("small", new LlamaConfig(256, 256, 6, 6, 2, 384, 1024, 10_000, 1e-5));
+        PRESETS.put("bench-4x256", new LlamaConfig(256, 128, 4, 4, 2, 256, 704, 10_000, 1e-5));
+        // TinyLlama-1.1B's shape (Zhang et al. 2024), the Llama 2 architecture at 1.1B parameters.
+        PRESETS.put("tinyllama-1.1b", new LlamaConfig(32_000, 2048, 22, 32, 4, 2048, 5632, 10_000, 1e-5));
+    }
+
+    public LlamaConfig {
+        if (vocabSize <= 0 || maxSeqLen <= 0 || numLayers <= 0 || numHeads <= 0 || numKvHeads <= 0 || embedDim <= 0
+                || hiddenDim <= 0) {
+            throw new IllegalArgumentException("Llama config needs positive sizes, got vocabSize=" + vocabSize
+                    + " maxSeqLen=" + maxSeqLen + " numLayers=" + numLayers + " numHeads=" + numHeads + " numKvHeads="
+                    + numKvHeads + " embedDim=" + embedDim + " hiddenDim=" + hiddenDim);
+        }
+        if (embedDim % numHeads != 0) {
+            throw new IllegalArgumentException("embedDim " + embedDim + " is not divisible by numHeads " + numHeads
+                    + ": pick a head count that divides the width");
+        }
+        if (numHeads % numKvHeads != 0) {
+            throw new IllegalArgumentException("numKvHeads " + numKvHeads + " does not divide numHeads " + numHeads
+                    + ": each key/value head serves a whole group of query heads");
+        }
+        if ((embedDim / numHeads) % 2 != 0) {
+            throw new IllegalArgumentException("the head size " + embedDim / numHeads + " (embedDim " + embedDim + " / "
+                    + numHeads + " heads) is odd: rotary embeddings turn pairs of dims, so it must be even");
+        }
+        if (!(ropeTheta > 1) || !Double.isFinite(ropeTheta)) {
+            throw new IllegalArgumentException("ropeTheta must be a finite number above 1, got " + ropeTheta);
+        }
+        if (!(normEps > 0) || !(normEps < 1)) {
+            throw new IllegalArgumentException("normEps must be in (0, 1), got " + normEps);
+        }
+    }
+
+    /** The preset called {@code name}; an unknown name is an error that lists the known ones. */
+    public static LlamaConfig preset(String name) {
+        LlamaConfig c = PRESETS.get(name);
+        if (c == null) {
+            throw new IllegalArgumentException("unknown Llama preset '" + name + "': use one of " + presetNames());
+        }
+        return c;
+    }
+
+    /** Preset names in a stable order: tiny, small, bench-4x256, tinyllama-1.1b. */
+    public static List<String> presetNames() {
+        return List.copyOf(PRESETS.keySet());
+    }
+
+    public LlamaConfig withSeqLen(int seqLen) {
+        return new LlamaConfig(vocabSize, seqLen, numLayers, numHeads, numKvHeads, embedDim, hiddenDim, ropeTheta,
+                normEps);
+    }
+
+    @Override
+    public ModelFamily family() {
+        return ModelFamily.LLAMA;
+    }
+
+    /** Width of one attention head (D). */
+    public int headDim() {
+        return embedDim / numHeads;
+    }
+
+    /** Width of the key and value projections: Hkv · D. */
+    public int kvDim() {
+        return numKvHeads * headDim();
+    }
+
+    /** Query heads per key/value head. */
+    public int groupSize() {
+        return numHeads / numKvHeads;
+    }
+
+    /**
+     * Parameters of one block: two RMSNorm gains (2C), q and o (C·C each), k and v (Hkv·D·C each),
+     * gate, up and down (F·C each).
+     */
+    public long blockParameterCount() {
+        long c = embedDim;
+        return 2 * c + 2 * c * c + 2L * kvDim() * c + 3L * hiddenDim * c;
+    }
+
+    /** All parameters: embedding and head (V·C each), the final norm's gain (C), the blocks. */
+    @Override
+    public long parameterCount() {
+        long c = embedDim;
+        return 2L * vocabSize * c + c + numLayers * blockParameterCount();
+    }
+
+    @Override
+    public List<List<ParamSpec>> unitSpecs() {
+        List<List<ParamSpec>> units = new ArrayList<>();
+        units.add(LlamaParams.root(this));
+        for (int layer = 0; layer < numLayers; layer++) {
+            units.add(LlamaParams.block(this, layer));
+        }
+        return List.copyOf(units);
+    }
+
+    @Override
+    public LlamaModel create(Ops backend, boolean checkpointActivations) {
+        return new LlamaModel(this, backend, checkpointActivations);
+    }
+
+    @Override
+    public String describe() {
+        return numLayers + " layers, " + numHeads + " heads (" + numKvHeads + " key/value), width " + embedDim
+                + ", MLP " + hiddenDim + ", context " + maxSeqLen + ", vocab " + vocabSize;
+    }
+}
