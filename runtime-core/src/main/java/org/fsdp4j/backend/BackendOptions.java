@@ -31,6 +31,14 @@ public record BackendOptions(int cpuThreads, boolean debugStreams) {
         return new BackendOptions(cpuThreads, Boolean.getBoolean(DEBUG_STREAMS_PROPERTY));
     }
 
+    /**
+     * Host threads per rank so that {@code ranksOnThisMachine} ranks fill the machine's cores
+     * without oversubscribing them (at least one each).
+     */
+    public static int threadsPerRank(int ranksOnThisMachine) {
+        return Math.max(1, Runtime.getRuntime().availableProcessors() / ranksOnThisMachine);
+    }
+
     public BackendOptions withDebugStreams(boolean on) {
         return new BackendOptions(cpuThreads, on);
     }

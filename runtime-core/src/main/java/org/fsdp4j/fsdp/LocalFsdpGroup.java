@@ -174,11 +174,6 @@ public final class LocalFsdpGroup implements AutoCloseable {
         this.ranks = List.of(made);
     }
 
-    /** Host threads per rank so that N ranks fill the machine's cores without oversubscribing them. */
-    public static int defaultCpuThreads(int worldSize) {
-        return Math.max(1, Runtime.getRuntime().availableProcessors() / worldSize);
-    }
-
     /**
      * One step on a global batch: rank r trains on samples [r·B/N, (r+1)·B/N), split into its
      * micro-batches in order, each uploaded to the rank's device as the model's Inputs. Returns the

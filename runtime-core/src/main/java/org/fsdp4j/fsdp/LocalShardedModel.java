@@ -46,7 +46,7 @@ public final class LocalShardedModel implements ShardedModel {
         this.config = configOf(options);
         int n = options.worldSize();
         int here = ranks.size();
-        int threadsPerRank = options.cpuThreads() == 0 ? LocalFsdpGroup.defaultCpuThreads(ranksOnThisMachine)
+        int threadsPerRank = options.cpuThreads() == 0 ? BackendOptions.threadsPerRank(ranksOnThisMachine)
                 : Math.max(1, options.cpuThreads() / here);
         AdamW adamW = new AdamW(options.lr(), options.beta1(), options.beta2(), options.eps(), options.weightDecay());
         this.group = startRanks(config,

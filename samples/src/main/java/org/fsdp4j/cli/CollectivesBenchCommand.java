@@ -16,13 +16,13 @@ import java.util.Optional;
 import java.util.concurrent.Callable;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.bench.CollectivesBenchmark;
 import org.fsdp4j.comm.CommOp;
 import org.fsdp4j.comm.RankGroup;
 import org.fsdp4j.comm.RankGroups;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.dist.ProcessIdentity;
-import org.fsdp4j.fsdp.LocalFsdpGroup;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
@@ -155,7 +155,7 @@ final class CollectivesBenchCommand implements Callable<Integer> {
                     : "GPUs of this process: " + n + " ranks, one per GPU");
             onThisMachine = n;
         }
-        int threads = cpuThreads == 0 ? LocalFsdpGroup.defaultCpuThreads(onThisMachine)
+        int threads = cpuThreads == 0 ? BackendOptions.threadsPerRank(onThisMachine)
                 : Math.max(1, cpuThreads / group.size());
         dir.removeEarlierReports();
         out.println("# fsdp4j bench collectives | " + communicator + " | " + n + " ranks | " + options.dtype().shortName()
