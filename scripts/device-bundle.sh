@@ -16,17 +16,20 @@ mkdir -p "$bundle/lib"
 
 echo "[bundle] building cuda-kernels, nccl-comm and samples (and the modules they need) with Maven"
 # Runtime scope only: JUnit comes as the console launcher below, which carries its own copy.
-mvn -B -q -pl cuda-kernels,nccl-comm,samples -am package -DskipTests -DskipStandIns \
+# No sources or javadoc jars: the GPU machine runs classes, and they would not fit the carry limit.
+nodocs="-Dmaven.javadoc.skip=true -Dmaven.source.skip=true"
+mvn -B -q -pl cuda-kernels,nccl-comm,samples -am package -DskipTests -DskipStandIns $nodocs \
   dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$bundle/lib"
-mvn -B -q -pl cuda-kernels,nccl-comm -am test-compile
+mvn -B -q -pl cuda-kernels,nccl-comm -am test-compile $nodocs
 # runtime-core-*-tests.jar comes too: the GPU parity test extends its GptParityChecks and reads its
 # dumps, and the GPU equivalence test uses the engine tests' support.
-cp runtime-core/target/runtime-core-*.jar cuda-kernels/target/cuda-kernels-*.jar nccl-comm/target/nccl-comm-*.jar \
+cp $(ls runtime-core/target/runtime-core-*.jar cuda-kernels/target/cuda-kernels-*.jar nccl-comm/target/nccl-comm-*.jar \
+  | grep -v -e '-sources\.jar$' -e '-javadoc\.jar$') \
   "$bundle/lib/"
 [[ -f $(ls runtime-core/target/runtime-core-*-tests.jar) ]]
 jar --create --file "$bundle/lib/cuda-kernels-tests.jar" -C cuda-kernels/target/test-classes .
 jar --create --file "$bundle/lib/nccl-comm-tests.jar" -C nccl-comm/target/test-classes .
-cp samples/target/samples-*.jar "$bundle/lib/"   # the fsdp4j CLI: gpu-check runs bench gemm and bench step with it
+cp $(ls samples/target/samples-*.jar | grep -v -e '-sources\.jar$' -e '-javadoc\.jar$') "$bundle/lib/"   # the fsdp4j CLI: gpu-check runs bench gemm and bench step with it
 
 echo "[bundle] fetching the JUnit console launcher ($junit_console)"
 mvn -B -q dependency:copy -Dartifact="$junit_console" -DoutputDirectory="$bundle" -Dmdep.stripVersion=true
@@ -48,7 +51,9 @@ echo "[bundle] linking a Java runtime with only the modules the jars use"
 # java.desktop is an optional extra of Jackson that fsdp4j never touches.
 # java.logging, java.xml and java.sql: the JUnit console launcher (logging, XML reports).
 # jdk.incubator.vector: the CPU backend's element-wise ops (the Vector API).
-modules=java.base,java.logging,java.management,java.sql,java.xml,jdk.incubator.vector,jdk.unsupported,jdk.zipfs   # Unsafe: JavaCPP
+# jdk.management: com.sun.management's OperatingSystemMXBean, the preflight's free host memory.
+# Not java.desktop (11 MiB): train then skips its PNG charts and says so (ChartSupport).
+modules=java.base,java.logging,java.management,java.sql,java.xml,jdk.incubator.vector,jdk.management,jdk.unsupported,jdk.zipfs   # Unsafe: JavaCPP
 java_home=$(dirname "$(dirname "$(readlink -f "$(command -v jlink)")")")
 jlink --module-path "$java_home/jmods" --add-modules "$modules" --strip-debug --no-man-pages \
   --no-header-files --compress=2 --output "$bundle/jre"

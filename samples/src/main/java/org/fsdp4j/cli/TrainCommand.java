@@ -180,8 +180,11 @@ final class TrainCommand implements Callable<Integer> {
             summary = ended;
             RunLog.footer(out, summary);
             Optional<Path> file = dir.write(SUMMARY_FILE, summary);
-            List<Path> charts = config.outDir().map(d -> RunCharts.write(d, ended, trainer.memoryTimelines()))
-                    .orElse(List.of());
+            if (config.outDir().isPresent() && !ChartSupport.available()) {
+                out.println("charts: skipped (this Java runtime has no java.desktop module, which drawing them needs)");
+            }
+            List<Path> charts = config.outDir().filter(d -> ChartSupport.available())
+                    .map(d -> RunCharts.write(d, ended, trainer.memoryTimelines())).orElse(List.of());
             file.ifPresent(f -> out.println("summary: " + f + metrics.file().map(m -> " | metrics: " + m).orElse("")
                     + (charts.isEmpty() ? "" : " | charts: " + charts.stream().map(Path::toString)
                             .collect(Collectors.joining(", ")))));
