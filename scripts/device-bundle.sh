@@ -47,6 +47,10 @@ cuda_native=$(ls "$bundle"/lib/cuda-*-linux-x86_64.jar)
 unused=$(unzip -Z1 "$cuda_native" | grep -E '/libjni[a-z_]+\.so$' | grep -vE '/libjni(cudart|cublas|nccl|nvrtc)\.so$')
 zip -q -d "$cuda_native" $unused
 
+# The chart library: the bundle's runtime has no java.desktop, so train skips its charts and never
+# loads it. The cuda-kernels test jar that copy-dependencies brings duplicates cuda-kernels-tests.jar.
+rm -f "$bundle"/lib/jfreechart-*.jar "$bundle"/lib/cuda-kernels-*-tests.jar
+
 echo "[bundle] linking a Java runtime with only the modules the jars use"
 # java.desktop is an optional extra of Jackson that fsdp4j never touches.
 # java.logging, java.xml and java.sql: the JUnit console launcher (logging, XML reports).
