@@ -23,12 +23,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.function.UnaryOperator;
 import org.fsdp4j.api.Device;
-import org.fsdp4j.api.Inputs;
 import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.Tensor;
-import org.fsdp4j.api.TrainableModel;
-import org.fsdp4j.api.Unit;
-import org.fsdp4j.api.UnitHooks;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.fsdp.FlatParamLayout;
@@ -56,37 +52,6 @@ class Gpt2WeightsTest {
 
     @TempDir
     Path dir;
-
-    /** A GptModel that copies its logits to the host after each forward (a host synchronisation: tests only). */
-    private static final class LogitsTap implements TrainableModel {
-        final GptModel inner;
-        float[] logits;
-
-        LogitsTap(GptModel inner) {
-            this.inner = inner;
-        }
-
-        @Override
-        public List<Unit> units() {
-            return inner.units();
-        }
-
-        @Override
-        public void forward(Inputs inputs, UnitHooks hooks, Tensor loss) {
-            inner.forward(inputs, hooks, loss);
-            logits = inner.ops().toHost(inner.logits());
-        }
-
-        @Override
-        public void backward(UnitHooks hooks, float lossScale) {
-            inner.backward(hooks, lossScale);
-        }
-
-        @Override
-        public void close() {
-            inner.close();
-        }
-    }
 
     @ParameterizedTest(name = "{1} at N = {0}")
     @CsvSource({"1, " + WITH_HEAD, "4, " + WITH_HEAD, "1, " + BASE, "4, " + BASE})

@@ -18,6 +18,8 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.function.Function;
+import java.util.function.Supplier;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Device;
 import org.fsdp4j.api.MemoryCategory;
@@ -29,6 +31,7 @@ import org.fsdp4j.backend.Backends;
 import org.fsdp4j.data.Batch;
 import org.fsdp4j.data.BatchSampler;
 import org.fsdp4j.data.TokenCorpus;
+import org.fsdp4j.model.DecoderModel;
 import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.model.GptModel;
 import org.fsdp4j.model.LlamaConfig;
@@ -144,27 +147,21 @@ class InitFromCommandTest {
     /** The mean loss of a GPT export on the runs' first batch: Gpt2Weights into a ParameterStore, no engine. */
     private static double lossOfLoadedGpt(Path file) {
         GptConfig config = GptConfig.preset("tiny");
-        Batch batch = new BatchSampler(TokenCorpus.embeddedDefault(), BATCH, SEQ, SEED).sample(1);
-        try (Backend backend = Backends.create(Device.CPU, new MemoryTracker("in-process"), 1);
-             PretrainedWeights loaded = Gpt2Weights.open(file, config);
-             GptModel model = new GptModel(config, backend, false);
-             ParameterStore store = new ParameterStore(backend, model.units());
-             Tensor tokens = backend.allocate(DType.I32, MemoryCategory.ACTIVATIONS, BATCH, SEQ);
-             Tensor targets = backend.allocate(DType.I32, MemoryCategory.ACTIVATIONS, BATCH, SEQ)) {
-            store.initialize(loaded);
-            backend.copyFromHost(batch.tokens(), 0, tokens);
-            backend.copyFromHost(batch.targets(), 0, targets);
-            return model.forward(tokens, targets, UnitHooks.NONE);
-        }
+        return firstBatchLoss(() -> Gpt2Weights.open(file, config), backend -> new GptModel(config, backend, false));
     }
 
     /** The mean loss of the exported weights on the runs' first batch: LlamaWeights into a ParameterStore, no engine. */
     private double lossOfLoadedWeights() {
         LlamaConfig config = LlamaConfig.preset("tiny");
+        return firstBatchLoss(() -> LlamaWeights.open(weights, config), backend -> new LlamaModel(config, backend, false));
+    }
+
+    /** The model's forward on the runs' first batch, its parameters filled from the opened weights. */
+    private static double firstBatchLoss(Supplier<PretrainedWeights> open, Function<Backend, DecoderModel<?>> build) {
         Batch batch = new BatchSampler(TokenCorpus.embeddedDefault(), BATCH, SEQ, SEED).sample(1);
         try (Backend backend = Backends.create(Device.CPU, new MemoryTracker("in-process"), 1);
-             PretrainedWeights loaded = LlamaWeights.open(weights, config);
-             LlamaModel model = new LlamaModel(config, backend, false);
+             PretrainedWeights loaded = open.get();
+             DecoderModel<?> model = build.apply(backend);
              ParameterStore store = new ParameterStore(backend, model.units());
              Tensor tokens = backend.allocate(DType.I32, MemoryCategory.ACTIVATIONS, BATCH, SEQ);
              Tensor targets = backend.allocate(DType.I32, MemoryCategory.ACTIVATIONS, BATCH, SEQ)) {
