@@ -526,6 +526,44 @@ public interface Ops {
     void causalSoftmaxBackward(Tensor att, Tensor datt, Tensor dpreatt, float scale);
 
     /**
+     * Causal attention over head-major heads: att = softmax over {@code j <= i} of
+     * scale · q·kᵀ (zero above the diagonal), kept for the backward, and yHeads = att · v. Query
+     * heads g·j .. g·j + g − 1 (g = H / Hkv) share key/value head j (grouped-query attention; Hkv = H
+     * is multi-head attention). The default issues batched GEMMs and {@link #causalSoftmaxForward};
+     * a backend may fuse them (the CPU backend keeps each head's T×T block in cache).
+     *
+     * @param q      (B, H, T, D)
+     * @param k      (B, Hkv, T, D), Hkv dividing H
+     * @param v      (B, Hkv, T, D)
+     * @param scale  the scores' factor, usually 1/√D
+     * @param att    (B, H, T, T), overwritten with the probabilities
+     * @param yHeads (B, H, T, D), overwritten with att · v
+     */
+    default void causalAttentionForward(Tensor q, Tensor k, Tensor v, float scale, Tensor att, Tensor yHeads) {
+        CompositeAttention.forward(this, q, k, v, scale, att, yHeads);
+    }
+
+    /**
+     * The gradients of {@link #causalAttentionForward} given its saved probabilities and the
+     * gradient of its output; dq, dk and dv are overwritten (dk and dv sum over the query heads
+     * that share a key/value head).
+     *
+     * @param q       (B, H, T, D), the forward's input
+     * @param k       (B, Hkv, T, D), the forward's input
+     * @param v       (B, Hkv, T, D), the forward's input
+     * @param att     (B, H, T, T), the forward's probabilities
+     * @param dyHeads (B, H, T, D), the gradient of yHeads
+     * @param scale   the forward's scale
+     * @param dq      (B, H, T, D), overwritten
+     * @param dk      (B, Hkv, T, D), overwritten
+     * @param dv      (B, Hkv, T, D), overwritten
+     */
+    default void causalAttentionBackward(Tensor q, Tensor k, Tensor v, Tensor att, Tensor dyHeads, float scale,
+                                         Tensor dq, Tensor dk, Tensor dv) {
+        CompositeAttention.backward(this, q, k, v, att, dyHeads, scale, dq, dk, dv);
+    }
+
+    /**
      * Per-row softmax cross-entropy: losses[n] = −log softmax(logits[n])[targets[n]].
      *
      * @param logits  (N, V)

@@ -148,11 +148,13 @@ final class AttentionOps {
         });
     }
 
-    // The row loops are methods of their own, so that C2 inlines every vector op of one (a vector
-    // op left out of the inlining budget would run boxed, an allocation per op).
+    // The row loops are methods of their own, compiled alone (@CompiledAlone, JitDirectives), so
+    // that C2 inlines every vector op of one (a vector op left out of the inlining budget would run
+    // boxed, an allocation per op).
 
     /** x[0..len) = softmax(scale · x[0..len)): exp in fp32 (FloatExp), the sum in fp64. */
-    private static void softmaxRow(float[] x, int len, float scale, double[] lanes) {
+    @CompiledAlone
+    static void softmaxRow(float[] x, int len, float scale, double[] lanes) {
         int vecEnd = len - len % Simd.FL;
         FloatVector maxes = FloatVector.broadcast(Simd.F, Float.NEGATIVE_INFINITY);
         for (int j = 0; j < vecEnd; j += Simd.FL) {
@@ -182,7 +184,8 @@ final class AttentionOps {
     }
 
     /** d[0..len) += scale · a · (g − Σ a·g), the dot product in fp64. */
-    private static void softmaxBackwardRow(float[] a, float[] g, float[] d, int len, float scale, double[] lanes) {
+    @CompiledAlone
+    static void softmaxBackwardRow(float[] a, float[] g, float[] d, int len, float scale, double[] lanes) {
         int dEnd = len - len % Simd.DL;
         DoubleVector acc = DoubleVector.zero(Simd.D);
         for (int j = 0; j < dEnd; j += Simd.DL) {

@@ -58,6 +58,7 @@ public final class CpuBackend implements Backend {
     public CpuBackend(MemoryTracker tracker, int cpuThreads, boolean debugStreams, HostBlocks blocks) {
         this.tracker = Objects.requireNonNull(tracker, "tracker");
         VectorModule.require();
+        JitDirectives.installOnce();
         OpenBlas.load();
         OpenBlas.useCallerThreadOnly();
         this.threads = new CpuThreads(cpuThreads);
@@ -355,6 +356,36 @@ public final class CpuBackend implements Backend {
         checkOpen();
         Shapes.mergeHeads("mergeHeadsBackward", dy, dout);
         issue("mergeHeadsBackward", () -> AttentionOps.mergeHeadsBackward(threads, dout, dy), dout, dy);
+    }
+
+    @Override
+    public void causalAttentionForward(Tensor q, Tensor k, Tensor v, float scale, Tensor att, Tensor yHeads) {
+        checkOpen();
+        if (!FusedAttentionOps.applies(q, k, v, att, yHeads)) {
+            Backend.super.causalAttentionForward(q, k, v, scale, att, yHeads);
+            return;
+        }
+        FusedAttentionOps.Sizes s = FusedAttentionOps.Sizes.check("causalAttentionForward", q, k, v, att,
+                new Tensor[] {yHeads}, new Tensor[0]);
+        long flops = 4L * s.b() * s.h() * s.t() * s.t() * s.d();
+        issue("causalAttentionForward", "causalAttentionForward", flops,
+                () -> FusedAttentionOps.forward(threads, q, k, v, scale, att, yHeads), q, k, v, att, yHeads);
+    }
+
+    @Override
+    public void causalAttentionBackward(Tensor q, Tensor k, Tensor v, Tensor att, Tensor dyHeads, float scale,
+                                        Tensor dq, Tensor dk, Tensor dv) {
+        checkOpen();
+        if (!FusedAttentionOps.applies(q, k, v, att, dyHeads, dq, dk, dv)) {
+            Backend.super.causalAttentionBackward(q, k, v, att, dyHeads, scale, dq, dk, dv);
+            return;
+        }
+        FusedAttentionOps.Sizes s = FusedAttentionOps.Sizes.check("causalAttentionBackward", q, k, v, att,
+                new Tensor[] {dyHeads, dq}, new Tensor[] {dk, dv});
+        long flops = 8L * s.b() * s.h() * s.t() * s.t() * s.d();
+        issue("causalAttentionBackward", "causalAttentionBackward", flops,
+                () -> FusedAttentionOps.backward(threads, q, k, v, att, dyHeads, scale, dq, dk, dv),
+                q, k, v, att, dyHeads, dq, dk, dv);
     }
 
     @Override

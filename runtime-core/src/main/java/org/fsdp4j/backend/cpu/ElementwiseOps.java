@@ -5,6 +5,8 @@ package org.fsdp4j.backend.cpu;
 
 import java.util.Arrays;
 import jdk.incubator.vector.FloatVector;
+import org.bytedeco.javacpp.BytePointer;
+import org.bytedeco.javacpp.Pointer;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Shapes;
@@ -21,7 +23,14 @@ final class ElementwiseOps {
     private ElementwiseOps() {
     }
 
+    /** Bytes per chunk of a zero fill (a native memset per chunk). */
+    private static final long ZERO_GRAIN_BYTES = 1 << 20;
+
     static void fill(CpuThreads threads, Tensor t, float value) {
+        if (Float.floatToRawIntBits(value) == 0) {
+            zero(threads, t);   // +0 has all bits clear in every dtype (fp32, fp16, bf16, int32)
+            return;
+        }
         Elements e = Elements.of(t);
         if (t.dtype() == DType.I32) {
             int v = (int) value;
@@ -38,6 +47,16 @@ final class ElementwiseOps {
             float[] buf = Scratch.floats(0, n);
             Arrays.fill(buf, 0, n, value);
             e.store(buf, 0, from, n);
+        });
+    }
+
+    /** t = 0, a native memset per chunk (no float[] staging: bench/NOTES.md 2.5). */
+    private static void zero(CpuThreads threads, Tensor t) {
+        threads.checkOpen();
+        BytePointer base = CpuStorage.of(t).pointer();
+        long start = t.byteOffset();
+        threads.forChunks(t.numBytes(), ZERO_GRAIN_BYTES, (c, from, to) -> {
+            Pointer.memset(new BytePointer(base).position(start + from), 0, to - from);
         });
     }
 
@@ -66,16 +85,19 @@ final class ElementwiseOps {
 
     static void scale(CpuThreads threads, Tensor t, float alpha) {
         Shapes.floating("scale", t);
-        Pointwise.map(threads, new Tensor[] {t}, new Tensor[] {t}, (x, n) -> {
-            float[] a = x[0];
-            int i = 0;
-            for (; i <= n - Simd.FL; i += Simd.FL) {
-                FloatVector.fromArray(Simd.F, a, i).mul(alpha).intoArray(a, i);
-            }
-            for (; i < n; i++) {
-                a[i] *= alpha;
-            }
-        });
+        Pointwise.map(threads, new Tensor[] {t}, new Tensor[] {t}, (x, n) -> scaleInPlace(x[0], n, alpha));
+    }
+
+    /** a[0..n) *= alpha. */
+    @CompiledAlone
+    private static void scaleInPlace(float[] a, int n, float alpha) {
+        int i = 0;
+        for (; i <= n - Simd.FL; i += Simd.FL) {
+            FloatVector.fromArray(Simd.F, a, i).mul(alpha).intoArray(a, i);
+        }
+        for (; i < n; i++) {
+            a[i] *= alpha;
+        }
     }
 
     /** out (N, OC) += bias (OC). */
@@ -126,9 +148,11 @@ final class ElementwiseOps {
 
     // GELU in three passes over a chunk in cache: E = exp(−2u) goes through Simd.expInPlace (see
     // there why the exp is not a vector method called per vector); the passes are methods of
-    // their own, so that C2 inlines every vector op of each.
+    // their own, compiled alone (@CompiledAlone, JitDirectives), so that C2 inlines every vector op
+    // of each.
 
     /** x = GELU(x). */
+    @CompiledAlone
     private static void gelu(float[] x, int n) {
         float[] e = Scratch.floats(1, n);
         minusTwoGeluArg(x, e, n);
@@ -144,6 +168,7 @@ final class ElementwiseOps {
     }
 
     /** d += GELU'(x)·g. */
+    @CompiledAlone
     private static void geluBackward(float[] d, float[] x, float[] g, int n) {
         float[] es = Scratch.floats(3, n);
         minusTwoGeluArg(x, es, n);
@@ -168,6 +193,7 @@ final class ElementwiseOps {
     }
 
     /** out = −2·u(x), the exp's argument. */
+    @CompiledAlone
     private static void minusTwoGeluArg(float[] x, float[] out, int n) {
         int i = 0;
         for (; i <= n - Simd.FL; i += Simd.FL) {
@@ -220,6 +246,7 @@ final class ElementwiseOps {
     }
 
     /** a[from..to) += b[from..to). */
+    @CompiledAlone
     static void addInPlace(float[] a, float[] b, int from, int to) {
         int i = from;
         for (; i <= to - Simd.FL; i += Simd.FL) {

@@ -1,9 +1,9 @@
 // Strided-batched GEMM on CPU tensors: checks every leading dim, stride and extent against the
 // tensors, then runs single-threaded OpenBLAS sgemm calls on the backend's own threads, one per
-// (batch, tile of C). Tiles are a function of the shape only and each keeps the whole k-sum, so
-// the result has the same bits for any thread count (OpenBLAS's own threading does not: it
-// changes the blocking with the thread count), and batched attention GEMMs parallelise over the
-// batch. fp32 operands are passed in place; a half operand is widened while it is packed, tile by
+// (batch, tile of C). Tiles are a function of the shape and of the machine's core count only,
+// never of the backend's thread count, and each keeps the whole k-sum, so the result has the same
+// bits for any thread count on a machine (OpenBLAS's own threading does not: it changes the
+// blocking with the thread count), and batched attention GEMMs parallelise over the batch. fp32 operands are passed in place; a half operand is widened while it is packed, tile by
 // tile, into per-thread fp32 scratch (as a GEMM packs its panels anyway), and a half C tile is
 // rounded back once (only its own elements, so the gaps a larger ldc leaves are never touched):
 // no operand is ever copied whole.
@@ -17,13 +17,15 @@ import org.fsdp4j.backend.Shapes;
 final class GemmOp {
 
     /**
-     * Tiling of one C matrix: a tile side stays >= MIN_TILE, a tile does >= MIN_TILE_FLOPS of work
-     * (each tile re-packs its panels of A and B, so small tiles cost more than they gain), and a
-     * matrix is cut into at most MAX_TILES tiles.
+     * Tiling of one C matrix: a tile side stays >= MIN_TILE, a tile does >= MIN_TILE_FLOPS of work,
+     * and a matrix is cut into at most MAX_TILES tiles, one per core of the machine: each tile
+     * re-packs its panels of A and B, so more tiles than cores cost more than they gain (measured
+     * in bench/NOTES.md, 2.5: 8 tiles instead of 2 on 2 cores made the Linear GEMMs of `small`
+     * 10% slower with 2 threads and 14% slower with 1).
      */
     static final int MIN_TILE = 128;
     static final double MIN_TILE_FLOPS = 32e6;
-    static final int MAX_TILES = 8;
+    static final int MAX_TILES = Math.max(1, Math.min(64, Runtime.getRuntime().availableProcessors()));
 
     /** Work per chunk of the task loop: below this, tasks are batched together (less scheduling). */
     private static final double MIN_FLOPS_PER_CHUNK = 4e6;
@@ -83,12 +85,17 @@ final class GemmOp {
     }
 
     /**
-     * {tilesM, tilesN} for an m×n C with inner dim k, from the shape alone (never the thread
-     * count): halve the longer tile side while the tile count stays within the work budget.
+     * {tilesM, tilesN} for an m×n C with inner dim k, from the shape and MAX_TILES (never the
+     * thread count): halve the longer tile side while the tile count stays within the work budget.
      */
     static int[] tiling(int m, int n, int k) {
+        return tiling(m, n, k, MAX_TILES);
+    }
+
+    /** As above with at most {@code maxTiles} tiles. */
+    static int[] tiling(int m, int n, int k, int maxTiles) {
         double flops = 2.0 * m * n * Math.max(1, k);
-        int budget = (int) Math.max(1, Math.min(MAX_TILES, flops / MIN_TILE_FLOPS));
+        int budget = (int) Math.max(1, Math.min(maxTiles, flops / MIN_TILE_FLOPS));
         int tilesM = 1;
         int tilesN = 1;
         while (tilesM * tilesN * 2 <= budget) {

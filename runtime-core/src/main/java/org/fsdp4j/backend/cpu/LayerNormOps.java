@@ -84,11 +84,12 @@ final class LayerNormOps {
         db.addTo(dbias);
     }
 
-    // The row loops are small methods of their own: C2 inlines a method's vector calls up to a
-    // budget, and a vector op it does not inline is run boxed (an allocation per op). Vectors
-    // never cross these methods' boundaries, only arrays and scalars.
+    // The row loops are small methods of their own, compiled alone (@CompiledAlone, JitDirectives):
+    // C2 inlines a method's vector calls up to a node budget, and a vector op beyond it runs boxed
+    // (an allocation per op). Vectors never cross these methods' boundaries, only arrays and scalars.
 
     /** Σ (x[j] − m)² over a row, fp64. */
+    @CompiledAlone
     private static double squaredDeviations(float[] x, int c, double m, double[] lanes) {
         int vecEnd = c - c % Simd.DL;
         DoubleVector acc = DoubleVector.zero(Simd.D);
@@ -105,6 +106,7 @@ final class LayerNormOps {
     }
 
     /** x = (x − m)·s·w + b, in fp64, rounded once. */
+    @CompiledAlone
     private static void normalize(float[] x, float[] w, float[] b, int c, double m, double s) {
         int vecEnd = c - c % Simd.DL;
         for (int j = 0; j < vecEnd; j += Simd.DL) {
@@ -119,6 +121,7 @@ final class LayerNormOps {
      * One row of the backward's sums: dbias += g, dweight += norm·g (column-wise), and into
      * sums[0], sums[1] the row's Σ dnorm and Σ dnorm·norm (dnorm = w·g).
      */
+    @CompiledAlone
     private static void backwardSums(float[] x, float[] g, float[] w, int c, double m, double s, double[] dbAcc,
                                      double[] dwAcc, double[] sums) {
         int vecEnd = c - c % Simd.DL;
@@ -148,6 +151,7 @@ final class LayerNormOps {
     }
 
     /** d += (dnorm − mean(dnorm) − norm·mean(dnorm·norm))·s, in fp64, rounded once. */
+    @CompiledAlone
     private static void backwardDx(float[] x, float[] g, float[] w, float[] d, int c, double m, double s,
                                    double dnormMean, double dnormNormMean) {
         int vecEnd = c - c % Simd.DL;

@@ -28,31 +28,33 @@ final class OptimizerOps {
         float gs = s.gradScale();
         float ob1 = 1 - b1;
         float ob2 = 1 - b2;
-        Pointwise.map(threads, new Tensor[] {param, m, v, grad}, new Tensor[] {param, m, v}, (x, n) -> {
-            float[] p = x[0];
-            float[] mm = x[1];
-            float[] vv = x[2];
-            float[] g = x[3];
-            int i = 0;
-            for (; i <= n - Simd.FL; i += Simd.FL) {
-                FloatVector gi = FloatVector.fromArray(Simd.F, g, i).mul(gs);
-                FloatVector mi = FloatVector.fromArray(Simd.F, mm, i).mul(b1).add(gi.mul(ob1));
-                FloatVector vi = FloatVector.fromArray(Simd.F, vv, i).mul(b2).add(gi.mul(gi).mul(ob2));
-                mi.intoArray(mm, i);
-                vi.intoArray(vv, i);
-                FloatVector denom = vi.sqrt().div(bc2Sqrt).add(eps);
-                FloatVector.fromArray(Simd.F, p, i).mul(decay).sub(mi.div(denom).mul(stepSize)).intoArray(p, i);
-            }
-            for (; i < n; i++) {
-                float gi = gs * g[i];
-                float mi = b1 * mm[i] + ob1 * gi;
-                float vi = b2 * vv[i] + ob2 * (gi * gi);
-                mm[i] = mi;
-                vv[i] = vi;
-                float denom = (float) Math.sqrt(vi) / bc2Sqrt + eps;
-                p[i] = p[i] * decay - stepSize * (mi / denom);
-            }
-        });
+        Pointwise.map(threads, new Tensor[] {param, m, v, grad}, new Tensor[] {param, m, v},
+                (x, n) -> adamWChunk(x[0], x[1], x[2], x[3], n, b1, b2, ob1, ob2, gs, bc2Sqrt, eps, decay, stepSize));
+    }
+
+    /** One chunk of AdamW: p, mm, vv updated in place from g (n elements). */
+    @CompiledAlone
+    private static void adamWChunk(float[] p, float[] mm, float[] vv, float[] g, int n, float b1, float b2, float ob1,
+                                   float ob2, float gs, float bc2Sqrt, float eps, float decay, float stepSize) {
+        int i = 0;
+        for (; i <= n - Simd.FL; i += Simd.FL) {
+            FloatVector gi = FloatVector.fromArray(Simd.F, g, i).mul(gs);
+            FloatVector mi = FloatVector.fromArray(Simd.F, mm, i).mul(b1).add(gi.mul(ob1));
+            FloatVector vi = FloatVector.fromArray(Simd.F, vv, i).mul(b2).add(gi.mul(gi).mul(ob2));
+            mi.intoArray(mm, i);
+            vi.intoArray(vv, i);
+            FloatVector denom = vi.sqrt().div(bc2Sqrt).add(eps);
+            FloatVector.fromArray(Simd.F, p, i).mul(decay).sub(mi.div(denom).mul(stepSize)).intoArray(p, i);
+        }
+        for (; i < n; i++) {
+            float gi = gs * g[i];
+            float mi = b1 * mm[i] + ob1 * gi;
+            float vi = b2 * vv[i] + ob2 * (gi * gi);
+            mm[i] = mi;
+            vv[i] = vi;
+            float denom = (float) Math.sqrt(vi) / bc2Sqrt + eps;
+            p[i] = p[i] * decay - stepSize * (mi / denom);
+        }
     }
 
     static void sgdMomentum(CpuThreads threads, Tensor param, Tensor grad, Tensor buf, float lr, float momentum,

@@ -39,6 +39,7 @@ final class Simd {
      * its own it is compiled alone while hot, and C2 then does not inline a large compiled method
      * into the loops that call it, which boxes every vector (an allocation per op).
      */
+    @CompiledAlone
     static void expInPlace(float[] x, int from, int to) {
         int i = from;
         for (; i <= to - FL; i += FL) {
@@ -92,6 +93,7 @@ final class Simd {
     }
 
     /** Σ x[0..n) in fp64: DL lane partials added in lane order, then the tail in order. */
+    @CompiledAlone
     static double sum(float[] x, int n, double[] scratch) {
         DoubleVector acc = DoubleVector.zero(D);
         int j = 0;
@@ -106,6 +108,7 @@ final class Simd {
     }
 
     /** acc[0..n) += x[0..n) widened to fp64 (lane-wise: the scalar loop's bits). */
+    @CompiledAlone
     static void addInto(double[] acc, float[] x, int n) {
         int j = 0;
         for (; j <= n - DL; j += DL) {

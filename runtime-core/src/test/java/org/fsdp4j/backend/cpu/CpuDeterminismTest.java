@@ -4,6 +4,7 @@
 // partials combined in order; OpenBLAS splits GEMMs without splitting the k-sums).
 package org.fsdp4j.backend.cpu;
 
+import static org.fsdp4j.testing.RandomTensors.gaussian;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
@@ -27,17 +28,17 @@ class CpuDeterminismTest {
         List<double[]> results = new ArrayList<>();
         Random r = new Random(seed);
         try (Backend be = new CpuBackendProvider().create(Device.CPU, new MemoryTracker("det"), new org.fsdp4j.backend.BackendOptions(threads, false));
-             Tensor x = random(be, r, rows, c); Tensor g = random(be, r, rows, c); Tensor w = random(be, r, c);
-             Tensor dx = random(be, r, rows, c); Tensor dw = random(be, r, c); Tensor db = random(be, r, c);
+             Tensor x = gaussian(be, r, rows, c); Tensor g = gaussian(be, r, rows, c); Tensor w = gaussian(be, r, c);
+             Tensor dx = gaussian(be, r, rows, c); Tensor dw = gaussian(be, r, c); Tensor db = gaussian(be, r, c);
              Tensor mean = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, rows);
              Tensor rstd = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, rows);
              Tensor out = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, rows, c);
              Tensor tokens = be.allocate(DType.I32, MemoryCategory.ACTIVATIONS, 40, 50);
-             Tensor wpe = random(be, r, 50, c);
+             Tensor wpe = gaussian(be, r, 50, c);
              Tensor cc = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, c, c);
              Tensor rmsOut = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, rows, c);
              Tensor rmsRstd = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, rows);
-             Tensor rmsDx = random(be, r, rows, c); Tensor rmsDw = random(be, r, c)) {
+             Tensor rmsDx = gaussian(be, r, rows, c); Tensor rmsDw = gaussian(be, r, c)) {
             int[] tok = new int[2000];
             for (int i = 0; i < tok.length; i++) {
                 tok[i] = r.nextInt(7);
@@ -63,15 +64,6 @@ class CpuDeterminismTest {
         return results;
     }
 
-    private static Tensor random(Backend be, Random r, long... shape) {
-        Tensor t = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, shape);
-        float[] f = new float[Math.toIntExact(t.numel())];
-        for (int i = 0; i < f.length; i++) {
-            f[i] = (float) r.nextGaussian();
-        }
-        be.copyFromHost(f, 0, t);
-        return t;
-    }
 
     @Test
     void sameBitsForAnyThreadCount() {

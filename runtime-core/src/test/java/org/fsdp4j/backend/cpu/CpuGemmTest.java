@@ -103,8 +103,9 @@ class CpuGemmTest {
     @Test
     void tiledGemmsCoverEveryRowAndColumnBand() {
         // shapes just big enough to be cut in two, with a partial last band
-        assertArrayEquals(new int[] {2, 1}, GemmOp.tiling(300, 290, 400));
-        assertArrayEquals(new int[] {1, 2}, GemmOp.tiling(200, 300, 600));
+        assertArrayEquals(new int[] {2, 1}, GemmOp.tiling(300, 290, 400, 8));
+        assertArrayEquals(new int[] {1, 2}, GemmOp.tiling(200, 300, 600, 8));
+        assertArrayEquals(new int[] {1, 1}, GemmOp.tiling(300, 290, 400, 1));
         try (CpuTestSupport s = new CpuTestSupport(3)) {
             for (boolean t : new boolean[] {false, true}) {   // each band direction with every transpose once
                 check(s, DType.F32, t, !t, 300, 290, 400, 1, 1, 0.5f, 1);
