@@ -87,4 +87,52 @@ final class CompositeAttention {
                     s.gemms());
         }
     }
+
+    /** The head size D of a fused projection qkv (B, T, (H + 2·Hkv)·D), checked with att and y (B, T, H·D). */
+    static int packedHeadSize(Tensor qkv, int numHeads, int numKvHeads, Tensor att, Tensor y) {
+        if (qkv.rank() != 3 || numHeads < 1 || numKvHeads < 1 || numHeads % numKvHeads != 0
+                || qkv.dim(2) % (numHeads + 2L * numKvHeads) != 0) {
+            throw new IllegalArgumentException("causal self-attention: qkv " + qkv + " is not (B, T, (H + 2·Hkv)·D) for "
+                    + numHeads + " heads and " + numKvHeads + " key/value heads (which must divide the heads)");
+        }
+        int d = Math.toIntExact(qkv.dim(2) / (numHeads + 2L * numKvHeads));
+        Tensor.requireShape(att, "causal self-attention att", qkv.dim(0), numHeads, qkv.dim(1), qkv.dim(1));
+        Tensor.requireShape(y, "causal self-attention output", qkv.dim(0), qkv.dim(1), (long) numHeads * d);
+        return d;
+    }
+
+    static void packedForward(Ops ops, Tensor qkv, int numHeads, int numKvHeads, float scale, Tensor att, Tensor y) {
+        int d = packedHeadSize(qkv, numHeads, numKvHeads, att, y);
+        long b = qkv.dim(0);
+        long t = qkv.dim(1);
+        try (Tensor q = ops.allocate(qkv.dtype(), MemoryCategory.ACTIVATIONS, b, numHeads, t, d);      // (B, H, T, D)
+             Tensor k = ops.allocate(qkv.dtype(), MemoryCategory.ACTIVATIONS, b, numKvHeads, t, d);    // (B, Hkv, T, D)
+             Tensor v = ops.allocate(qkv.dtype(), MemoryCategory.ACTIVATIONS, b, numKvHeads, t, d);    // (B, Hkv, T, D)
+             Tensor yHeads = ops.allocate(qkv.dtype(), MemoryCategory.ACTIVATIONS, b, numHeads, t, d)) { // (B, H, T, D)
+            ops.splitHeads(qkv, q, k, v, numHeads);
+            ops.causalAttentionForward(q, k, v, scale, att, yHeads);
+            ops.mergeHeads(yHeads, y);
+        }
+    }
+
+    static void packedBackward(Ops ops, Tensor qkv, Tensor att, Tensor dy, int numHeads, int numKvHeads, float scale,
+                               Tensor dqkv) {
+        int d = packedHeadSize(qkv, numHeads, numKvHeads, att, dy);
+        Tensor.requireShape(dqkv, "causal self-attention dqkv", qkv.shape());
+        long b = qkv.dim(0);
+        long t = qkv.dim(1);
+        try (Tensor q = ops.allocate(qkv.dtype(), MemoryCategory.ACTIVATIONS, b, numHeads, t, d);      // (B, H, T, D)
+             Tensor k = ops.allocate(qkv.dtype(), MemoryCategory.ACTIVATIONS, b, numKvHeads, t, d);    // (B, Hkv, T, D)
+             Tensor v = ops.allocate(qkv.dtype(), MemoryCategory.ACTIVATIONS, b, numKvHeads, t, d);    // (B, Hkv, T, D)
+             Tensor dyHeads = ops.zeros(qkv.dtype(), MemoryCategory.ACTIVATIONS, b, numHeads, t, d);   // (B, H, T, D)
+             Tensor dq = ops.allocate(qkv.dtype(), MemoryCategory.ACTIVATIONS, b, numHeads, t, d);     // (B, H, T, D)
+             Tensor dk = ops.allocate(qkv.dtype(), MemoryCategory.ACTIVATIONS, b, numKvHeads, t, d);   // (B, Hkv, T, D)
+             Tensor dv = ops.allocate(qkv.dtype(), MemoryCategory.ACTIVATIONS, b, numKvHeads, t, d)) { // (B, Hkv, T, D)
+            ops.splitHeads(qkv, q, k, v, numHeads);
+            ops.mergeHeadsBackward(dy, dyHeads);
+            ops.causalAttentionBackward(q, k, v, att, dyHeads, scale, dq, dk, dv);
+            ops.fill(dqkv, 0f);
+            ops.splitHeadsBackward(dq, dk, dv, dqkv, numHeads);
+        }
+    }
 }

@@ -564,6 +564,40 @@ public interface Ops {
     }
 
     /**
+     * {@link #causalAttentionForward} straight from a fused projection: q, k and v are read from
+     * {@code qkv} as {@link #splitHeads} reads them, and the heads' outputs are written side by side
+     * into {@code y} as {@link #mergeHeads} writes them. The default splits, attends and merges; a
+     * backend may read and write in place (the CPU backend does: no head-major copies).
+     *
+     * @param qkv        (B, T, (H + 2·Hkv)·D), per token {@code [q | k | v]}
+     * @param numHeads   H, the query heads
+     * @param numKvHeads Hkv, the key/value heads, dividing H (H for multi-head attention)
+     * @param scale      the scores' factor, usually 1/√D
+     * @param att        (B, H, T, T), overwritten with the probabilities (keep it for the backward)
+     * @param y          (B, T, H·D), overwritten
+     */
+    default void causalSelfAttentionForward(Tensor qkv, int numHeads, int numKvHeads, float scale, Tensor att,
+                                            Tensor y) {
+        CompositeAttention.packedForward(this, qkv, numHeads, numKvHeads, scale, att, y);
+    }
+
+    /**
+     * The gradient of {@link #causalSelfAttentionForward} with respect to its fused projection.
+     *
+     * @param qkv        (B, T, (H + 2·Hkv)·D), the forward's input
+     * @param att        (B, H, T, T), the forward's probabilities
+     * @param dy         (B, T, H·D), the gradient of y
+     * @param numHeads   H
+     * @param numKvHeads Hkv
+     * @param scale      the forward's scale
+     * @param dqkv       (B, T, (H + 2·Hkv)·D), overwritten
+     */
+    default void causalSelfAttentionBackward(Tensor qkv, Tensor att, Tensor dy, int numHeads, int numKvHeads,
+                                             float scale, Tensor dqkv) {
+        CompositeAttention.packedBackward(this, qkv, att, dy, numHeads, numKvHeads, scale, dqkv);
+    }
+
+    /**
      * Per-row softmax cross-entropy: losses[n] = −log softmax(logits[n])[targets[n]].
      *
      * @param logits  (N, V)

@@ -30,9 +30,14 @@ final class Reductions {
                 && Arrays.stream(sources).noneMatch(s -> CollectiveChecks.overlaps(s, destinations.get(0)));
         Tensor acc = accumulateInPlace ? destinations.get(0) : backend.allocate(DType.F32, MemoryCategory.WORKSPACE, n);
         try {
-            backend.copy(sources[0].reshape(sources[0].numel()).view(offset, n), acc);
-            for (int q = 1; q < sources.length; q++) {
-                backend.accumulate(acc, sources[q].reshape(sources[q].numel()).view(offset, n));
+            // acc = s0 + s1 in one pass (the bits of copying s0 and adding s1: both widen exactly and add in fp32)
+            if (sources.length == 1) {
+                backend.copy(chunk(sources[0], offset, n), acc);
+            } else {
+                backend.add(chunk(sources[0], offset, n), chunk(sources[1], offset, n), acc);
+            }
+            for (int q = 2; q < sources.length; q++) {
+                backend.accumulate(acc, chunk(sources[q], offset, n));
             }
             double scale = reduction.scaleAfterSum(groupSize);
             if (scale != 1.0) {
@@ -48,5 +53,10 @@ final class Reductions {
                 acc.close();
             }
         }
+    }
+
+    /** Elements [offset, offset + n) of t, flattened. */
+    private static Tensor chunk(Tensor t, long offset, long n) {
+        return t.reshape(t.numel()).view(offset, n);
     }
 }

@@ -103,7 +103,7 @@ final class Block {
         long b = x.dim(0);
         long t = x.dim(1);
         // MLP branch: d(out) flows into ln2's output, and straight through to the residual
-        Tensor dln2 = Buffers.zeroedActivation(backend, x.dtype(), b, t, embedDim);   // (B, T, C)
+        Tensor dln2 = Buffers.activation(backend, x.dtype(), b, t, embedDim);         // (B, T, C), overwritten
         mlp.backward(backend, saved.mlp, saved.ln2Out, dresidual, dln2, p(unit, BlockParam.FC_WEIGHT),
                 p(unit, BlockParam.MLP_PROJ_WEIGHT), g(unit, BlockParam.FC_WEIGHT), g(unit, BlockParam.FC_BIAS),
                 g(unit, BlockParam.MLP_PROJ_WEIGHT), g(unit, BlockParam.MLP_PROJ_BIAS));
@@ -111,7 +111,7 @@ final class Block {
                 g(unit, BlockParam.LN2_WEIGHT), g(unit, BlockParam.LN2_BIAS));
         dln2.close();
         // dresidual now holds d(residual); the attention branch adds its share of d(x)
-        Tensor dln1 = Buffers.zeroedActivation(backend, x.dtype(), b, t, embedDim);   // (B, T, C)
+        Tensor dln1 = Buffers.activation(backend, x.dtype(), b, t, embedDim);         // (B, T, C), overwritten
         attention.backward(backend, saved.attn, saved.ln1Out, dresidual, dln1, p(unit, BlockParam.QKV_WEIGHT),
                 p(unit, BlockParam.ATTN_PROJ_WEIGHT), g(unit, BlockParam.QKV_WEIGHT), g(unit, BlockParam.QKV_BIAS),
                 g(unit, BlockParam.ATTN_PROJ_WEIGHT), g(unit, BlockParam.ATTN_PROJ_BIAS));

@@ -1,6 +1,7 @@
-// Multi-head causal self-attention as GPT-2 does it: one qkv Linear, heads split out,
-// softmax(q·kᵀ/√hs) with a causal mask, att·v (CausalAttention: strided-batched GEMMs over the
-// B·H heads), heads merged, an output projection.
+// Multi-head causal self-attention as GPT-2 does it: one qkv Linear, softmax(q·kᵀ/√hs) with a
+// causal mask and att·v over the heads of the fused projection, heads merged, an output projection.
+// The attention is the backend's (Ops.causalSelfAttentionForward/Backward: split, attend, merge by
+// default; read and written in place on the CPU).
 package org.fsdp4j.model;
 
 import org.fsdp4j.api.Linear;
@@ -11,23 +12,19 @@ final class CausalSelfAttention {
 
     /** What the backward needs besides the input. */
     static final class Saved implements AutoCloseable {
-        final Tensor q;     // (B, H, T, hs)
-        final Tensor k;     // (B, H, T, hs)
-        final Tensor v;     // (B, H, T, hs)
+        final Tensor qkv;   // (B, T, 3C) the fused projection: q, k, v of every head side by side
         final Tensor att;   // (B, H, T, T) softmax probabilities, zero above the diagonal
         final Tensor y;     // (B, T, C) heads merged, input of the output projection
 
-        private Saved(Tensor q, Tensor k, Tensor v, Tensor att, Tensor y) {
-            this.q = q;
-            this.k = k;
-            this.v = v;
+        private Saved(Tensor qkv, Tensor att, Tensor y) {
+            this.qkv = qkv;
             this.att = att;
             this.y = y;
         }
 
         @Override
         public void close() {
-            Buffers.close(q, k, v, att, y);
+            Buffers.close(qkv, att, y);
         }
     }
 
@@ -52,44 +49,30 @@ final class CausalSelfAttention {
                   Tensor out) {
         long b = inp.dim(0);
         int t = Math.toIntExact(inp.dim(1));
-        Tensor qkvOut = Buffers.activation(backend, inp.dtype(), b, t, 3L * embedDim);          // (B, T, 3C), forward only
+        Tensor qkvOut = Buffers.activation(backend, inp.dtype(), b, t, 3L * embedDim);          // (B, T, 3C)
         qkv.forward(backend, inp, qkvWeight, qkvBias, qkvOut);
-        Tensor q = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);           // (B, H, T, hs)
-        Tensor k = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);           // (B, H, T, hs)
-        Tensor v = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);           // (B, H, T, hs)
-        backend.splitHeads(qkvOut, q, k, v, numHeads);
-        qkvOut.close();
-
-        CausalAttention.Output o = CausalAttention.forward(backend, q, k, v, scale);
-        Tensor att = o.att();                                                                   // (B, H, T, T)
-        Tensor yHeads = o.yHeads();                                                             // (B, H, T, hs), forward only
+        Tensor att = Buffers.activation(backend, inp.dtype(), b, numHeads, t, t);               // (B, H, T, T)
         Tensor y = Buffers.activation(backend, inp.dtype(), b, t, embedDim);                    // (B, T, C)
-        backend.mergeHeads(yHeads, y);
-        yHeads.close();
+        backend.causalSelfAttentionForward(qkvOut, numHeads, numHeads, scale, att, y);
         proj.forward(backend, y, projWeight, projBias, out);
-        return new Saved(q, k, v, att, y);
+        return new Saved(qkvOut, att, y);
     }
 
     /**
-     * Accumulates dinp (B, T, C) and the four parameter gradients from dout (B, T, C); inp is the
-     * forward's input (needed for the qkv weight gradient).
+     * dinp (B, T, C) = the input's gradient (overwritten, so a fresh buffer needs no zero-fill), and
+     * the four parameter gradients accumulated, from dout (B, T, C); inp is the forward's input
+     * (needed for the qkv weight gradient).
      */
     void backward(Ops backend, Saved saved, Tensor inp, Tensor dout, Tensor dinp, Tensor qkvWeight,
                   Tensor projWeight, Tensor dqkvWeight, Tensor dqkvBias, Tensor dprojWeight, Tensor dprojBias) {
         long b = inp.dim(0);
         int t = Math.toIntExact(inp.dim(1));
-
         Tensor dy = Buffers.activation(backend, inp.dtype(), b, t, embedDim);                  // (B, T, C)
         proj.backward(backend, dout, saved.y, projWeight, dy, false, dprojWeight, dprojBias);
-        Tensor dyHeads = Buffers.zeroedActivation(backend, inp.dtype(), b, numHeads, t, headDim); // (B, H, T, hs)
-        backend.mergeHeadsBackward(dy, dyHeads);
+        Tensor dqkv = Buffers.activation(backend, inp.dtype(), b, t, 3L * embedDim);           // (B, T, 3C), overwritten
+        backend.causalSelfAttentionBackward(saved.qkv, saved.att, dy, numHeads, numHeads, scale, dqkv);
         dy.close();
-
-        CausalAttention.Grads g = CausalAttention.backward(backend, saved.q, saved.k, saved.v, saved.att, dyHeads, scale);
-        Tensor dqkv = Buffers.zeroedActivation(backend, inp.dtype(), b, t, 3L * embedDim);      // (B, T, 3C)
-        backend.splitHeadsBackward(g.dq(), g.dk(), g.dv(), dqkv, numHeads);
-        g.close();
-        qkv.backward(backend, dqkv, inp, qkvWeight, dinp, true, dqkvWeight, dqkvBias);
+        qkv.backward(backend, dqkv, inp, qkvWeight, dinp, false, dqkvWeight, dqkvBias);
         dqkv.close();
     }
 }

@@ -49,7 +49,10 @@ final class Mlp {
         proj.forward(backend, saved.geluOut(), projWeight, projBias, out);
     }
 
-    /** Accumulates dinp (B, T, C) and the four parameter gradients from dout (B, T, C). */
+    /**
+     * dinp (B, T, C) = the input's gradient (overwritten, so a fresh buffer needs no zero-fill), and
+     * the four parameter gradients accumulated, from dout (B, T, C).
+     */
     void backward(Ops backend, Saved saved, Tensor inp, Tensor dout, Tensor dinp, Tensor fcWeight,
                   Tensor projWeight, Tensor dfcWeight, Tensor dfcBias, Tensor dprojWeight, Tensor dprojBias) {
         long b = inp.dim(0);
@@ -59,7 +62,7 @@ final class Mlp {
         Tensor dfc = Buffers.zeroedActivation(backend, inp.dtype(), b, t, 4L * embedDim);     // (B, T, 4C)
         backend.geluBackward(saved.fcOut(), dgelu, dfc);
         dgelu.close();
-        fc.backward(backend, dfc, inp, fcWeight, dinp, true, dfcWeight, dfcBias);
+        fc.backward(backend, dfc, inp, fcWeight, dinp, false, dfcWeight, dfcBias);
         dfc.close();
     }
 }

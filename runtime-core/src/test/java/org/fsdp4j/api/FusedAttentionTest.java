@@ -1,9 +1,12 @@
 // The CPU backend fuses causal attention per (batch, key/value head) (FusedAttentionOps); the
 // composite of batched GEMMs and the causal softmax (CompositeAttention, every other backend's
-// path) is the reference. Multi-head attention must give the same bits (the same per-head GEMM
-// calls and softmax rows); grouped-query attention sums dk and dv head by head instead of in one
-// GEMM over the group, so it agrees to fp32 rounding. Sequence lengths off the vector width
-// exercise the row loops' tails.
+// path) is the reference. Multi-head attention gives the same bits here (the GEMMs the fusion
+// skips above the diagonal only add exact zeros; that OpenBLAS then rounds alike is measured, not
+// promised, and this test is where a change of that would show); grouped-query attention sums dk
+// and dv head by head instead of in one GEMM over the group, so it agrees to fp32 rounding.
+// Sequence lengths off the vector width exercise the row loops' tails, T > 64 the row blocks. The
+// in-place variant over a fused projection (causalSelfAttention*) is held to the composite's
+// split, attend and merge the same way.
 package org.fsdp4j.api;
 
 import static org.fsdp4j.testing.RandomTensors.gaussian;
@@ -20,12 +23,68 @@ class FusedAttentionTest {
     void multiHeadAttentionGivesTheCompositesBits() {
         check(2, 4, 4, 37, 16, 0.0);
         check(1, 3, 3, 64, 32, 0.0);
+        check(1, 2, 2, 150, 16, 0.0);    // row blocks of 64, 64 and 22
     }
 
     @Test
     void groupedQueryAttentionAgreesToRounding() {
         check(2, 4, 2, 29, 16, 2e-6);
         check(1, 6, 1, 50, 8, 2e-6);
+        check(2, 4, 2, 130, 16, 2e-6);   // row blocks of 64, 64 and 2
+    }
+
+    @Test
+    void fusedProjectionInPlaceGivesTheSplitAttendMergeBits() {
+        checkPacked(2, 4, 4, 37, 16, 0.0);
+        checkPacked(1, 2, 2, 150, 16, 0.0);
+        checkPacked(2, 4, 2, 130, 8, 2e-6);
+    }
+
+    /** causalSelfAttention{Forward,Backward} on the CPU (in place) vs the composite (split, attend, merge). */
+    private static void checkPacked(int b, int h, int kv, int t, int d, double tol) {
+        Random r = new Random(17L * h + kv + t);
+        for (int threads : new int[] {1, 2}) {
+            try (CpuBackend be = new CpuBackend(new MemoryTracker("attn"), threads)) {
+                Tensor qkv = gaussian(be, r, b, t, (long) (h + 2 * kv) * d);
+                Tensor dy = gaussian(be, r, b, t, (long) h * d);
+                float scale = (float) (1 / Math.sqrt(d));
+                Tensor[] fused = new Tensor[3];
+                Tensor[] ref = new Tensor[3];
+                for (Tensor[] out : new Tensor[][] {fused, ref}) {
+                    out[0] = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, b, h, t, t);
+                    out[1] = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, b, t, (long) h * d);
+                    out[2] = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, qkv.shape());
+                    for (Tensor x : out) {
+                        be.fill(x, Float.NaN);   // every element must be written
+                    }
+                }
+                be.causalSelfAttentionForward(qkv, h, kv, scale, fused[0], fused[1]);
+                be.causalSelfAttentionBackward(qkv, fused[0], dy, h, kv, scale, fused[2]);
+                CompositeAttention.packedForward(be, qkv, h, kv, scale, ref[0], ref[1]);
+                CompositeAttention.packedBackward(be, qkv, ref[0], dy, h, kv, scale, ref[2]);
+                compare(new String[] {"att", "y", "dqkv"}, fused, ref, be, tol,
+                        "packed (B " + b + ", H " + h + ", Hkv " + kv + ", T " + t + ", D " + d + ", threads " + threads + ")");
+            }
+        }
+    }
+
+    private static void compare(String[] names, Tensor[] fused, Tensor[] ref, CpuBackend be, double tol, String where) {
+        for (int i = 0; i < names.length; i++) {
+            float[] f = be.toHost(fused[i]);
+            float[] e = be.toHost(ref[i]);
+            String what = names[i] + " " + where;
+            if (tol == 0) {
+                assertArrayEquals(e, f, what);
+            } else {
+                double max = 0;
+                double worst = 0;
+                for (int j = 0; j < e.length; j++) {
+                    max = Math.max(max, Math.abs(e[j]));
+                    worst = Math.max(worst, Math.abs(e[j] - f[j]));
+                }
+                assertTrue(worst <= tol * max, what + ": worst |Δ| " + worst + " > " + tol + " · " + max);
+            }
+        }
     }
 
     /** Fused vs composite on random inputs; tol 0 demands equal bits, else |Δ| ≤ tol · max|ref|. */
@@ -40,24 +99,8 @@ class FusedAttentionTest {
                 float scale = (float) (1 / Math.sqrt(d));
                 Tensor[] fused = run(be, q, k, v, dy, scale, true);
                 Tensor[] ref = run(be, q, k, v, dy, scale, false);
-                String[] names = {"att", "yHeads", "dq", "dk", "dv"};
-                for (int i = 0; i < names.length; i++) {
-                    float[] f = be.toHost(fused[i]);
-                    float[] e = be.toHost(ref[i]);
-                    String what = names[i] + " (B " + b + ", H " + h + ", Hkv " + kv + ", T " + t + ", D " + d
-                            + ", threads " + threads + ")";
-                    if (tol == 0) {
-                        assertArrayEquals(e, f, what);
-                    } else {
-                        double max = 0;
-                        double worst = 0;
-                        for (int j = 0; j < e.length; j++) {
-                            max = Math.max(max, Math.abs(e[j]));
-                            worst = Math.max(worst, Math.abs(e[j] - f[j]));
-                        }
-                        assertTrue(worst <= tol * max, what + ": worst |Δ| " + worst + " > " + tol + " · " + max);
-                    }
-                }
+                compare(new String[] {"att", "yHeads", "dq", "dk", "dv"}, fused, ref, be, tol,
+                        "(B " + b + ", H " + h + ", Hkv " + kv + ", T " + t + ", D " + d + ", threads " + threads + ")");
             }
         }
     }

@@ -389,6 +389,37 @@ public final class CpuBackend implements Backend {
     }
 
     @Override
+    public void causalSelfAttentionForward(Tensor qkv, int numHeads, int numKvHeads, float scale, Tensor att,
+                                           Tensor y) {
+        checkOpen();
+        if (!FusedAttentionOps.applies(qkv, att, y)) {
+            Backend.super.causalSelfAttentionForward(qkv, numHeads, numKvHeads, scale, att, y);
+            return;
+        }
+        FusedAttentionOps.Sizes s = FusedAttentionOps.checkPacked("causalSelfAttentionForward", qkv, numHeads,
+                numKvHeads, att, y, qkv);
+        long flops = 4L * s.b() * s.h() * s.t() * s.t() * s.d();
+        issue("causalSelfAttentionForward", "causalSelfAttentionForward", flops,
+                () -> FusedAttentionOps.packedForward(threads, qkv, numHeads, numKvHeads, scale, att, y), qkv, att, y);
+    }
+
+    @Override
+    public void causalSelfAttentionBackward(Tensor qkv, Tensor att, Tensor dy, int numHeads, int numKvHeads,
+                                            float scale, Tensor dqkv) {
+        checkOpen();
+        if (!FusedAttentionOps.applies(qkv, att, dy, dqkv)) {
+            Backend.super.causalSelfAttentionBackward(qkv, att, dy, numHeads, numKvHeads, scale, dqkv);
+            return;
+        }
+        FusedAttentionOps.Sizes s = FusedAttentionOps.checkPacked("causalSelfAttentionBackward", qkv, numHeads,
+                numKvHeads, att, dy, dqkv);
+        long flops = 8L * s.b() * s.h() * s.t() * s.t() * s.d();
+        issue("causalSelfAttentionBackward", "causalSelfAttentionBackward", flops,
+                () -> FusedAttentionOps.packedBackward(threads, qkv, att, dy, numHeads, numKvHeads, scale, dqkv),
+                qkv, att, dy, dqkv);
+    }
+
+    @Override
     public void causalSoftmaxForward(Tensor preatt, Tensor att, float scale) {
         checkOpen();
         Shapes.causalSoftmax("causalSoftmaxForward", preatt, att);

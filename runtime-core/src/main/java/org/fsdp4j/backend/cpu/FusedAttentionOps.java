@@ -7,9 +7,10 @@
 // the same row of dpreatt in place.
 //
 // Per group, its query heads in order (so dk and dv, summed over the group, add in a fixed order:
-// the same bits for any thread count); every GEMM is one single-threaded OpenBLAS call, the same
-// per-head calls the batched GEMMs make for multi-head attention, and the softmax rows are
-// AttentionOps' row loops (the same bits as the composite's ops for Hkv = H).
+// the same bits for any thread count); every GEMM is one single-threaded OpenBLAS call over a
+// block of ROWS query rows (or key columns) and only the keys (or queries) it meets below the
+// diagonal, so the masked upper triangle is skipped block by block; the softmax rows are
+// AttentionOps' row loops. For Hkv = H the results equal the composite's bits (FusedAttentionTest).
 package org.fsdp4j.backend.cpu;
 
 import java.nio.FloatBuffer;
@@ -19,6 +20,12 @@ import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Tensor;
 
 final class FusedAttentionOps {
+
+    /**
+     * Query rows per block: a block of rows [r0, r1) sees keys [0, r1) only, so the GEMMs skip the
+     * masked upper triangle block by block (at T = 256, 10 of 16 blocks of 64 are computed).
+     */
+    static final int ROWS = 64;
 
     /** Per-thread fp32 T×T scratch for the backward's datt → dpreatt rows. */
     private static final ThreadLocal<FloatPointer[]> SCRATCH = ThreadLocal.withInitial(() -> new FloatPointer[1]);
@@ -69,8 +76,85 @@ final class FusedAttentionOps {
         }
     }
 
+    /**
+     * Where the heads of one operand lie: element (b, head, row r, column c) of the (T, D) matrix
+     * of a head is at offset + b·batchStride + head·headStride + r·ld + c of the tensor. Head-major
+     * (B, H, T, D) tensors have ld = D; q, k and v read in place from a fused projection (B, T, W)
+     * have ld = W, and heads merged side by side into (B, T, H·D) have ld = H·D.
+     */
+    record Heads(Tensor tensor, long offset, long batchStride, long headStride, int ld) {
+        /** A head-major (B, heads, T, D) tensor. */
+        static Heads headMajor(Tensor t) {
+            long d = t.dim(3);
+            long tt = t.dim(2);
+            return new Heads(t, 0, t.dim(1) * tt * d, tt * d, Math.toIntExact(d));
+        }
+
+        /** Heads of width d starting at column {@code column} of each token's row of a (B, T, W) tensor. */
+        static Heads tokenMajor(Tensor t, long column, int d) {
+            long w = t.dim(2);
+            return new Heads(t, column, t.dim(1) * w, d, Math.toIntExact(w));
+        }
+
+        /** fp32 pointer to row r of head {@code head} of batch b. */
+        FloatPointer row(int b, long head, long r) {
+            return at(tensor, offset + b * batchStride + head * headStride + r * ld);
+        }
+    }
+
     static void forward(CpuThreads threads, Tensor q, Tensor k, Tensor v, float scale, Tensor att, Tensor yHeads) {
-        Sizes s = Sizes.of(q, k);
+        forward(threads, Sizes.of(q, k), Heads.headMajor(q), Heads.headMajor(k), Heads.headMajor(v), scale, att,
+                Heads.headMajor(yHeads));
+    }
+
+    static void backward(CpuThreads threads, Tensor q, Tensor k, Tensor v, Tensor att, Tensor dyHeads, float scale,
+                         Tensor dq, Tensor dk, Tensor dv) {
+        backward(threads, Sizes.of(q, k), Heads.headMajor(q), Heads.headMajor(k), Heads.headMajor(v), att,
+                Heads.headMajor(dyHeads), scale, Heads.headMajor(dq), Heads.headMajor(dk), Heads.headMajor(dv));
+    }
+
+    /** The sizes of a fused projection qkv (B, T, (H + 2·Hkv)·D). */
+    static Sizes packedSizes(Tensor qkv, int numHeads, int numKvHeads) {
+        int d = Math.toIntExact(qkv.dim(2) / (numHeads + 2L * numKvHeads));
+        return new Sizes(Math.toIntExact(qkv.dim(0)), numHeads, numKvHeads, Math.toIntExact(qkv.dim(1)), d);
+    }
+
+    /** Checks qkv (B, T, (H + 2·Hkv)·D), att (B, H, T, T), y (B, T, H·D) and qkvShaped like qkv; returns the sizes. */
+    static Sizes checkPacked(String op, Tensor qkv, int numHeads, int numKvHeads, Tensor att, Tensor y,
+                             Tensor qkvShaped) {
+        if (qkv.rank() != 3 || numHeads < 1 || numKvHeads < 1 || numHeads % numKvHeads != 0
+                || qkv.dim(2) % (numHeads + 2L * numKvHeads) != 0) {
+            throw new IllegalArgumentException(op + ": qkv " + qkv + " is not (B, T, (H + 2·Hkv)·D) for " + numHeads
+                    + " heads and " + numKvHeads + " key/value heads (which must divide the heads)");
+        }
+        Sizes s = packedSizes(qkv, numHeads, numKvHeads);
+        Tensor.requireShape(att, op + " att", s.b, s.h, s.t, s.t);
+        Tensor.requireShape(y, op + " (B, T, H·D) operand", s.b, s.t, (long) s.h * s.d);
+        Tensor.requireShape(qkvShaped, op + " (B, T, (H + 2·Hkv)·D) operand", qkv.shape());
+        return s;
+    }
+
+    /** Attention reading q, k, v in place from qkv (B, T, (H + 2·Hkv)·D) and writing y (B, T, H·D) merged. */
+    static void packedForward(CpuThreads threads, Tensor qkv, int numHeads, int numKvHeads, float scale, Tensor att,
+                              Tensor y) {
+        Sizes s = packedSizes(qkv, numHeads, numKvHeads);
+        forward(threads, s, Heads.tokenMajor(qkv, 0, s.d), Heads.tokenMajor(qkv, (long) s.h * s.d, s.d),
+                Heads.tokenMajor(qkv, (long) (s.h + s.kv) * s.d, s.d), scale, att, Heads.tokenMajor(y, 0, s.d));
+    }
+
+    /** The backward of packedForward: dqkv (B, T, (H + 2·Hkv)·D) overwritten from dy (B, T, H·D). */
+    static void packedBackward(CpuThreads threads, Tensor qkv, Tensor att, Tensor dy, int numHeads, int numKvHeads,
+                               float scale, Tensor dqkv) {
+        Sizes s = packedSizes(qkv, numHeads, numKvHeads);
+        long kAt = (long) s.h * s.d;
+        long vAt = (long) (s.h + s.kv) * s.d;
+        backward(threads, s, Heads.tokenMajor(qkv, 0, s.d), Heads.tokenMajor(qkv, kAt, s.d),
+                Heads.tokenMajor(qkv, vAt, s.d), att, Heads.tokenMajor(dy, 0, s.d), scale,
+                Heads.tokenMajor(dqkv, 0, s.d), Heads.tokenMajor(dqkv, kAt, s.d), Heads.tokenMajor(dqkv, vAt, s.d));
+    }
+
+    private static void forward(CpuThreads threads, Sizes s, Heads q, Heads k, Heads v, float scale, Tensor att,
+                                Heads y) {
         int t = s.t;
         int d = s.d;
         Elements ea = Elements.of(att);
@@ -80,31 +164,32 @@ final class FusedAttentionOps {
             for (long grp = from; grp < to; grp++) {
                 int b = (int) (grp / s.kv);
                 int j = (int) (grp % s.kv);
-                long kvAt = ((long) b * s.kv + j) * t * d;
                 for (int hh = 0; hh < s.group(); hh++) {
-                    long head = (long) b * s.h + (long) j * s.group() + hh;
-                    long attAt = head * t * t;
-                    // att_h = q_h · k_jᵀ (T×T), then its causal softmax row by row, in cache
-                    OpenBlas.sgemm(false, true, t, t, d, 1f, at(q, head * t * d), d, at(k, kvAt), d,
-                            0f, at(att, attAt), t);
-                    for (int i = 0; i < t; i++) {
-                        int len = i + 1;   // row i sees keys 0..i
-                        ea.load(attAt + (long) i * t, row, 0, len);
-                        AttentionOps.softmaxRow(row, len, scale, lanes);
-                        Arrays.fill(row, len, t, 0f);
-                        ea.store(row, 0, attAt + (long) i * t, t);
+                    int h = j * s.group() + hh;
+                    long attAt = ((long) b * s.h + h) * t * t;
+                    for (int r0 = 0; r0 < t; r0 += ROWS) {
+                        int r1 = Math.min(t, r0 + ROWS);   // rows [r0, r1) see keys [0, r1)
+                        // scores of the block's rows against the keys they see, then the causal softmax row by row
+                        OpenBlas.sgemm(false, true, r1 - r0, r1, d, 1f, q.row(b, h, r0), q.ld, k.row(b, j, 0), k.ld,
+                                0f, at(att, attAt + (long) r0 * t), t);
+                        for (int i = r0; i < r1; i++) {
+                            int len = i + 1;   // row i sees keys 0..i
+                            ea.load(attAt + (long) i * t, row, 0, len);
+                            AttentionOps.softmaxRow(row, len, scale, lanes);
+                            Arrays.fill(row, len, t, 0f);
+                            ea.store(row, 0, attAt + (long) i * t, t);
+                        }
+                        // y rows = att rows · v over the keys they see (the rest of each row is 0)
+                        OpenBlas.sgemm(false, false, r1 - r0, d, r1, 1f, at(att, attAt + (long) r0 * t), t,
+                                v.row(b, j, 0), v.ld, 0f, y.row(b, h, r0), y.ld);
                     }
-                    // y_h = att_h · v_j
-                    OpenBlas.sgemm(false, false, t, d, t, 1f, at(att, attAt), t, at(v, kvAt), d,
-                            0f, at(yHeads, head * t * d), d);
                 }
             }
         });
     }
 
-    static void backward(CpuThreads threads, Tensor q, Tensor k, Tensor v, Tensor att, Tensor dyHeads, float scale,
-                         Tensor dq, Tensor dk, Tensor dv) {
-        Sizes s = Sizes.of(q, k);
+    private static void backward(CpuThreads threads, Sizes s, Heads q, Heads k, Heads v, Tensor att, Heads dy,
+                                 float scale, Heads dq, Heads dk, Heads dv) {
         int t = s.t;
         int d = s.d;
         Elements ea = Elements.of(att);
@@ -118,28 +203,36 @@ final class FusedAttentionOps {
             for (long grp = from; grp < to; grp++) {
                 int b = (int) (grp / s.kv);
                 int j = (int) (grp % s.kv);
-                long kvAt = ((long) b * s.kv + j) * t * d;
                 for (int hh = 0; hh < s.group(); hh++) {
-                    long head = (long) b * s.h + (long) j * s.group() + hh;
-                    long attAt = head * t * t;
-                    long qAt = head * t * d;
+                    int h = j * s.group() + hh;
+                    long attAt = ((long) b * s.h + h) * t * t;
                     float beta = hh == 0 ? 0f : 1f;   // dk, dv sum over the group's heads
-                    // datt = dy_h · v_jᵀ ; dv_j (+)= att_hᵀ · dy_h
-                    OpenBlas.sgemm(false, true, t, t, d, 1f, at(dyHeads, qAt), d, at(v, kvAt), d, 0f, scratch, t);
-                    OpenBlas.sgemm(true, false, t, d, t, 1f, at(att, attAt), t, at(dyHeads, qAt), d,
-                            beta, at(dv, kvAt), d);
-                    // dpreatt row i = scale · att · (datt − Σ att·datt) for j ≤ i, 0 above (the GEMMs read it whole)
-                    for (int i = 0; i < t; i++) {
-                        int len = i + 1;
-                        ea.load(attAt + (long) i * t, a, 0, len);
-                        rows.get(i * t, g, 0, len);
-                        Arrays.fill(dp, 0, t, 0f);
-                        AttentionOps.softmaxBackwardRow(a, g, dp, len, scale, lanes);
-                        rows.put(i * t, dp, 0, t);
+                    for (int r0 = 0; r0 < t; r0 += ROWS) {
+                        int r1 = Math.min(t, r0 + ROWS);
+                        // datt rows = dy rows · vᵀ over the keys they see
+                        OpenBlas.sgemm(false, true, r1 - r0, r1, d, 1f, dy.row(b, h, r0), dy.ld, v.row(b, j, 0), v.ld,
+                                0f, scratch.position((long) r0 * t), t);
+                        // dpreatt row i = scale · att · (datt − Σ att·datt) for j ≤ i, 0 above (later GEMMs read the block whole)
+                        for (int i = r0; i < r1; i++) {
+                            int len = i + 1;
+                            ea.load(attAt + (long) i * t, a, 0, len);
+                            rows.get(i * t, g, 0, len);
+                            Arrays.fill(dp, 0, t, 0f);
+                            AttentionOps.softmaxBackwardRow(a, g, dp, len, scale, lanes);
+                            rows.put(i * t, dp, 0, t);
+                        }
+                        // dq rows = dpreatt rows · k over the keys they see
+                        OpenBlas.sgemm(false, false, r1 - r0, d, r1, 1f, scratch.position((long) r0 * t), t,
+                                k.row(b, j, 0), k.ld, 0f, dq.row(b, h, r0), dq.ld);
                     }
-                    // dq_h = dpreatt · k_j ; dk_j (+)= dpreattᵀ · q_h
-                    OpenBlas.sgemm(false, false, t, d, t, 1f, scratch, t, at(k, kvAt), d, 0f, at(dq, qAt), d);
-                    OpenBlas.sgemm(true, false, t, d, t, 1f, scratch, t, at(q, qAt), d, beta, at(dk, kvAt), d);
+                    for (int c0 = 0; c0 < t; c0 += ROWS) {
+                        int c1 = Math.min(t, c0 + ROWS);   // keys [c0, c1) are seen by rows [c0, T)
+                        // dv_j (+)= att_hᵀ · dy_h ; dk_j (+)= dpreattᵀ · q_h, over the rows that see these keys
+                        OpenBlas.sgemm(true, false, c1 - c0, d, t - c0, 1f, at(att, attAt + (long) c0 * t + c0), t,
+                                dy.row(b, h, c0), dy.ld, beta, dv.row(b, j, c0), dv.ld);
+                        OpenBlas.sgemm(true, false, c1 - c0, d, t - c0, 1f, scratch.position((long) c0 * t + c0), t,
+                                q.row(b, h, c0), q.ld, beta, dk.row(b, j, c0), dk.ld);
+                    }
                 }
             }
         });

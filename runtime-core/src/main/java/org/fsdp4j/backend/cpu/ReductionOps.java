@@ -1,5 +1,6 @@
 // Whole-tensor reductions (Σx², Σx, any non-finite) in fp64 over fixed chunks combined in
 // order: the gradient-norm clip and the loss-scale check read these, so they are deterministic.
+// Σx² runs on vector lanes (Simd.sumOfSquares: DL fp64 partials per chunk, added in lane order).
 package org.fsdp4j.backend.cpu;
 
 import org.fsdp4j.api.Tensor;
@@ -12,13 +13,7 @@ final class ReductionOps {
 
     static double sumOfSquares(CpuThreads threads, Tensor t) {
         Shapes.floating("sumOfSquares", t);
-        return Pointwise.sum(threads, t, (x, n) -> {
-            double s = 0;
-            for (int i = 0; i < n; i++) {
-                s += (double) x[i] * x[i];
-            }
-            return s;
-        });
+        return Pointwise.sum(threads, t, (x, n) -> Simd.sumOfSquares(x, n, Simd.laneScratch()));
     }
 
     static double sum(CpuThreads threads, Tensor t) {

@@ -107,6 +107,22 @@ final class Simd {
         return s;
     }
 
+    /** Σ x[0..n)² in fp64 (each square exact): DL lane partials added in lane order, then the tail in order. */
+    @CompiledAlone
+    static double sumOfSquares(float[] x, int n, double[] scratch) {
+        DoubleVector acc = DoubleVector.zero(D);
+        int j = 0;
+        for (; j <= n - DL; j += DL) {
+            DoubleVector v = widen(x, j);
+            acc = acc.add(v.mul(v));
+        }
+        double s = sumLanes(acc, scratch);
+        for (; j < n; j++) {
+            s += (double) x[j] * x[j];
+        }
+        return s;
+    }
+
     /** acc[0..n) += x[0..n) widened to fp64 (lane-wise: the scalar loop's bits). */
     @CompiledAlone
     static void addInto(double[] acc, float[] x, int n) {
