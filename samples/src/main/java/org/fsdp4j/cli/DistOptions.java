@@ -57,6 +57,23 @@ final class DistOptions {
         return ProcessGroup.join(id, Settings.of(settings, PER_PROCESS_SETTINGS), timeout);
     }
 
+    /**
+     * For commands that run in one process only (bench step, bench sharding): throws a usage error
+     * when the environment makes this process one of several (fsdp4j launch, torchrun or Slurm set
+     * RANK and WORLD_SIZE), instead of every process running the whole benchmark and all but one
+     * failing on the shared --out.
+     */
+    static void requireAlone(String command, Map<String, String> env) {
+        Optional<ProcessIdentity> id = ProcessIdentity.resolve(
+                new ProcessIdentity.Explicit(null, null, null, null, null, null, null), env).filter(i -> !i.alone());
+        if (id.isPresent()) {
+            throw new UserError(ExitCode.USAGE, command + " runs in one process (its --world-size ranks are threads of it),"
+                    + " but this is process " + id.get().rank() + " of " + id.get().count() + " (identity from "
+                    + id.get().source() + "): run it without launch, or time steps over several processes with"
+                    + " 'fsdp4j launch ... -- train --steps N' (its log gives each step's time)");
+        }
+    }
+
     /** Where a process other than process 0 prints its run log: nowhere (its errors still go to stderr). */
     static PrintWriter quiet() {
         return new PrintWriter(Writer.nullWriter());

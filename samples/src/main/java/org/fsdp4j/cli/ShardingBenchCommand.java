@@ -32,6 +32,7 @@ final class ShardingBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
+        DistOptions.requireAlone("bench sharding", System.getenv());
         PrintWriter out = spec.commandLine().getOut();
         TrainConfig.Builder defaults = TrainConfig.builder().preset(StepBenchCommand.DEFAULT_PRESET)
                 .batchSize(StepBenchCommand.DEFAULT_BATCH_SIZE).seqLen(StepBenchCommand.DEFAULT_SEQ_LEN)

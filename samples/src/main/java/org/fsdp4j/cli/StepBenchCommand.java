@@ -36,6 +36,7 @@ final class StepBenchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
+        DistOptions.requireAlone("bench step", System.getenv());
         PrintWriter out = spec.commandLine().getOut();
         TrainConfig.Builder defaults = TrainConfig.builder().preset(DEFAULT_PRESET).batchSize(DEFAULT_BATCH_SIZE)
                 .seqLen(DEFAULT_SEQ_LEN).steps(DEFAULT_TIMED_STEPS);

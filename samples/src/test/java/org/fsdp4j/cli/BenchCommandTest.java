@@ -1,14 +1,18 @@
 // The benchmark programs run end to end on small sizes and write their JSON; the GEMM's
 // built-in fp64 check must come out at fp32 rounding level, and the CPU (no known peak) says so.
+// bench step and bench sharding run in one process: started as one of several (fsdp4j launch's or
+// torchrun's variables) they refuse in one line instead of each process running the whole thing.
 package org.fsdp4j.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.nio.file.Path;
+import java.util.Map;
 import org.fsdp4j.metrics.Flops;
 import org.fsdp4j.model.GptConfig;
 import org.junit.jupiter.api.Test;
@@ -55,5 +59,18 @@ class BenchCommandTest {
         // the CPU backend knows no peak: MFU is reported as unknown, not invented
         assertTrue(s.get("mfu").isNull(), s.toString());
         assertTrue(r.out().contains("MFU n/a"), r.out());
+    }
+
+    @Test
+    void stepAndShardingRefuseToRunAsOneOfSeveralProcesses() {
+        Map<String, String> launched = Map.of("RANK", "1", "WORLD_SIZE", "2", "LOCAL_RANK", "1", "LOCAL_WORLD_SIZE", "2",
+                "MASTER_ADDR", "127.0.0.1", "MASTER_PORT", "29500");
+        for (String command : new String[] {"bench step", "bench sharding"}) {
+            UserError e = assertThrows(UserError.class, () -> DistOptions.requireAlone(command, launched));
+            assertEquals(ExitCode.USAGE, e.exitCode());
+            assertTrue(e.getMessage().startsWith(command + " runs in one process") && e.getMessage().contains("process 1 of 2")
+                    && e.getMessage().contains("-- train --steps N"), e.getMessage());
+            DistOptions.requireAlone(command, Map.of());   // alone: no error
+        }
     }
 }
