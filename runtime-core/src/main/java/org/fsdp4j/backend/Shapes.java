@@ -309,6 +309,71 @@ public final class Shapes {
         return new RopeSizes(inp.numel() / inp.dim(3), Math.toIntExact(inp.dim(2)), Math.toIntExact(inp.dim(3) / 2));
     }
 
+    /** Sizes of a causal attention: batch, query heads H, key/value heads Hkv (dividing H), sequence, head size. */
+    public record AttentionSizes(int b, int h, int kv, int t, int d) {
+        /** Query heads per key/value head. */
+        public int group() {
+            return h / kv;
+        }
+    }
+
+    /**
+     * causalAttentionForward / Backward: q and every {@code qShaped} (B, H, T, D), k, v and every
+     * {@code kvShaped} (B, Hkv, T, D) with Hkv dividing H, att (B, H, T, T), all floating.
+     */
+    public static AttentionSizes attention(String op, Tensor q, Tensor k, Tensor v, Tensor att, Tensor[] qShaped,
+                                           Tensor... kvShaped) {
+        floating(op, q, k, v, att);
+        if (q.rank() != 4 || k.rank() != 4 || k.dim(1) < 1 || q.dim(1) % k.dim(1) != 0) {
+            throw error(op, "expected q (B, H, T, D) and k, v (B, Hkv, T, D) with Hkv dividing H", q, k, v);
+        }
+        AttentionSizes s = new AttentionSizes(Math.toIntExact(q.dim(0)), Math.toIntExact(q.dim(1)),
+                Math.toIntExact(k.dim(1)), Math.toIntExact(q.dim(2)), Math.toIntExact(q.dim(3)));
+        long[] head = {s.b, s.h, s.t, s.d};
+        long[] kvHead = {s.b, s.kv, s.t, s.d};
+        boolean ok = Arrays.equals(k.shape(), kvHead) && Arrays.equals(v.shape(), kvHead)
+                && Arrays.equals(att.shape(), new long[] {s.b, s.h, s.t, s.t});
+        for (Tensor x : qShaped) {
+            floating(op, x);
+            ok &= Arrays.equals(x.shape(), head);
+        }
+        for (Tensor x : kvShaped) {
+            floating(op, x);
+            ok &= Arrays.equals(x.shape(), kvHead);
+        }
+        if (!ok) {
+            throw error(op, "expected q and its gradients (B, H, T, D), k, v and theirs (B, Hkv, T, D), att (B, H, T, T)",
+                    q, k, v, att);
+        }
+        return s;
+    }
+
+    /**
+     * causalSelfAttentionForward / Backward: qkv and every {@code qkvShaped} (B, T, (H + 2·Hkv)·D)
+     * with Hkv dividing H, att (B, H, T, T), y (B, T, H·D), all floating.
+     */
+    public static AttentionSizes selfAttention(String op, Tensor qkv, int numHeads, int numKvHeads, Tensor att,
+                                               Tensor y, Tensor... qkvShaped) {
+        floating(op, qkv, att, y);
+        if (qkv.rank() != 3 || numHeads < 1 || numKvHeads < 1 || numHeads % numKvHeads != 0
+                || qkv.dim(2) % (numHeads + 2L * numKvHeads) != 0) {
+            throw error(op, "expected qkv (B, T, (H + 2·Hkv)·D) for H = " + numHeads + " heads and Hkv = " + numKvHeads
+                    + " key/value heads dividing them", qkv);
+        }
+        AttentionSizes s = new AttentionSizes(Math.toIntExact(qkv.dim(0)), numHeads, numKvHeads,
+                Math.toIntExact(qkv.dim(1)), Math.toIntExact(qkv.dim(2) / (numHeads + 2L * numKvHeads)));
+        boolean ok = Arrays.equals(att.shape(), new long[] {s.b, s.h, s.t, s.t})
+                && Arrays.equals(y.shape(), new long[] {s.b, s.t, (long) s.h * s.d});
+        for (Tensor x : qkvShaped) {
+            floating(op, x);
+            ok &= Arrays.equals(x.shape(), qkv.shape());
+        }
+        if (!ok) {
+            throw error(op, "expected att (B, H, T, T), y (B, T, H·D) and gradients shaped like qkv", qkv, att, y);
+        }
+        return s;
+    }
+
     /** The causal softmax and its backward: floating (..., T, T) score matrices of equal numel; returns T. */
     public static int causalSoftmax(String op, Tensor... ts) {
         pointwise(op, ts);

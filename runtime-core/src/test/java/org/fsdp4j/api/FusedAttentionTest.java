@@ -11,6 +11,7 @@ package org.fsdp4j.api;
 
 import static org.fsdp4j.testing.RandomTensors.gaussian;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.Random;
@@ -38,6 +39,23 @@ class FusedAttentionTest {
         checkPacked(2, 4, 4, 37, 16, 0.0);
         checkPacked(1, 2, 2, 150, 16, 0.0);
         checkPacked(2, 4, 2, 130, 8, 2e-6);
+    }
+
+    @Test
+    void shapesThatDoNotFitAreRefusedNamingTheLayout() {
+        try (CpuBackend be = new CpuBackend(new MemoryTracker("attn"), 1)) {
+            Random r = new Random(5);
+            Tensor q = gaussian(be, r, 1, 4, 8, 4);
+            Tensor k = gaussian(be, r, 1, 3, 8, 4);   // 3 key/value heads do not divide 4
+            Tensor att = gaussian(be, r, 1, 4, 8, 8);
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> be.causalAttentionForward(q, k, k, 1f, att, q));
+            assertTrue(e.getMessage().contains("Hkv dividing H"), e.getMessage());
+            Tensor qkv = gaussian(be, r, 1, 8, 3 * 16);
+            Tensor y = gaussian(be, r, 1, 8, 12);       // should be (1, 8, 16)
+            e = assertThrows(IllegalArgumentException.class, () -> be.causalSelfAttentionForward(qkv, 4, 4, 1f, att, y));
+            assertTrue(e.getMessage().contains("y (B, T, H·D)"), e.getMessage());
+        }
     }
 
     /** causalSelfAttention{Forward,Backward} on the CPU (in place) vs the composite (split, attend, merge). */

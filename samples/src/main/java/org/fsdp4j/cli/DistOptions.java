@@ -64,8 +64,7 @@ final class DistOptions {
      * failing on the shared --out.
      */
     static void requireAlone(String command, Map<String, String> env) {
-        Optional<ProcessIdentity> id = ProcessIdentity.resolve(
-                new ProcessIdentity.Explicit(null, null, null, null, null, null, null), env).filter(i -> !i.alone());
+        Optional<ProcessIdentity> id = new DistOptions().identity(env);   // no flags: the environment alone
         if (id.isPresent()) {
             throw new UserError(ExitCode.USAGE, command + " runs in one process (its --world-size ranks are threads of it),"
                     + " but this is process " + id.get().rank() + " of " + id.get().count() + " (identity from "

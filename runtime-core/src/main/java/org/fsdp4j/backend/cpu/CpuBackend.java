@@ -365,11 +365,10 @@ public final class CpuBackend implements Backend {
             Backend.super.causalAttentionForward(q, k, v, scale, att, yHeads);
             return;
         }
-        FusedAttentionOps.Sizes s = FusedAttentionOps.Sizes.check("causalAttentionForward", q, k, v, att,
-                new Tensor[] {yHeads}, new Tensor[0]);
+        Shapes.AttentionSizes s = Shapes.attention("causalAttentionForward", q, k, v, att, new Tensor[] {yHeads});
         long flops = 4L * s.b() * s.h() * s.t() * s.t() * s.d();
         issue("causalAttentionForward", "causalAttentionForward", flops,
-                () -> FusedAttentionOps.forward(threads, q, k, v, scale, att, yHeads), q, k, v, att, yHeads);
+                () -> FusedAttentionOps.forward(threads, s, q, k, v, scale, att, yHeads), q, k, v, att, yHeads);
     }
 
     @Override
@@ -380,11 +379,11 @@ public final class CpuBackend implements Backend {
             Backend.super.causalAttentionBackward(q, k, v, att, dyHeads, scale, dq, dk, dv);
             return;
         }
-        FusedAttentionOps.Sizes s = FusedAttentionOps.Sizes.check("causalAttentionBackward", q, k, v, att,
-                new Tensor[] {dyHeads, dq}, new Tensor[] {dk, dv});
+        Shapes.AttentionSizes s = Shapes.attention("causalAttentionBackward", q, k, v, att, new Tensor[] {dyHeads, dq},
+                dk, dv);
         long flops = 8L * s.b() * s.h() * s.t() * s.t() * s.d();
         issue("causalAttentionBackward", "causalAttentionBackward", flops,
-                () -> FusedAttentionOps.backward(threads, q, k, v, att, dyHeads, scale, dq, dk, dv),
+                () -> FusedAttentionOps.backward(threads, s, q, k, v, att, dyHeads, scale, dq, dk, dv),
                 q, k, v, att, dyHeads, dq, dk, dv);
     }
 
@@ -396,11 +395,10 @@ public final class CpuBackend implements Backend {
             Backend.super.causalSelfAttentionForward(qkv, numHeads, numKvHeads, scale, att, y);
             return;
         }
-        FusedAttentionOps.Sizes s = FusedAttentionOps.checkPacked("causalSelfAttentionForward", qkv, numHeads,
-                numKvHeads, att, y, qkv);
+        Shapes.AttentionSizes s = Shapes.selfAttention("causalSelfAttentionForward", qkv, numHeads, numKvHeads, att, y);
         long flops = 4L * s.b() * s.h() * s.t() * s.t() * s.d();
         issue("causalSelfAttentionForward", "causalSelfAttentionForward", flops,
-                () -> FusedAttentionOps.packedForward(threads, qkv, numHeads, numKvHeads, scale, att, y), qkv, att, y);
+                () -> FusedAttentionOps.packedForward(threads, s, qkv, scale, att, y), qkv, att, y);
     }
 
     @Override
@@ -411,11 +409,11 @@ public final class CpuBackend implements Backend {
             Backend.super.causalSelfAttentionBackward(qkv, att, dy, numHeads, numKvHeads, scale, dqkv);
             return;
         }
-        FusedAttentionOps.Sizes s = FusedAttentionOps.checkPacked("causalSelfAttentionBackward", qkv, numHeads,
-                numKvHeads, att, dy, dqkv);
+        Shapes.AttentionSizes s = Shapes.selfAttention("causalSelfAttentionBackward", qkv, numHeads, numKvHeads, att,
+                dy, dqkv);
         long flops = 8L * s.b() * s.h() * s.t() * s.t() * s.d();
         issue("causalSelfAttentionBackward", "causalSelfAttentionBackward", flops,
-                () -> FusedAttentionOps.packedBackward(threads, qkv, att, dy, numHeads, numKvHeads, scale, dqkv),
+                () -> FusedAttentionOps.packedBackward(threads, s, qkv, att, dy, scale, dqkv),
                 qkv, att, dy, dqkv);
     }
 

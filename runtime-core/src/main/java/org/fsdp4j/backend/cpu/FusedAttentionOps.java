@@ -1,10 +1,10 @@
 // Causal attention on fp32 CPU tensors, one (batch, key/value head) group at a time: each head's
 // T×T scores are computed, softmaxed and used while they sit in the core's cache, instead of the
 // composite's batched GEMMs and softmax, which stream every (B, H, T, T) buffer through memory
-// four times in the forward and eight in the backward (bench/NOTES.md, 2.6: at T = 256 those
-// passes cost more than the attention GEMMs' arithmetic). The backward needs no (B, H, T, T)
-// buffer at all: datt and dpreatt share one T×T scratch per thread, a row of datt turned into
-// the same row of dpreatt in place.
+// four times in the forward and eight in the backward (bench/NOTES.md, 2.6: in a step those GEMMs
+// ran at about half their rate on warm caches). Besides the saved att, the backward needs no
+// (B, H, T, T) buffer: datt and dpreatt share one T×T scratch per thread, a row of datt turned
+// into the same row of dpreatt in place.
 //
 // Per group, its query heads in order (so dk and dv, summed over the group, add in a fixed order:
 // the same bits for any thread count); every GEMM is one single-threaded OpenBLAS call over a
@@ -18,6 +18,7 @@ import java.util.Arrays;
 import org.bytedeco.javacpp.FloatPointer;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Tensor;
+import org.fsdp4j.backend.Shapes.AttentionSizes;
 
 final class FusedAttentionOps {
 
@@ -41,39 +42,6 @@ final class FusedAttentionOps {
             }
         }
         return true;
-    }
-
-    /** Sizes: batch, heads, key/value heads, sequence, head size. */
-    record Sizes(int b, int h, int kv, int t, int d) {
-        static Sizes of(Tensor q, Tensor k) {
-            return new Sizes(Math.toIntExact(q.dim(0)), Math.toIntExact(q.dim(1)), Math.toIntExact(k.dim(1)),
-                    Math.toIntExact(q.dim(2)), Math.toIntExact(q.dim(3)));
-        }
-
-        /** Checks q (B, H, T, D), k and v (B, Hkv, T, D) with Hkv dividing H, att (B, H, T, T) and each head-shaped tensor. */
-        static Sizes check(String op, Tensor q, Tensor k, Tensor v, Tensor att, Tensor[] qShaped, Tensor[] kvShaped) {
-            if (q.rank() != 4 || k.rank() != 4) {
-                throw new IllegalArgumentException(op + ": q and k must be (B, H, T, D), got " + q + " and " + k);
-            }
-            Sizes s = of(q, k);
-            if (s.kv < 1 || s.h % s.kv != 0) {
-                throw new IllegalArgumentException(op + ": " + s.kv + " key/value heads do not divide " + s.h + " heads");
-            }
-            Tensor.requireShape(k, op + " k", s.b, s.kv, s.t, s.d);
-            Tensor.requireShape(v, op + " v", s.b, s.kv, s.t, s.d);
-            Tensor.requireShape(att, op + " att", s.b, s.h, s.t, s.t);
-            for (Tensor x : qShaped) {
-                Tensor.requireShape(x, op + " (B, H, T, D) operand", s.b, s.h, s.t, s.d);
-            }
-            for (Tensor x : kvShaped) {
-                Tensor.requireShape(x, op + " (B, Hkv, T, D) operand", s.b, s.kv, s.t, s.d);
-            }
-            return s;
-        }
-
-        int group() {
-            return h / kv;
-        }
     }
 
     /**
@@ -102,71 +70,54 @@ final class FusedAttentionOps {
         }
     }
 
-    static void forward(CpuThreads threads, Tensor q, Tensor k, Tensor v, float scale, Tensor att, Tensor yHeads) {
-        forward(threads, Sizes.of(q, k), Heads.headMajor(q), Heads.headMajor(k), Heads.headMajor(v), scale, att,
+    /** Head-major attention: q, yHeads (B, H, T, D), k, v (B, Hkv, T, D), sizes checked by Shapes.attention. */
+    static void forward(CpuThreads threads, AttentionSizes s, Tensor q, Tensor k, Tensor v, float scale, Tensor att,
+                        Tensor yHeads) {
+        forward(threads, s, Heads.headMajor(q), Heads.headMajor(k), Heads.headMajor(v), scale, att,
                 Heads.headMajor(yHeads));
     }
 
-    static void backward(CpuThreads threads, Tensor q, Tensor k, Tensor v, Tensor att, Tensor dyHeads, float scale,
-                         Tensor dq, Tensor dk, Tensor dv) {
-        backward(threads, Sizes.of(q, k), Heads.headMajor(q), Heads.headMajor(k), Heads.headMajor(v), att,
+    static void backward(CpuThreads threads, AttentionSizes s, Tensor q, Tensor k, Tensor v, Tensor att, Tensor dyHeads,
+                         float scale, Tensor dq, Tensor dk, Tensor dv) {
+        backward(threads, s, Heads.headMajor(q), Heads.headMajor(k), Heads.headMajor(v), att,
                 Heads.headMajor(dyHeads), scale, Heads.headMajor(dq), Heads.headMajor(dk), Heads.headMajor(dv));
     }
 
-    /** The sizes of a fused projection qkv (B, T, (H + 2·Hkv)·D). */
-    static Sizes packedSizes(Tensor qkv, int numHeads, int numKvHeads) {
-        int d = Math.toIntExact(qkv.dim(2) / (numHeads + 2L * numKvHeads));
-        return new Sizes(Math.toIntExact(qkv.dim(0)), numHeads, numKvHeads, Math.toIntExact(qkv.dim(1)), d);
-    }
-
-    /** Checks qkv (B, T, (H + 2·Hkv)·D), att (B, H, T, T), y (B, T, H·D) and qkvShaped like qkv; returns the sizes. */
-    static Sizes checkPacked(String op, Tensor qkv, int numHeads, int numKvHeads, Tensor att, Tensor y,
-                             Tensor qkvShaped) {
-        if (qkv.rank() != 3 || numHeads < 1 || numKvHeads < 1 || numHeads % numKvHeads != 0
-                || qkv.dim(2) % (numHeads + 2L * numKvHeads) != 0) {
-            throw new IllegalArgumentException(op + ": qkv " + qkv + " is not (B, T, (H + 2·Hkv)·D) for " + numHeads
-                    + " heads and " + numKvHeads + " key/value heads (which must divide the heads)");
-        }
-        Sizes s = packedSizes(qkv, numHeads, numKvHeads);
-        Tensor.requireShape(att, op + " att", s.b, s.h, s.t, s.t);
-        Tensor.requireShape(y, op + " (B, T, H·D) operand", s.b, s.t, (long) s.h * s.d);
-        Tensor.requireShape(qkvShaped, op + " (B, T, (H + 2·Hkv)·D) operand", qkv.shape());
-        return s;
-    }
-
-    /** Attention reading q, k, v in place from qkv (B, T, (H + 2·Hkv)·D) and writing y (B, T, H·D) merged. */
-    static void packedForward(CpuThreads threads, Tensor qkv, int numHeads, int numKvHeads, float scale, Tensor att,
-                              Tensor y) {
-        Sizes s = packedSizes(qkv, numHeads, numKvHeads);
-        forward(threads, s, Heads.tokenMajor(qkv, 0, s.d), Heads.tokenMajor(qkv, (long) s.h * s.d, s.d),
-                Heads.tokenMajor(qkv, (long) (s.h + s.kv) * s.d, s.d), scale, att, Heads.tokenMajor(y, 0, s.d));
+    /**
+     * Attention reading q, k, v in place from qkv (B, T, (H + 2·Hkv)·D) and writing y (B, T, H·D)
+     * merged; sizes checked by Shapes.selfAttention.
+     */
+    static void packedForward(CpuThreads threads, AttentionSizes s, Tensor qkv, float scale, Tensor att, Tensor y) {
+        int d = s.d();
+        forward(threads, s, Heads.tokenMajor(qkv, 0, d), Heads.tokenMajor(qkv, (long) s.h() * d, d),
+                Heads.tokenMajor(qkv, (long) (s.h() + s.kv()) * d, d), scale, att, Heads.tokenMajor(y, 0, d));
     }
 
     /** The backward of packedForward: dqkv (B, T, (H + 2·Hkv)·D) overwritten from dy (B, T, H·D). */
-    static void packedBackward(CpuThreads threads, Tensor qkv, Tensor att, Tensor dy, int numHeads, int numKvHeads,
-                               float scale, Tensor dqkv) {
-        Sizes s = packedSizes(qkv, numHeads, numKvHeads);
-        long kAt = (long) s.h * s.d;
-        long vAt = (long) (s.h + s.kv) * s.d;
-        backward(threads, s, Heads.tokenMajor(qkv, 0, s.d), Heads.tokenMajor(qkv, kAt, s.d),
-                Heads.tokenMajor(qkv, vAt, s.d), att, Heads.tokenMajor(dy, 0, s.d), scale,
-                Heads.tokenMajor(dqkv, 0, s.d), Heads.tokenMajor(dqkv, kAt, s.d), Heads.tokenMajor(dqkv, vAt, s.d));
+    static void packedBackward(CpuThreads threads, AttentionSizes s, Tensor qkv, Tensor att, Tensor dy, float scale,
+                               Tensor dqkv) {
+        int d = s.d();
+        long kAt = (long) s.h() * d;
+        long vAt = (long) (s.h() + s.kv()) * d;
+        backward(threads, s, Heads.tokenMajor(qkv, 0, d), Heads.tokenMajor(qkv, kAt, d), Heads.tokenMajor(qkv, vAt, d),
+                att, Heads.tokenMajor(dy, 0, d), scale,
+                Heads.tokenMajor(dqkv, 0, d), Heads.tokenMajor(dqkv, kAt, d), Heads.tokenMajor(dqkv, vAt, d));
     }
 
-    private static void forward(CpuThreads threads, Sizes s, Heads q, Heads k, Heads v, float scale, Tensor att,
+    private static void forward(CpuThreads threads, AttentionSizes s, Heads q, Heads k, Heads v, float scale, Tensor att,
                                 Heads y) {
-        int t = s.t;
-        int d = s.d;
+        int t = s.t();
+        int d = s.d();
         Elements ea = Elements.of(att);
-        threads.forChunks((long) s.b * s.kv, 1, (chunk, from, to) -> {
+        threads.forChunks((long) s.b() * s.kv(), 1, (chunk, from, to) -> {
             float[] row = Scratch.floats(0, t);
             double[] lanes = Simd.laneScratch();
             for (long grp = from; grp < to; grp++) {
-                int b = (int) (grp / s.kv);
-                int j = (int) (grp % s.kv);
+                int b = (int) (grp / s.kv());
+                int j = (int) (grp % s.kv());
                 for (int hh = 0; hh < s.group(); hh++) {
                     int h = j * s.group() + hh;
-                    long attAt = ((long) b * s.h + h) * t * t;
+                    long attAt = ((long) b * s.h() + h) * t * t;
                     for (int r0 = 0; r0 < t; r0 += ROWS) {
                         int r1 = Math.min(t, r0 + ROWS);   // rows [r0, r1) see keys [0, r1)
                         // scores of the block's rows against the keys they see, then the causal softmax row by row
@@ -188,12 +139,12 @@ final class FusedAttentionOps {
         });
     }
 
-    private static void backward(CpuThreads threads, Sizes s, Heads q, Heads k, Heads v, Tensor att, Heads dy,
+    private static void backward(CpuThreads threads, AttentionSizes s, Heads q, Heads k, Heads v, Tensor att, Heads dy,
                                  float scale, Heads dq, Heads dk, Heads dv) {
-        int t = s.t;
-        int d = s.d;
+        int t = s.t();
+        int d = s.d();
         Elements ea = Elements.of(att);
-        threads.forChunks((long) s.b * s.kv, 1, (chunk, from, to) -> {
+        threads.forChunks((long) s.b() * s.kv(), 1, (chunk, from, to) -> {
             float[] a = Scratch.floats(0, t);
             float[] g = Scratch.floats(1, t);
             float[] dp = Scratch.floats(2, t);
@@ -201,18 +152,19 @@ final class FusedAttentionOps {
             FloatPointer scratch = scratch((long) t * t);      // (T, T): datt, then dpreatt row by row
             FloatBuffer rows = scratch.asBuffer();
             for (long grp = from; grp < to; grp++) {
-                int b = (int) (grp / s.kv);
-                int j = (int) (grp % s.kv);
+                int b = (int) (grp / s.kv());
+                int j = (int) (grp % s.kv());
                 for (int hh = 0; hh < s.group(); hh++) {
                     int h = j * s.group() + hh;
-                    long attAt = ((long) b * s.h + h) * t * t;
+                    long attAt = ((long) b * s.h() + h) * t * t;
                     float beta = hh == 0 ? 0f : 1f;   // dk, dv sum over the group's heads
                     for (int r0 = 0; r0 < t; r0 += ROWS) {
                         int r1 = Math.min(t, r0 + ROWS);
                         // datt rows = dy rows · vᵀ over the keys they see
                         OpenBlas.sgemm(false, true, r1 - r0, r1, d, 1f, dy.row(b, h, r0), dy.ld, v.row(b, j, 0), v.ld,
                                 0f, scratch.position((long) r0 * t), t);
-                        // dpreatt row i = scale · att · (datt − Σ att·datt) for j ≤ i, 0 above (later GEMMs read the block whole)
+                        // dpreatt row i = scale · att · (datt − Σ att·datt) for j ≤ i, 0 above
+                        // (the GEMMs below read the block whole)
                         for (int i = r0; i < r1; i++) {
                             int len = i + 1;
                             ea.load(attAt + (long) i * t, a, 0, len);
