@@ -250,6 +250,23 @@ public interface Ops {
     }
 
     /**
+     * out = (a + b) · alpha, element-wise: the sum rounded to out's dtype, then the product: the
+     * bits of {@code add(a, b, out)} then {@code scale(out, alpha)}, which is the default. A
+     * backend may do it in one pass (the CPU's does for fp32 out: the communicators' averaging
+     * reductions finish with it).
+     *
+     * @param a     any floating dtype
+     * @param b     the same element count
+     * @param alpha the factor
+     * @param out   the same element count, overwritten; may be {@code a} or {@code b}
+     * @throws IllegalArgumentException if the element counts differ or a tensor is I32
+     */
+    default void addScaled(Tensor a, Tensor b, float alpha, Tensor out) {
+        add(a, b, out);
+        scale(out, alpha);
+    }
+
+    /**
      * t *= alpha, element-wise, in place.
      *
      * @param t     a floating tensor

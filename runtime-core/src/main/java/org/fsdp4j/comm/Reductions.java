@@ -30,18 +30,23 @@ final class Reductions {
                 && Arrays.stream(sources).noneMatch(s -> CollectiveChecks.overlaps(s, destinations.get(0)));
         Tensor acc = accumulateInPlace ? destinations.get(0) : backend.allocate(DType.F32, MemoryCategory.WORKSPACE, n);
         try {
-            // acc = s0 + s1 in one pass (the bits of copying s0 and adding s1: both widen exactly and add in fp32)
+            // acc = s0 + s1 in one pass (the bits of copying s0 and adding s1: both widen exactly and add
+            // in fp32), then + s2, ...; the factor is applied in the pass that adds the last member
+            float scale = (float) reduction.scaleAfterSum(groupSize);
             if (sources.length == 1) {
                 backend.copy(chunk(sources[0], offset, n), acc);
-            } else {
-                backend.add(chunk(sources[0], offset, n), chunk(sources[1], offset, n), acc);
+                if (scale != 1f) {
+                    backend.scale(acc, scale);
+                }
             }
-            for (int q = 2; q < sources.length; q++) {
-                backend.accumulate(acc, chunk(sources[q], offset, n));
-            }
-            double scale = reduction.scaleAfterSum(groupSize);
-            if (scale != 1.0) {
-                backend.scale(acc, (float) scale);
+            for (int q = 1; q < sources.length; q++) {
+                Tensor sum = q == 1 ? chunk(sources[0], offset, n) : acc;
+                Tensor member = chunk(sources[q], offset, n);
+                if (q == sources.length - 1 && scale != 1f) {
+                    backend.addScaled(sum, member, scale, acc);
+                } else {
+                    backend.add(sum, member, acc);
+                }
             }
             for (Tensor d : destinations) {
                 if (d != acc) {

@@ -216,6 +216,18 @@ public final class CpuBackend implements Backend {
     }
 
     @Override
+    public void addScaled(Tensor a, Tensor b, float alpha, Tensor out) {
+        checkOpen();
+        Shapes.pointwise("addScaled", a, b, out);
+        if (out.dtype() != DType.F32) {   // the sum must round to out's dtype before the product
+            add(a, b, out);
+            scale(out, alpha);
+            return;
+        }
+        issue("addScaled", () -> ElementwiseOps.addScaled(threads, a, b, alpha, out), a, b, out);
+    }
+
+    @Override
     public void scale(Tensor t, float alpha) {
         checkOpen();
         Shapes.floating("scale", t);

@@ -83,6 +83,15 @@ final class ElementwiseOps {
         Pointwise.map(threads, new Tensor[] {a, b}, new Tensor[] {out}, (x, n) -> addInPlace(x[0], x[1], 0, n));
     }
 
+    /** out = (a + b) · alpha for an fp32 out: per chunk the add, then the scale, each rounded in fp32. */
+    static void addScaled(CpuThreads threads, Tensor a, Tensor b, float alpha, Tensor out) {
+        Shapes.pointwise("addScaled", a, b, out);
+        Pointwise.map(threads, new Tensor[] {a, b}, new Tensor[] {out}, (x, n) -> {
+            addInPlace(x[0], x[1], 0, n);
+            scaleInPlace(x[0], n, alpha);
+        });
+    }
+
     static void scale(CpuThreads threads, Tensor t, float alpha) {
         Shapes.floating("scale", t);
         Pointwise.map(threads, new Tensor[] {t}, new Tensor[] {t}, (x, n) -> scaleInPlace(x[0], n, alpha));

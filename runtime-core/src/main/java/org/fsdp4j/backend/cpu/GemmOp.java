@@ -1,9 +1,13 @@
 // Strided-batched GEMM on CPU tensors: checks every leading dim, stride and extent against the
 // tensors, then runs single-threaded OpenBLAS sgemm calls on the backend's own threads, one per
-// (batch, tile of C). Tiles are a function of the shape and of the machine's core count only,
-// never of the backend's thread count, and each keeps the whole k-sum, so the result has the same
-// bits for any thread count on a machine (OpenBLAS's own threading does not: it changes the
-// blocking with the thread count), and batched attention GEMMs parallelise over the batch. fp32 operands are passed in place; a half operand is widened while it is packed, tile by
+// (batch, tile of C). A C matrix is cut into at most one tile per thread of the backend (and per
+// core): a rank with one thread runs each GEMM as one call, which in a training step ran 5% faster
+// than two tiles one after the other (bench/NOTES.md, 2.8). Every tile keeps the whole k-sum, and
+// OpenBLAS's result for an element does not depend on the extent of the call it is computed in
+// (checked on random shapes and tilings, and by CpuDeterminismTest at 1, 2 and 3 threads), so the
+// result has the same bits for any thread count (OpenBLAS's own threading does not: it changes
+// the blocking with the thread count), and batched attention GEMMs parallelise over the batch.
+// fp32 operands are passed in place; a half operand is widened while it is packed, tile by
 // tile, into per-thread fp32 scratch (as a GEMM packs its panels anyway), and a half C tile is
 // rounded back once (only its own elements, so the gaps a larger ldc leaves are never touched):
 // no operand is ever copied whole.
@@ -18,10 +22,11 @@ final class GemmOp {
 
     /**
      * Tiling of one C matrix: a tile side stays >= MIN_TILE, a tile does >= MIN_TILE_FLOPS of work,
-     * and a matrix is cut into at most MAX_TILES tiles, one per core of the machine: each tile
-     * re-packs its panels of A and B, so more tiles than cores cost more than they gain (measured
-     * in bench/NOTES.md, 2.5: 8 tiles instead of 2 on 2 cores made the Linear GEMMs of `small`
-     * 10% slower with 2 threads and 14% slower with 1).
+     * and a matrix is cut into at most MAX_TILES tiles, one per core of the machine, and at most one
+     * per thread of the backend: each tile re-packs its panels of A and B, so more tiles than
+     * threads cost more than they gain (measured in bench/NOTES.md, 2.5: 8 tiles instead of 2 on 2
+     * cores made the Linear GEMMs of `small` 10% slower with 2 threads and 14% slower with 1; 2.8:
+     * one tile instead of two on one thread, 5% faster).
      */
     static final int MIN_TILE = 128;
     static final double MIN_TILE_FLOPS = 32e6;
@@ -48,7 +53,7 @@ final class GemmOp {
         Operand pb = new Operand(b);
         Operand pc = new Operand(c);
         // C is cut into tilesM × tilesN tiles; each task is one (batch, tile)
-        int[] tiling = tiling(m, n, k);
+        int[] tiling = tiling(m, n, k, Math.min(MAX_TILES, threads.threads()));
         int tilesM = tiling[0];
         int tilesN = tiling[1];
         int rowsPerTile = (m + tilesM - 1) / tilesM;
@@ -85,14 +90,9 @@ final class GemmOp {
     }
 
     /**
-     * {tilesM, tilesN} for an m×n C with inner dim k, from the shape and MAX_TILES (never the
-     * thread count): halve the longer tile side while the tile count stays within the work budget.
+     * {tilesM, tilesN} for an m×n C with inner dim k and at most {@code maxTiles} tiles: halve the
+     * longer tile side while the tile count stays within the work budget.
      */
-    static int[] tiling(int m, int n, int k) {
-        return tiling(m, n, k, MAX_TILES);
-    }
-
-    /** As above with at most {@code maxTiles} tiles. */
     static int[] tiling(int m, int n, int k, int maxTiles) {
         double flops = 2.0 * m * n * Math.max(1, k);
         int budget = (int) Math.max(1, Math.min(maxTiles, flops / MIN_TILE_FLOPS));

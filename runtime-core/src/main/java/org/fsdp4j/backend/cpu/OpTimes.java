@@ -3,9 +3,13 @@
 // worker), GEMMs per shape with their achieved GFLOP/s, and the table is printed to stderr when the
 // JVM exits. Off by default: then the only cost is one static final boolean per op.
 // Unlike a sampling profiler it sees native time (OpenBLAS) and Java time alike and exactly; it
-// does not see time spent waiting, which is the step time minus the sum of the ops.
+// does not see time spent waiting, which is the step time minus the sum of the ops. It also counts
+// the bytes the thread running an op allocated meanwhile (not its pool helpers'): a vector loop
+// that C2 left boxed allocates per vector, which shows up here as megabytes a call where a loop
+// compiled well allocates a few kilobytes (bench/NOTES.md, 2.8).
 package org.fsdp4j.backend.cpu;
 
+import java.lang.management.ManagementFactory;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -22,7 +26,11 @@ final class OpTimes {
         final LongAdder calls = new LongAdder();
         final LongAdder nanos = new LongAdder();
         final LongAdder flops = new LongAdder();
+        final LongAdder allocated = new LongAdder();
     }
+
+    /** Bytes allocated by the current thread so far; -1 where the JVM does not count them. */
+    private static final java.util.function.LongSupplier ALLOCATED = allocatedCounter();
 
     private static final Map<String, Entry> ENTRIES = new ConcurrentHashMap<>();
 
@@ -41,16 +49,31 @@ final class OpTimes {
             return work;
         }
         return () -> {
+            long a0 = ALLOCATED.getAsLong();
             long t0 = System.nanoTime();
             try {
                 work.run();
             } finally {
+                long ns = System.nanoTime() - t0;
+                long bytes = ALLOCATED.getAsLong() - a0;
                 Entry e = ENTRIES.computeIfAbsent(key, k -> new Entry());
                 e.calls.increment();
-                e.nanos.add(System.nanoTime() - t0);
+                e.nanos.add(ns);
                 e.flops.add(flops);
+                e.allocated.add(Math.max(0, bytes));
             }
         };
+    }
+
+    private static java.util.function.LongSupplier allocatedCounter() {
+        if (ManagementFactory.getThreadMXBean() instanceof com.sun.management.ThreadMXBean bean
+                && bean.isThreadAllocatedMemorySupported()) {
+            if (!bean.isThreadAllocatedMemoryEnabled()) {
+                bean.setThreadAllocatedMemoryEnabled(true);
+            }
+            return bean::getCurrentThreadAllocatedBytes;
+        }
+        return () -> -1;
     }
 
     /** Forgets what was timed so far (the step benchmark calls this after its warm-up steps). */
@@ -73,13 +96,15 @@ final class OpTimes {
         }
         StringBuilder sb = new StringBuilder();
         sb.append(String.format(Locale.ROOT, "# fsdp4j CPU op times (all ranks, all threads that ran ops; waits not counted)%n"));
-        sb.append(String.format(Locale.ROOT, "# %-58s %9s %11s %7s %9s%n", "op", "calls", "total(ms)", "share", "GFLOP/s"));
+        sb.append(String.format(Locale.ROOT, "# %-58s %9s %11s %7s %9s %12s%n", "op", "calls", "total(ms)", "share", "GFLOP/s",
+                "KiB/call"));
         for (Map.Entry<String, Entry> r : rows) {
             Entry e = r.getValue();
             double ns = e.nanos.sum();
             long flops = e.flops.sum();
-            sb.append(String.format(Locale.ROOT, "  %-58s %9d %11.1f %6.1f%% %9s%n", r.getKey(), e.calls.sum(), ns / 1e6,
-                    100 * ns / Math.max(1, total), flops == 0 ? "" : String.format(Locale.ROOT, "%.1f", flops / ns)));
+            sb.append(String.format(Locale.ROOT, "  %-58s %9d %11.1f %6.1f%% %9s %12.1f%n", r.getKey(), e.calls.sum(), ns / 1e6,
+                    100 * ns / Math.max(1, total), flops == 0 ? "" : String.format(Locale.ROOT, "%.1f", flops / ns),
+                    e.allocated.sum() / 1024.0 / Math.max(1, e.calls.sum())));
         }
         return sb.toString();
     }

@@ -1,7 +1,9 @@
 // The CPU backend's results must not depend on thread scheduling or on the thread count:
 // the same ops (the reductions, and the backwards that sum over rows: LayerNorm's, RMSNorm's,
-// the bias's, the embedding's) on the same inputs with 1, 2 and 3 threads give the same bits (fixed chunking,
-// partials combined in order; OpenBLAS splits GEMMs without splitting the k-sums).
+// the bias's, the embedding's) and GEMMs large enough to be cut into one tile per thread, on the
+// same inputs with 1, 2 and 3 threads give the same bits (fixed chunking, partials combined in
+// order; a GEMM tile keeps the whole k-sum, and OpenBLAS computes an element the same way whatever
+// the extent of the call it is in).
 package org.fsdp4j.backend.cpu;
 
 import static org.fsdp4j.testing.RandomTensors.gaussian;
@@ -52,6 +54,21 @@ class CpuDeterminismTest {
             be.embeddingBackward(tokens, g.reshape(40, 50, c), x.view(0, 7, c), wpe);
             be.gemm(true, false, c, c, rows, 1f, x, g, 0f, cc);
             results.add(new double[] {be.sumOfSquares(g), be.sum(x)});
+            // cut in rows (600 × 520) and in columns (200 × 700) by 2 threads, whole by 1
+            try (Tensor a = gaussian(be, r, 600, 301); Tensor b = gaussian(be, r, 301, 700);
+                 Tensor bt = gaussian(be, r, 520, 301); Tensor rowsCut = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, 600, 520);
+                 Tensor colsCut = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, 200, 700)) {
+                be.gemm(false, true, 600, 520, 301, 1f, a, bt, 0f, rowsCut);
+                be.gemm(false, false, 200, 700, 301, 1f, a.view(0, 200, 301), b, 0f, colsCut);
+                for (Tensor t : new Tensor[] {rowsCut, colsCut}) {
+                    float[] f = be.toHost(t);
+                    double[] d = new double[f.length];
+                    for (int i = 0; i < f.length; i++) {
+                        d[i] = f[i];
+                    }
+                    results.add(d);
+                }
+            }
             for (Tensor t : new Tensor[] {out, mean, rstd, dx, dw, db, x, wpe, cc, rmsOut, rmsRstd, rmsDx, rmsDw}) {
                 float[] f = be.toHost(t);
                 double[] d = new double[f.length];

@@ -131,6 +131,26 @@ class CpuElementwiseTest {
         }
     }
 
+    /** addScaled gives the bits of add then scale, in every dtype, and with out aliasing an input. */
+    @Test
+    void addScaledIsAddThenScaleBitForBit() {
+        try (CpuTestSupport s = new CpuTestSupport()) {
+            for (DType d : FLOATS) {
+                double[][] a = new double[1][];
+                double[][] b = new double[1][];
+                try (Tensor ta = s.random(d, 2, a, N); Tensor tb = s.random(DType.F32, 2, b, N);
+                     Tensor fused = s.poisoned(d, N); Tensor twoOps = s.poisoned(d, N)) {
+                    s.backend.addScaled(ta, tb, 1f / 3, fused);
+                    s.backend.add(ta, tb, twoOps);
+                    s.backend.scale(twoOps, 1f / 3);
+                    assertArrayEquals(s.backend.toHost(twoOps), s.backend.toHost(fused), 0f, "addScaled " + d);
+                    s.backend.addScaled(ta, tb, 1f / 3, ta);   // out aliases a
+                    assertArrayEquals(s.backend.toHost(twoOps), s.backend.toHost(ta), 0f, "addScaled into a, " + d);
+                }
+            }
+        }
+    }
+
     @Test
     void biasForwardBroadcastsAndBackwardAccumulatesColumnSums() {
         try (CpuTestSupport s = new CpuTestSupport()) {
