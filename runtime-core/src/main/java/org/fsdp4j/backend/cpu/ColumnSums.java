@@ -7,6 +7,13 @@ import org.fsdp4j.api.Tensor;
 
 final class ColumnSums {
 
+    /**
+     * Rows per chunk at least: each chunk allocates and later adds in a partial of {@code cols}
+     * doubles, so chunks of the pointwise grain alone (10 rows at 1536 columns) made a bias
+     * backward allocate 1.3 MB a call and spend more time combining partials than summing rows.
+     */
+    static final long MIN_ROWS_PER_CHUNK = 64;
+
     final long rows;
     final int cols;
     final long rowsPerChunk;
@@ -15,7 +22,7 @@ final class ColumnSums {
     ColumnSums(long rows, int cols) {
         this.rows = rows;
         this.cols = cols;
-        this.rowsPerChunk = CpuThreads.rowsPerChunk(cols, ElementwiseOps.GRAIN);
+        this.rowsPerChunk = Math.max(MIN_ROWS_PER_CHUNK, CpuThreads.rowsPerChunk(cols, ElementwiseOps.GRAIN));
         this.partials = new double[CpuThreads.chunkCount(rows, rowsPerChunk)][];
     }
 
