@@ -220,8 +220,7 @@ public final class CpuBackend implements Backend {
         checkOpen();
         Shapes.pointwise("addScaled", a, b, out);
         if (out.dtype() != DType.F32) {   // the sum must round to out's dtype before the product
-            add(a, b, out);
-            scale(out, alpha);
+            Backend.super.addScaled(a, b, alpha, out);
             return;
         }
         issue("addScaled", () -> ElementwiseOps.addScaled(threads, a, b, alpha, out), a, b, out);

@@ -14,6 +14,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.function.LongSupplier;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.LongAdder;
 
@@ -30,7 +31,7 @@ final class OpTimes {
     }
 
     /** Bytes allocated by the current thread so far; -1 where the JVM does not count them. */
-    private static final java.util.function.LongSupplier ALLOCATED = allocatedCounter();
+    private static final LongSupplier ALLOCATED = allocatedCounter();
 
     private static final Map<String, Entry> ENTRIES = new ConcurrentHashMap<>();
 
@@ -65,7 +66,7 @@ final class OpTimes {
         };
     }
 
-    private static java.util.function.LongSupplier allocatedCounter() {
+    private static LongSupplier allocatedCounter() {
         if (ManagementFactory.getThreadMXBean() instanceof com.sun.management.ThreadMXBean bean
                 && bean.isThreadAllocatedMemorySupported()) {
             if (!bean.isThreadAllocatedMemoryEnabled()) {

@@ -40,7 +40,12 @@ class CpuDeterminismTest {
              Tensor cc = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, c, c);
              Tensor rmsOut = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, rows, c);
              Tensor rmsRstd = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, rows);
-             Tensor rmsDx = gaussian(be, r, rows, c); Tensor rmsDw = gaussian(be, r, c)) {
+             Tensor rmsDx = gaussian(be, r, rows, c); Tensor rmsDw = gaussian(be, r, c);
+             // GEMMs that 2 threads cut in rows (600 × 520) and in columns (200 × 700), 1 thread whole
+             Tensor a = gaussian(be, r, 600, 301); Tensor b = gaussian(be, r, 301, 700);
+             Tensor bt = gaussian(be, r, 520, 301);
+             Tensor rowsCut = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, 600, 520);
+             Tensor colsCut = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, 200, 700)) {
             int[] tok = new int[2000];
             for (int i = 0; i < tok.length; i++) {
                 tok[i] = r.nextInt(7);
@@ -54,22 +59,10 @@ class CpuDeterminismTest {
             be.embeddingBackward(tokens, g.reshape(40, 50, c), x.view(0, 7, c), wpe);
             be.gemm(true, false, c, c, rows, 1f, x, g, 0f, cc);
             results.add(new double[] {be.sumOfSquares(g), be.sum(x)});
-            // cut in rows (600 × 520) and in columns (200 × 700) by 2 threads, whole by 1
-            try (Tensor a = gaussian(be, r, 600, 301); Tensor b = gaussian(be, r, 301, 700);
-                 Tensor bt = gaussian(be, r, 520, 301); Tensor rowsCut = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, 600, 520);
-                 Tensor colsCut = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, 200, 700)) {
-                be.gemm(false, true, 600, 520, 301, 1f, a, bt, 0f, rowsCut);
-                be.gemm(false, false, 200, 700, 301, 1f, a.view(0, 200, 301), b, 0f, colsCut);
-                for (Tensor t : new Tensor[] {rowsCut, colsCut}) {
-                    float[] f = be.toHost(t);
-                    double[] d = new double[f.length];
-                    for (int i = 0; i < f.length; i++) {
-                        d[i] = f[i];
-                    }
-                    results.add(d);
-                }
-            }
-            for (Tensor t : new Tensor[] {out, mean, rstd, dx, dw, db, x, wpe, cc, rmsOut, rmsRstd, rmsDx, rmsDw}) {
+            be.gemm(false, true, 600, 520, 301, 1f, a, bt, 0f, rowsCut);
+            be.gemm(false, false, 200, 700, 301, 1f, a.view(0, 200, 301), b, 0f, colsCut);
+            for (Tensor t : new Tensor[] {out, mean, rstd, dx, dw, db, x, wpe, cc, rmsOut, rmsRstd, rmsDx, rmsDw,
+                    rowsCut, colsCut}) {
                 float[] f = be.toHost(t);
                 double[] d = new double[f.length];
                 for (int i = 0; i < f.length; i++) {
