@@ -10,6 +10,7 @@ package org.fsdp4j.backend.cpu;
 import java.util.Arrays;
 import jdk.incubator.vector.DoubleVector;
 import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorMask;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Shapes.HeadLayout;
 import org.fsdp4j.backend.Shapes.QkvLayout;
@@ -153,33 +154,72 @@ final class AttentionOps {
     // boxed, an allocation per op).
 
     /** x[0..len) = softmax(scale · x[0..len)): exp in fp32 (FloatExp), the sum in fp64. */
-    @CompiledAlone
     static void softmaxRow(float[] x, int len, float scale, double[] lanes) {
-        int vecEnd = len - len % Simd.FL;
+        softmaxRow(x, 0, len, scale, lanes);
+    }
+
+    /** x[off..off+len) = softmax(scale · x[off..off+len)), as softmaxRow (the same bits). */
+    @CompiledAlone
+    static void softmaxRow(float[] x, int off, int len, float scale, double[] lanes) {
+        int end = off + len;
+        int vecEnd = end - len % Simd.FL;
         FloatVector maxes = FloatVector.broadcast(Simd.F, Float.NEGATIVE_INFINITY);
-        for (int j = 0; j < vecEnd; j += Simd.FL) {
+        for (int j = off; j < vecEnd; j += Simd.FL) {
             FloatVector v = FloatVector.fromArray(Simd.F, x, j).mul(scale);
             v.intoArray(x, j);
             maxes = maxes.max(v);
         }
         float max = Simd.maxLanes(maxes);
-        for (int j = vecEnd; j < len; j++) {
+        for (int j = vecEnd; j < end; j++) {
             x[j] *= scale;
             max = Math.max(max, x[j]);
         }
-        for (int j = 0; j < vecEnd; j += Simd.FL) {
+        for (int j = off; j < vecEnd; j += Simd.FL) {
             FloatVector.fromArray(Simd.F, x, j).sub(max).intoArray(x, j);
         }
-        for (int j = vecEnd; j < len; j++) {
+        for (int j = vecEnd; j < end; j++) {
             x[j] -= max;
         }
-        Simd.expInPlace(x, 0, len);
-        float inv = (float) (1.0 / Simd.sum(x, len, lanes));
-        for (int j = 0; j < vecEnd; j += Simd.FL) {
+        Simd.expInPlace(x, off, end);
+        float inv = (float) (1.0 / Simd.sum(x, off, len, lanes));
+        for (int j = off; j < vecEnd; j += Simd.FL) {
             FloatVector.fromArray(Simd.F, x, j).mul(inv).intoArray(x, j);
         }
-        for (int j = vecEnd; j < len; j++) {
+        for (int j = vecEnd; j < end; j++) {
             x[j] *= inv;
+        }
+    }
+
+    /**
+     * softmaxRow on x[off..off+len) for a row with room to the next whole vector (x holds at least
+     * off + roundUp(len, FL) elements) and scale > 0: the last partial vector is computed whole,
+     * its lanes past the row blended to −∞ before the exp and to 0 after it, instead of the
+     * scalar tail, which cost as much as the vector part of a 128-key row (bench/NOTES.md, 2.9).
+     * Those lanes are left 0. The sum adds the tail's elements in lanes, so its last bits may
+     * differ from softmaxRow's.
+     */
+    @CompiledAlone
+    static void softmaxRowPadded(float[] x, int off, int len, float scale, double[] lanes) {
+        int padEnd = off + TileGemm.roundUp(len, Simd.FL);
+        int last = padEnd - Simd.FL;
+        VectorMask<Float> past = Simd.lanesFrom(len - (last - off));
+        FloatVector maxes = FloatVector.broadcast(Simd.F, Float.NEGATIVE_INFINITY);
+        for (int j = off; j < last; j += Simd.FL) {
+            FloatVector v = FloatVector.fromArray(Simd.F, x, j).mul(scale);
+            v.intoArray(x, j);
+            maxes = maxes.max(v);
+        }
+        FloatVector tail = FloatVector.fromArray(Simd.F, x, last).mul(scale).blend(Float.NEGATIVE_INFINITY, past);
+        tail.intoArray(x, last);
+        float max = Simd.maxLanes(maxes.max(tail));
+        for (int j = off; j < padEnd; j += Simd.FL) {
+            FloatVector.fromArray(Simd.F, x, j).sub(max).intoArray(x, j);
+        }
+        Simd.expInPlace(x, off, padEnd);
+        FloatVector.fromArray(Simd.F, x, last).blend(0f, past).intoArray(x, last);   // no e^−87 · inv denormals
+        float inv = (float) (1.0 / Simd.sum(x, off, padEnd - off, lanes));
+        for (int j = off; j < padEnd; j += Simd.FL) {
+            FloatVector.fromArray(Simd.F, x, j).mul(inv).intoArray(x, j);
         }
     }
 
@@ -204,6 +244,32 @@ final class AttentionOps {
         }
         for (int j = fEnd; j < len; j++) {
             d[j] += scale * a[j] * (g[j] - dotF);
+        }
+    }
+
+    /**
+     * g[gOff..gOff+len) = scale · a · (g − Σ a·g) for a at a[aOff..] (softmaxBackwardRow's values,
+     * g overwritten instead of added to a zeroed d), for rows with room to the next whole vector:
+     * the lanes past the row are blended to 0 in a and g and computed with the rest (they stay 0),
+     * so there is no scalar tail; the dot product's last bits may differ from softmaxBackwardRow's.
+     */
+    @CompiledAlone
+    static void softmaxBackwardRowPadded(float[] a, int aOff, float[] g, int gOff, int len, float scale,
+                                         double[] lanes) {
+        int padLen = TileGemm.roundUp(len, Simd.FL);
+        int last = padLen - Simd.FL;
+        VectorMask<Float> past = Simd.lanesFrom(len - last);
+        FloatVector.fromArray(Simd.F, a, aOff + last).blend(0f, past).intoArray(a, aOff + last);
+        FloatVector.fromArray(Simd.F, g, gOff + last).blend(0f, past).intoArray(g, gOff + last);
+        DoubleVector acc = DoubleVector.zero(Simd.D);
+        for (int j = 0; j < padLen; j += Simd.DL) {
+            acc = acc.add(Simd.widen(a, aOff + j).mul(Simd.widen(g, gOff + j)));
+        }
+        float dotF = (float) Simd.sumLanes(acc, lanes);
+        for (int j = 0; j < padLen; j += Simd.FL) {
+            FloatVector av = FloatVector.fromArray(Simd.F, a, aOff + j);
+            FloatVector gv = FloatVector.fromArray(Simd.F, g, gOff + j);
+            av.mul(scale).mul(gv.sub(dotF)).intoArray(g, gOff + j);
         }
     }
 

@@ -1,35 +1,25 @@
 // Causal attention on fp32 CPU tensors, one (batch, key/value head) group at a time: each head's
 // T×T scores are computed, softmaxed and used while they sit in the core's cache, instead of the
 // composite's batched GEMMs and softmax, which stream every (B, H, T, T) buffer through memory
-// four times in the forward and eight in the backward (bench/NOTES.md, 2.6: in a step those GEMMs
-// ran at about half their rate on warm caches). Besides the saved att, the backward needs no
-// (B, H, T, T) buffer: datt and dpreatt share one T×T scratch per thread, a row of datt turned
-// into the same row of dpreatt in place.
+// four times in the forward and eight in the backward (bench/NOTES.md, 2.6). Besides the saved
+// att, the backward needs no (B, H, T, T) buffer: datt and dpreatt share one T×T scratch per
+// thread, a row of datt turned into the same row of dpreatt in place.
 //
-// Per group, its query heads in order (so dk and dv, summed over the group, add in a fixed order:
-// the same bits for any thread count); every GEMM is one single-threaded OpenBLAS call over a
-// block of ROWS query rows (or key columns) and only the keys (or queries) it meets below the
-// diagonal, so the masked upper triangle is skipped block by block; the softmax rows are
-// AttentionOps' row loops. For Hkv = H the results equal the composite's bits (FusedAttentionTest).
+// A head's q, k, v (and dy) are copied into per-thread float[] scratch, and every product is a
+// TileGemm over row tiles of MR query rows (or key columns) against only the keys (or queries)
+// the tile meets below the diagonal, so the masked upper triangle is skipped tile by tile
+// (bench/NOTES.md, 2.9: OpenBLAS ran these small products at ~56 GFLOP/s in a step). The
+// softmax rows are AttentionOps' row loops. Per group, its query heads in order (dk and dv,
+// summed over the group, add in a fixed order): the same bits for any thread count; they agree
+// with the composite (OpenBLAS's GEMMs) to fp32 rounding (FusedAttentionTest).
 package org.fsdp4j.backend.cpu;
 
-import java.nio.FloatBuffer;
 import java.util.Arrays;
-import org.bytedeco.javacpp.FloatPointer;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Shapes.AttentionSizes;
 
 final class FusedAttentionOps {
-
-    /**
-     * Query rows per block: a block of rows [r0, r1) sees keys [0, r1) only, so the GEMMs skip the
-     * masked upper triangle block by block (at T = 256, 10 of 16 blocks of 64 are computed).
-     */
-    static final int ROWS = 64;
-
-    /** Per-thread fp32 T×T scratch for the backward's datt → dpreatt rows. */
-    private static final ThreadLocal<FloatPointer[]> SCRATCH = ThreadLocal.withInitial(() -> new FloatPointer[1]);
 
     private FusedAttentionOps() {
     }
@@ -64,9 +54,9 @@ final class FusedAttentionOps {
             return new Heads(t, column, t.dim(1) * w, d, Math.toIntExact(w));
         }
 
-        /** fp32 pointer to row r of head {@code head} of batch b. */
-        FloatPointer row(int b, long head, long r) {
-            return at(tensor, offset + b * batchStride + head * headStride + r * ld);
+        /** Element index (within the tensor) of row r of head {@code head} of batch b. */
+        long index(int b, long head, long r) {
+            return offset + b * batchStride + head * headStride + r * ld;
         }
     }
 
@@ -109,30 +99,48 @@ final class FusedAttentionOps {
         int t = s.t();
         int d = s.d();
         Elements ea = Elements.of(att);
+        Elements eq = Elements.of(q.tensor);
+        Elements ek = Elements.of(k.tensor);
+        Elements ev = Elements.of(v.tensor);
+        Elements ey = Elements.of(y.tensor);
         threads.forChunks((long) s.b() * s.kv(), 1, (chunk, from, to) -> {
-            float[] row = Scratch.floats(0, t);
+            HeadScratch hs = HeadScratch.get(t, d);
+            int tp = hs.tp;
+            int dp = hs.dp;
+            float[] tile = hs.s;     // (MR, Tp): one row tile's scores, then its att rows
+            float[] out = hs.o;      // (MR, Dp): the tile's y rows
             double[] lanes = Simd.laneScratch();
             for (long grp = from; grp < to; grp++) {
                 int b = (int) (grp / s.kv());
                 int j = (int) (grp % s.kv());
+                hs.load(ek, k, b, j, hs.k);
+                hs.transpose(hs.k, hs.kt);
+                hs.load(ev, v, b, j, hs.v);
                 for (int hh = 0; hh < s.group(); hh++) {
                     int h = j * s.group() + hh;
                     long attAt = ((long) b * s.h() + h) * t * t;
-                    for (int r0 = 0; r0 < t; r0 += ROWS) {
-                        int r1 = Math.min(t, r0 + ROWS);   // rows [r0, r1) see keys [0, r1)
-                        // scores of the block's rows against the keys they see, then the causal softmax row by row
-                        OpenBlas.sgemm(false, true, r1 - r0, r1, d, 1f, q.row(b, h, r0), q.ld, k.row(b, j, 0), k.ld,
-                                0f, at(att, attAt + (long) r0 * t), t);
-                        for (int i = r0; i < r1; i++) {
+                    hs.load(eq, q, b, h, hs.q);
+                    for (int i0 = 0; i0 < t; i0 += TileGemm.MR) {
+                        int seen = Math.min(t, i0 + TileGemm.MR);   // rows of the tile see keys [0, seen)
+                        // scores of the tile's rows against the keys they see (whole column tiles)
+                        TileGemm.multiply(TileGemm.MR, TileGemm.roundUp(seen, TileGemm.NR), d, hs.q, i0 * dp, dp, 1,
+                                hs.kt, 0, tp, tile, 0, tp, false);
+                        for (int i = i0; i < seen; i++) {
+                            int row = (i - i0) * tp;
                             int len = i + 1;   // row i sees keys 0..i
-                            ea.load(attAt + (long) i * t, row, 0, len);
-                            AttentionOps.softmaxRow(row, len, scale, lanes);
-                            Arrays.fill(row, len, t, 0f);
-                            ea.store(row, 0, attAt + (long) i * t, t);
+                            if (scale > 0) {
+                                AttentionOps.softmaxRowPadded(tile, row, len, scale, lanes);
+                            } else {
+                                AttentionOps.softmaxRow(tile, row, len, scale, lanes);
+                            }
+                            Arrays.fill(tile, row + len, row + t, 0f);
+                            ea.store(tile, row, attAt + (long) i * t, t);
                         }
-                        // y rows = att rows · v over the keys they see (the rest of each row is 0)
-                        OpenBlas.sgemm(false, false, r1 - r0, d, r1, 1f, at(att, attAt + (long) r0 * t), t,
-                                v.row(b, j, 0), v.ld, 0f, y.row(b, h, r0), y.ld);
+                        // y rows = att rows · v over the keys the tile sees (0 past each row's own)
+                        TileGemm.multiply(TileGemm.MR, dp, seen, tile, 0, tp, 1, hs.v, 0, dp, out, 0, dp, false);
+                        for (int i = i0; i < seen; i++) {
+                            ey.store(out, (i - i0) * dp, y.index(b, h, i), d);
+                        }
                     }
                 }
             }
@@ -144,68 +152,151 @@ final class FusedAttentionOps {
         int t = s.t();
         int d = s.d();
         Elements ea = Elements.of(att);
+        Elements eq = Elements.of(q.tensor);
+        Elements ek = Elements.of(k.tensor);
+        Elements ev = Elements.of(v.tensor);
+        Elements edy = Elements.of(dy.tensor);
+        Elements edq = Elements.of(dq.tensor);
+        Elements edk = Elements.of(dk.tensor);
+        Elements edv = Elements.of(dv.tensor);
         threads.forChunks((long) s.b() * s.kv(), 1, (chunk, from, to) -> {
-            float[] a = Scratch.floats(0, t);
-            float[] g = Scratch.floats(1, t);
-            float[] dp = Scratch.floats(2, t);
+            HeadScratch hs = HeadScratch.get(t, d);
+            int tp = hs.tp;
+            int dp = hs.dp;
+            float[] p = hs.p;        // (Tm, Tp): att, 0 above the diagonal
+            float[] ds = hs.ds;      // (Tm, Tp): datt, then dpreatt row by row, 0 above the diagonal
+            float[] out = hs.o;      // (MR, Dp): a row tile of dq
             double[] lanes = Simd.laneScratch();
-            FloatPointer scratch = scratch((long) t * t);      // (T, T): datt, then dpreatt row by row
-            FloatBuffer rows = scratch.asBuffer();
             for (long grp = from; grp < to; grp++) {
                 int b = (int) (grp / s.kv());
                 int j = (int) (grp % s.kv());
+                hs.load(ek, k, b, j, hs.k);
+                hs.load(ev, v, b, j, hs.v);
+                hs.transpose(hs.v, hs.kt);   // vᵀ (D, Tp)
                 for (int hh = 0; hh < s.group(); hh++) {
                     int h = j * s.group() + hh;
                     long attAt = ((long) b * s.h() + h) * t * t;
-                    float beta = hh == 0 ? 0f : 1f;   // dk, dv sum over the group's heads
-                    for (int r0 = 0; r0 < t; r0 += ROWS) {
-                        int r1 = Math.min(t, r0 + ROWS);
+                    hs.load(eq, q, b, h, hs.q);
+                    hs.load(edy, dy, b, h, hs.dy);
+                    for (int i0 = 0; i0 < t; i0 += TileGemm.MR) {
+                        int seen = Math.min(t, i0 + TileGemm.MR);
+                        int tileEnd = i0 + TileGemm.MR;   // columns the later products read of these rows
                         // datt rows = dy rows · vᵀ over the keys they see
-                        OpenBlas.sgemm(false, true, r1 - r0, r1, d, 1f, dy.row(b, h, r0), dy.ld, v.row(b, j, 0), v.ld,
-                                0f, scratch.position((long) r0 * t), t);
-                        // dpreatt row i = scale · att · (datt − Σ att·datt) for j ≤ i, 0 above
-                        // (the GEMMs below read the block whole)
-                        for (int i = r0; i < r1; i++) {
+                        TileGemm.multiply(TileGemm.MR, TileGemm.roundUp(seen, TileGemm.NR), d, hs.dy, i0 * dp, dp, 1,
+                                hs.kt, 0, tp, ds, i0 * tp, tp, false);
+                        // dpreatt row i = scale · att · (datt − Σ att·datt) for keys ≤ i, 0 above
+                        for (int i = i0; i < seen; i++) {
+                            int row = i * tp;
                             int len = i + 1;
-                            ea.load(attAt + (long) i * t, a, 0, len);
-                            rows.get(i * t, g, 0, len);
-                            Arrays.fill(dp, 0, t, 0f);
-                            AttentionOps.softmaxBackwardRow(a, g, dp, len, scale, lanes);
-                            rows.put(i * t, dp, 0, t);
+                            ea.load(attAt + (long) i * t, p, row, len);
+                            Arrays.fill(p, row + len, row + tileEnd, 0f);
+                            AttentionOps.softmaxBackwardRowPadded(p, row, ds, row, len, scale, lanes);
+                            Arrays.fill(ds, row + len, row + tileEnd, 0f);
                         }
                         // dq rows = dpreatt rows · k over the keys they see
-                        OpenBlas.sgemm(false, false, r1 - r0, d, r1, 1f, scratch.position((long) r0 * t), t,
-                                k.row(b, j, 0), k.ld, 0f, dq.row(b, h, r0), dq.ld);
+                        TileGemm.multiply(TileGemm.MR, dp, seen, ds, i0 * tp, tp, 1, hs.k, 0, dp, out, 0, dp, false);
+                        for (int i = i0; i < seen; i++) {
+                            edq.store(out, (i - i0) * dp, dq.index(b, h, i), d);
+                        }
                     }
-                    for (int c0 = 0; c0 < t; c0 += ROWS) {
-                        int c1 = Math.min(t, c0 + ROWS);   // keys [c0, c1) are seen by rows [c0, T)
-                        // dv_j (+)= att_hᵀ · dy_h ; dk_j (+)= dpreattᵀ · q_h, over the rows that see these keys
-                        OpenBlas.sgemm(true, false, c1 - c0, d, t - c0, 1f, at(att, attAt + (long) c0 * t + c0), t,
-                                dy.row(b, h, c0), dy.ld, beta, dv.row(b, j, c0), dv.ld);
-                        OpenBlas.sgemm(true, false, c1 - c0, d, t - c0, 1f, scratch.position((long) c0 * t + c0), t,
-                                q.row(b, h, c0), q.ld, beta, dk.row(b, j, c0), dk.ld);
+                    // keys [c0, c0 + MR) are seen by rows [c0, T): dv (+)= attᵀ · dy, dk (+)= dpreattᵀ · q,
+                    // summed over the group's heads in order
+                    boolean add = hh > 0;
+                    for (int c0 = 0; c0 < t; c0 += TileGemm.MR) {
+                        int at = c0 * tp + c0;
+                        TileGemm.multiply(TileGemm.MR, dp, t - c0, p, at, 1, tp, hs.dy, c0 * dp, dp,
+                                hs.dv, c0 * dp, dp, add);
+                        TileGemm.multiply(TileGemm.MR, dp, t - c0, ds, at, 1, tp, hs.q, c0 * dp, dp,
+                                hs.dk, c0 * dp, dp, add);
                     }
                 }
+                hs.store(hs.dk, edk, dk, b, j);
+                hs.store(hs.dv, edv, dv, b, j);
             }
         });
     }
 
-    /** fp32 pointer to element {@code index} of t. */
-    private static FloatPointer at(Tensor t, long index) {
-        return new FloatPointer(CpuStorage.of(t).pointer()).position(t.offset() + index);
-    }
+    /**
+     * One thread's float[] operands for a head, padded so that every TileGemm tile lies inside:
+     * Tm = T rounded up to MR rows, Tp = Tm rounded up to NR columns, Dp = D rounded up to NR.
+     * Padding rows and columns hold whatever they held; the products computed from them are
+     * never stored.
+     */
+    static final class HeadScratch {
+        private static final ThreadLocal<HeadScratch> HELD = new ThreadLocal<>();
 
-    /** This thread's scratch with room for {@code floats} elements, positioned at 0. */
-    private static FloatPointer scratch(long floats) {
-        FloatPointer[] held = SCRATCH.get();
-        FloatPointer p = held[0];
-        if (p == null || p.capacity() < floats) {
-            if (p != null) {
-                p.close();
-            }
-            p = new FloatPointer(Math.max(1, floats));
-            held[0] = p;
+        final int t;
+        final int d;
+        final int tp;
+        final int dp;
+        final float[] q;     // (Tm, Dp) rows of a head: q, k, v, dy, and dk, dv summed over a group
+        final float[] k;
+        final float[] v;
+        final float[] dy;
+        final float[] dk;
+        final float[] dv;
+        final float[] kt;    // (D, Tp): kᵀ in the forward, vᵀ in the backward
+        final float[] s;     // (MR, Tp): the forward's row tile of scores
+        final float[] o;     // (MR, Dp): a row tile of y or dq
+        final float[] p;     // (Tm, Tp): att, for the backward
+        final float[] ds;    // (Tm, Tp): datt → dpreatt
+
+        private HeadScratch(int t, int d) {
+            this.t = t;
+            this.d = d;
+            int tm = TileGemm.roundUp(t, TileGemm.MR);
+            this.tp = TileGemm.roundUp(tm, TileGemm.NR);
+            this.dp = TileGemm.roundUp(d, TileGemm.NR);
+            q = new float[tm * dp];
+            k = new float[tm * dp];
+            v = new float[tm * dp];
+            dy = new float[tm * dp];
+            dk = new float[tm * dp];
+            dv = new float[tm * dp];
+            kt = new float[d * tp];
+            s = new float[TileGemm.MR * tp];
+            o = new float[TileGemm.MR * dp];
+            p = new float[tm * tp];
+            ds = new float[tm * tp];
         }
-        return p.position(0);
+
+        /** This thread's scratch for heads of T rows and D columns (kept while the sizes repeat). */
+        static HeadScratch get(int t, int d) {
+            HeadScratch held = HELD.get();
+            if (held == null || held.t != t || held.d != d) {
+                long tm = TileGemm.roundUp(t, TileGemm.MR);
+                if (tm * (tm + TileGemm.NR) > Integer.MAX_VALUE - 8) {
+                    throw new IllegalArgumentException("fused attention: T = " + t + " needs a T × T scratch per"
+                            + " thread larger than a Java array holds; use a shorter sequence");
+                }
+                held = new HeadScratch(t, d);
+                HELD.set(held);
+            }
+            return held;
+        }
+
+        /** rows[r·Dp .. r·Dp + D) = row r of head {@code head} of batch b, for r < T. */
+        void load(Elements e, Heads heads, int b, int head, float[] rows) {
+            for (int r = 0; r < t; r++) {
+                e.load(heads.index(b, head, r), rows, r * dp, d);
+            }
+        }
+
+        /** Row r of head {@code head} of batch b = rows[r·Dp .. r·Dp + D), for r < T. */
+        void store(float[] rows, Elements e, Heads heads, int b, int head) {
+            for (int r = 0; r < t; r++) {
+                e.store(rows, r * dp, heads.index(b, head, r), d);
+            }
+        }
+
+        /** to (D, Tp) = the transpose of rows (T, Dp)'s first D columns. */
+        void transpose(float[] rows, float[] to) {
+            for (int r = 0; r < t; r++) {
+                int from = r * dp;
+                for (int c = 0; c < d; c++) {
+                    to[c * tp + r] = rows[from + c];
+                }
+            }
+        }
     }
 }

@@ -17,6 +17,7 @@ package org.fsdp4j.backend.cpu;
 
 import jdk.incubator.vector.DoubleVector;
 import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorMask;
 import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorShape;
 import jdk.incubator.vector.VectorSpecies;
@@ -62,6 +63,17 @@ final class Simd {
         }
     }
 
+    /** 0, 1, ..., FL − 1: lane indices. */
+    private static final FloatVector IOTA = (FloatVector) F.iotaShuffle(0, 1, false).toVector();
+
+    /**
+     * The lanes {@code first} and above (first in 0..FL): a vector comparison, where the species'
+     * indexInRange allocated a mask object per call inside a training step.
+     */
+    static VectorMask<Float> lanesFrom(int first) {
+        return IOTA.compare(VectorOperators.GE, (float) first);
+    }
+
     /** DL fp32 elements of a from index i, widened to fp64 (exact). */
     static DoubleVector widen(float[] a, int i) {
         return (DoubleVector) FloatVector.fromArray(FD, a, i).convertShape(VectorOperators.F2D, D, 0);
@@ -92,16 +104,21 @@ final class Simd {
     }
 
     /** Σ x[0..n) in fp64: DL lane partials added in lane order, then the tail in order. */
-    @CompiledAlone
     static double sum(float[] x, int n, double[] scratch) {
+        return sum(x, 0, n, scratch);
+    }
+
+    /** Σ x[from..from+n) in fp64, as sum(x, n, scratch) on the elements from {@code from}. */
+    @CompiledAlone
+    static double sum(float[] x, int from, int n, double[] scratch) {
         DoubleVector acc = DoubleVector.zero(D);
         int j = 0;
         for (; j <= n - DL; j += DL) {
-            acc = acc.add(widen(x, j));
+            acc = acc.add(widen(x, from + j));
         }
         double s = sumLanes(acc, scratch);
         for (; j < n; j++) {
-            s += x[j];
+            s += x[from + j];
         }
         return s;
     }

@@ -1,0 +1,66 @@
+// TileGemm, the fused attention's register-tiled product, against a plain fp64 reference: A read
+// straight and transposed through its strides, C overwritten and accumulated, k from 1 to beyond
+// a tile's worth, and C's tiles placed inside a wider row (ldc > n) without touching the rest.
+package org.fsdp4j.backend.cpu;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.Random;
+import org.junit.jupiter.api.Test;
+
+class TileGemmTest {
+
+    @Test
+    void productsMatchAnFp64ReferenceForStraightAndTransposedA() {
+        Random r = new Random(3);
+        for (int k : new int[] {1, 7, 64, 131}) {
+            for (boolean transA : new boolean[] {false, true}) {
+                for (boolean accumulate : new boolean[] {false, true}) {
+                    check(r, 2 * TileGemm.MR, 2 * TileGemm.NR, k, transA, accumulate);
+                }
+            }
+        }
+    }
+
+    private static void check(Random r, int m, int n, int k, boolean transA, boolean accumulate) {
+        int lda = transA ? m + 3 : k + 5;          // A (m, k) stored row major, or Aᵀ (k, m)
+        int ldb = n + 2 * Simd.FL;
+        int ldc = n + TileGemm.NR;                  // C's rows are wider than the product: the rest stays
+        float[] a = random(r, (transA ? k : m) * lda);
+        float[] b = random(r, k * ldb);
+        float[] c = random(r, m * ldc);
+        float[] before = c.clone();
+        int ars = transA ? 1 : lda;
+        int acs = transA ? lda : 1;
+        TileGemm.multiply(m, n, k, a, 0, ars, acs, b, 0, ldb, c, 0, ldc, accumulate);
+        String where = "m " + m + " n " + n + " k " + k + (transA ? " Aᵀ" : " A") + (accumulate ? " +=" : " =");
+        for (int i = 0; i < m; i++) {
+            for (int j = 0; j < ldc; j++) {
+                if (j >= n) {
+                    assertEquals(before[i * ldc + j], c[i * ldc + j], "outside the product, " + where);
+                    continue;
+                }
+                double want = accumulate ? before[i * ldc + j] : 0;
+                double scale = Math.abs(want);
+                for (int p = 0; p < k; p++) {
+                    double term = (double) a[i * ars + p * acs] * b[p * ldb + j];
+                    want += term;
+                    scale += Math.abs(term);
+                }
+                double got = c[i * ldc + j];
+                // fp32 fused multiply-adds in order: |error| ≤ (k + 1)·2⁻²⁴·Σ|terms| (a wrong or missing term is far more)
+                assertTrue(Math.abs(got - want) <= (k + 1) * 0x1p-24 * scale,
+                        where + ": C[" + i + ", " + j + "] = " + got + ", want " + want);
+            }
+        }
+    }
+
+    private static float[] random(Random r, int n) {
+        float[] x = new float[n];
+        for (int i = 0; i < n; i++) {
+            x[i] = (float) r.nextGaussian();
+        }
+        return x;
+    }
+}
