@@ -39,19 +39,31 @@ final class CrossEntropyOps {
         Elements ed = Elements.of(dlogits);
         threads.forChunks(tgt.length, CpuThreads.rowsPerChunk(v, ElementwiseOps.GRAIN), (chunk, from, to) -> {
             float[] x = Scratch.floats(0, v);
+            double[] e = EXPS.get();
+            if (e.length < v) {
+                e = new double[v];
+                EXPS.set(e);
+            }
             for (long r = from; r < to; r++) {
                 el.load(r * v, x, 0, v);
                 float max = max(x, v);
-                double sum = sumExp(x, v, max);
+                double sum = 0;
+                for (int j = 0; j < v; j++) {   // sumExp's terms, kept: one exp per logit, not two
+                    e[j] = Math.exp(x[j] - max);
+                    sum += e[j];
+                }
                 double scale = dloss / sum;
                 for (int j = 0; j < v; j++) {
-                    x[j] = (float) (Math.exp(x[j] - max) * scale);
+                    x[j] = (float) (e[j] * scale);
                 }
                 x[tgt[(int) r]] -= dloss;
                 ed.store(x, 0, r * v, v);
             }
         });
     }
+
+    /** Per-thread fp64 exps of a row for the backward. */
+    private static final ThreadLocal<double[]> EXPS = ThreadLocal.withInitial(() -> new double[0]);
 
     private static float max(float[] x, int n) {
         float m = Float.NEGATIVE_INFINITY;

@@ -49,7 +49,11 @@ final class TileGemm {
         }
     }
 
-    /** One MR × NR tile of C (see multiply), at a[aOff], b[bOff] and c[cOff]. */
+    /**
+     * One MR × NR tile of C (see multiply), at a[aOff], b[bOff] and c[cOff]. The 24 accumulators are
+     * written out one by one on purpose: C2 keeps named vector locals in registers, where an array
+     * of vectors (or a loop over them) would be objects on the heap.
+     */
     @CompiledAlone
     static void tile(int k, float[] a, int aOff, int ars, int acs, float[] b, int bOff, int ldb, float[] c, int cOff,
                      int ldc, boolean accumulate) {
