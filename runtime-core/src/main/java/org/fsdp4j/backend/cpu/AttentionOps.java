@@ -154,45 +154,39 @@ final class AttentionOps {
     // boxed, an allocation per op).
 
     /** x[0..len) = softmax(scale · x[0..len)): exp in fp32 (FloatExp), the sum in fp64. */
-    static void softmaxRow(float[] x, int len, float scale, double[] lanes) {
-        softmaxRow(x, 0, len, scale, lanes);
-    }
-
-    /** x[off..off+len) = softmax(scale · x[off..off+len)), as softmaxRow (the same bits). */
     @CompiledAlone
-    static void softmaxRow(float[] x, int off, int len, float scale, double[] lanes) {
-        int end = off + len;
-        int vecEnd = end - len % Simd.FL;
+    static void softmaxRow(float[] x, int len, float scale, double[] lanes) {
+        int vecEnd = len - len % Simd.FL;
         FloatVector maxes = FloatVector.broadcast(Simd.F, Float.NEGATIVE_INFINITY);
-        for (int j = off; j < vecEnd; j += Simd.FL) {
+        for (int j = 0; j < vecEnd; j += Simd.FL) {
             FloatVector v = FloatVector.fromArray(Simd.F, x, j).mul(scale);
             v.intoArray(x, j);
             maxes = maxes.max(v);
         }
         float max = Simd.maxLanes(maxes);
-        for (int j = vecEnd; j < end; j++) {
+        for (int j = vecEnd; j < len; j++) {
             x[j] *= scale;
             max = Math.max(max, x[j]);
         }
-        for (int j = off; j < vecEnd; j += Simd.FL) {
+        for (int j = 0; j < vecEnd; j += Simd.FL) {
             FloatVector.fromArray(Simd.F, x, j).sub(max).intoArray(x, j);
         }
-        for (int j = vecEnd; j < end; j++) {
+        for (int j = vecEnd; j < len; j++) {
             x[j] -= max;
         }
-        Simd.expInPlace(x, off, end);
-        float inv = (float) (1.0 / Simd.sum(x, off, len, lanes));
-        for (int j = off; j < vecEnd; j += Simd.FL) {
+        Simd.expInPlace(x, 0, len);
+        float inv = (float) (1.0 / Simd.sum(x, len, lanes));
+        for (int j = 0; j < vecEnd; j += Simd.FL) {
             FloatVector.fromArray(Simd.F, x, j).mul(inv).intoArray(x, j);
         }
-        for (int j = vecEnd; j < end; j++) {
+        for (int j = vecEnd; j < len; j++) {
             x[j] *= inv;
         }
     }
 
     /**
      * softmaxRow on x[off..off+len) for a row with room to the next whole vector (x holds at least
-     * off + roundUp(len, FL) elements) and scale > 0: the last partial vector is computed whole,
+     * off + roundUp(len, FL) elements): the last partial vector is computed whole,
      * its lanes past the row blended to −∞ before the exp and to 0 after it, instead of the
      * scalar tail, which cost as much as the vector part of a 128-key row (bench/NOTES.md, 2.9).
      * Those lanes are left 0. The sum adds the tail's elements in lanes, so its last bits may
@@ -202,7 +196,7 @@ final class AttentionOps {
     static void softmaxRowPadded(float[] x, int off, int len, float scale, double[] lanes) {
         int padEnd = off + TileGemm.roundUp(len, Simd.FL);
         int last = padEnd - Simd.FL;
-        VectorMask<Float> past = Simd.lanesFrom(len - (last - off));
+        VectorMask<Float> past = Simd.F.indexInRange(last - off, len).not();
         FloatVector maxes = FloatVector.broadcast(Simd.F, Float.NEGATIVE_INFINITY);
         for (int j = off; j < last; j += Simd.FL) {
             FloatVector v = FloatVector.fromArray(Simd.F, x, j).mul(scale);
@@ -258,7 +252,7 @@ final class AttentionOps {
                                          double[] lanes) {
         int padLen = TileGemm.roundUp(len, Simd.FL);
         int last = padLen - Simd.FL;
-        VectorMask<Float> past = Simd.lanesFrom(len - last);
+        VectorMask<Float> past = Simd.F.indexInRange(last, len).not();
         FloatVector.fromArray(Simd.F, a, aOff + last).blend(0f, past).intoArray(a, aOff + last);
         FloatVector.fromArray(Simd.F, g, gOff + last).blend(0f, past).intoArray(g, gOff + last);
         DoubleVector acc = DoubleVector.zero(Simd.D);

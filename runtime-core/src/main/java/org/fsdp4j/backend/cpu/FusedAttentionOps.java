@@ -38,20 +38,21 @@ final class FusedAttentionOps {
      * Where the heads of one operand lie: element (b, head, row r, column c) of the (T, D) matrix
      * of a head is at offset + b·batchStride + head·headStride + r·ld + c of the tensor. Head-major
      * (B, H, T, D) tensors have ld = D; q, k and v read in place from a fused projection (B, T, W)
-     * have ld = W, and heads merged side by side into (B, T, H·D) have ld = H·D.
+     * have ld = W, and heads merged side by side into (B, T, H·D) have ld = H·D. Rows move through
+     * {@code elements}, the tensor's bulk access.
      */
-    record Heads(Tensor tensor, long offset, long batchStride, long headStride, int ld) {
+    record Heads(Elements elements, long offset, long batchStride, long headStride, int ld) {
         /** A head-major (B, heads, T, D) tensor. */
         static Heads headMajor(Tensor t) {
             long d = t.dim(3);
             long tt = t.dim(2);
-            return new Heads(t, 0, t.dim(1) * tt * d, tt * d, Math.toIntExact(d));
+            return new Heads(Elements.of(t), 0, t.dim(1) * tt * d, tt * d, Math.toIntExact(d));
         }
 
         /** Heads of width d starting at column {@code column} of each token's row of a (B, T, W) tensor. */
         static Heads tokenMajor(Tensor t, long column, int d) {
             long w = t.dim(2);
-            return new Heads(t, column, t.dim(1) * w, d, Math.toIntExact(w));
+            return new Heads(Elements.of(t), column, t.dim(1) * w, d, Math.toIntExact(w));
         }
 
         /** Element index (within the tensor) of row r of head {@code head} of batch b. */
@@ -99,10 +100,6 @@ final class FusedAttentionOps {
         int t = s.t();
         int d = s.d();
         Elements ea = Elements.of(att);
-        Elements eq = Elements.of(q.tensor);
-        Elements ek = Elements.of(k.tensor);
-        Elements ev = Elements.of(v.tensor);
-        Elements ey = Elements.of(y.tensor);
         threads.forChunks((long) s.b() * s.kv(), 1, (chunk, from, to) -> {
             HeadScratch hs = HeadScratch.get(t, d);
             int tp = hs.tp;
@@ -113,13 +110,13 @@ final class FusedAttentionOps {
             for (long grp = from; grp < to; grp++) {
                 int b = (int) (grp / s.kv());
                 int j = (int) (grp % s.kv());
-                hs.load(ek, k, b, j, hs.k);
+                hs.load(k, b, j, hs.k);
                 hs.transpose(hs.k, hs.kt);
-                hs.load(ev, v, b, j, hs.v);
+                hs.load(v, b, j, hs.v);
                 for (int hh = 0; hh < s.group(); hh++) {
                     int h = j * s.group() + hh;
                     long attAt = ((long) b * s.h() + h) * t * t;
-                    hs.load(eq, q, b, h, hs.q);
+                    hs.load(q, b, h, hs.q);
                     for (int i0 = 0; i0 < t; i0 += TileGemm.MR) {
                         int seen = Math.min(t, i0 + TileGemm.MR);   // rows of the tile see keys [0, seen)
                         // scores of the tile's rows against the keys they see (whole column tiles)
@@ -128,18 +125,14 @@ final class FusedAttentionOps {
                         for (int i = i0; i < seen; i++) {
                             int row = (i - i0) * tp;
                             int len = i + 1;   // row i sees keys 0..i
-                            if (scale > 0) {
-                                AttentionOps.softmaxRowPadded(tile, row, len, scale, lanes);
-                            } else {
-                                AttentionOps.softmaxRow(tile, row, len, scale, lanes);
-                            }
+                            AttentionOps.softmaxRowPadded(tile, row, len, scale, lanes);
                             Arrays.fill(tile, row + len, row + t, 0f);
                             ea.store(tile, row, attAt + (long) i * t, t);
                         }
                         // y rows = att rows · v over the keys the tile sees (0 past each row's own)
                         TileGemm.multiply(TileGemm.MR, dp, seen, tile, 0, tp, 1, hs.v, 0, dp, out, 0, dp, false);
                         for (int i = i0; i < seen; i++) {
-                            ey.store(out, (i - i0) * dp, y.index(b, h, i), d);
+                            y.elements.store(out, (i - i0) * dp, y.index(b, h, i), d);
                         }
                     }
                 }
@@ -152,13 +145,6 @@ final class FusedAttentionOps {
         int t = s.t();
         int d = s.d();
         Elements ea = Elements.of(att);
-        Elements eq = Elements.of(q.tensor);
-        Elements ek = Elements.of(k.tensor);
-        Elements ev = Elements.of(v.tensor);
-        Elements edy = Elements.of(dy.tensor);
-        Elements edq = Elements.of(dq.tensor);
-        Elements edk = Elements.of(dk.tensor);
-        Elements edv = Elements.of(dv.tensor);
         threads.forChunks((long) s.b() * s.kv(), 1, (chunk, from, to) -> {
             HeadScratch hs = HeadScratch.get(t, d);
             int tp = hs.tp;
@@ -170,14 +156,14 @@ final class FusedAttentionOps {
             for (long grp = from; grp < to; grp++) {
                 int b = (int) (grp / s.kv());
                 int j = (int) (grp % s.kv());
-                hs.load(ek, k, b, j, hs.k);
-                hs.load(ev, v, b, j, hs.v);
+                hs.load(k, b, j, hs.k);
+                hs.load(v, b, j, hs.v);
                 hs.transpose(hs.v, hs.kt);   // vᵀ (D, Tp)
                 for (int hh = 0; hh < s.group(); hh++) {
                     int h = j * s.group() + hh;
                     long attAt = ((long) b * s.h() + h) * t * t;
-                    hs.load(eq, q, b, h, hs.q);
-                    hs.load(edy, dy, b, h, hs.dy);
+                    hs.load(q, b, h, hs.q);
+                    hs.load(dy, b, h, hs.dy);
                     for (int i0 = 0; i0 < t; i0 += TileGemm.MR) {
                         int seen = Math.min(t, i0 + TileGemm.MR);
                         int tileEnd = i0 + TileGemm.MR;   // columns the later products read of these rows
@@ -196,7 +182,7 @@ final class FusedAttentionOps {
                         // dq rows = dpreatt rows · k over the keys they see
                         TileGemm.multiply(TileGemm.MR, dp, seen, ds, i0 * tp, tp, 1, hs.k, 0, dp, out, 0, dp, false);
                         for (int i = i0; i < seen; i++) {
-                            edq.store(out, (i - i0) * dp, dq.index(b, h, i), d);
+                            dq.elements.store(out, (i - i0) * dp, dq.index(b, h, i), d);
                         }
                     }
                     // keys [c0, c0 + MR) are seen by rows [c0, T): dv (+)= attᵀ · dy, dk (+)= dpreattᵀ · q,
@@ -210,8 +196,8 @@ final class FusedAttentionOps {
                                 hs.dk, c0 * dp, dp, add);
                     }
                 }
-                hs.store(hs.dk, edk, dk, b, j);
-                hs.store(hs.dv, edv, dv, b, j);
+                hs.store(hs.dk, dk, b, j);
+                hs.store(hs.dv, dv, b, j);
             }
         });
     }
@@ -276,16 +262,16 @@ final class FusedAttentionOps {
         }
 
         /** rows[r·Dp .. r·Dp + D) = row r of head {@code head} of batch b, for r < T. */
-        void load(Elements e, Heads heads, int b, int head, float[] rows) {
+        void load(Heads heads, int b, int head, float[] rows) {
             for (int r = 0; r < t; r++) {
-                e.load(heads.index(b, head, r), rows, r * dp, d);
+                heads.elements.load(heads.index(b, head, r), rows, r * dp, d);
             }
         }
 
         /** Row r of head {@code head} of batch b = rows[r·Dp .. r·Dp + D), for r < T. */
-        void store(float[] rows, Elements e, Heads heads, int b, int head) {
+        void store(float[] rows, Heads heads, int b, int head) {
             for (int r = 0; r < t; r++) {
-                e.store(rows, r * dp, heads.index(b, head, r), d);
+                heads.elements.store(rows, r * dp, heads.index(b, head, r), d);
             }
         }
 

@@ -17,7 +17,6 @@ package org.fsdp4j.backend.cpu;
 
 import jdk.incubator.vector.DoubleVector;
 import jdk.incubator.vector.FloatVector;
-import jdk.incubator.vector.VectorMask;
 import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorShape;
 import jdk.incubator.vector.VectorSpecies;
@@ -61,17 +60,6 @@ final class Simd {
         for (; i < to; i++) {
             x[i] = FloatExp.exp(x[i]);
         }
-    }
-
-    /** 0, 1, ..., FL − 1: lane indices. */
-    private static final FloatVector IOTA = (FloatVector) F.iotaShuffle(0, 1, false).toVector();
-
-    /**
-     * The lanes {@code first} and above (first in 0..FL): a vector comparison, where the species'
-     * indexInRange allocated a mask object per call inside a training step.
-     */
-    static VectorMask<Float> lanesFrom(int first) {
-        return IOTA.compare(VectorOperators.GE, (float) first);
     }
 
     /** DL fp32 elements of a from index i, widened to fp64 (exact). */
