@@ -1,8 +1,9 @@
 // N in-process FSDP ranks that live across steps: each rank owns a backend (a CPU backend with
 // cores/N threads, so the ranks share the cores without oversubscribing them; or a GPU, which
 // several ranks may share), its own memory tracker, a model built by the caller's factory, its
-// mesh and its engine. A step runs every rank on its own thread (LocalLauncher: the first failure aborts the
-// group, so every rank stops with an error naming the failed one). One rank is the same engine
+// mesh and its engine, and one thread that runs the rank's part of every step (RankThreads: kept
+// across steps, with what the thread holds; the first failure aborts the group, so every rank
+// stops with an error naming the failed one). One rank is the same engine
 // at N = 1: the trainer and the tests both drive this for every run.
 package org.fsdp4j.fsdp;
 
@@ -23,9 +24,9 @@ import org.fsdp4j.backend.Backends;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.DeviceMesh;
 import org.fsdp4j.comm.LocalGroup;
-import org.fsdp4j.comm.LocalLauncher;
 import org.fsdp4j.comm.RankGroup;
 import org.fsdp4j.comm.RankGroups;
+import org.fsdp4j.comm.RankThreads;
 import org.fsdp4j.optim.Optimizer;
 
 public final class LocalFsdpGroup implements AutoCloseable {
@@ -107,6 +108,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
 
     private final FsdpConfig config;
     private final RankGroup group;
+    private final RankThreads threads;
     private final List<Rank> ranks;
     private boolean closed;
 
@@ -160,8 +162,9 @@ public final class LocalFsdpGroup implements AutoCloseable {
         this.config = config;
         this.group = group;
         Rank[] made = new Rank[group.size()];     // the ranks of this process: group.firstRank() onwards
+        this.threads = new RankThreads(group);
         try {
-            LocalLauncher.run(group, r -> made[r - group.firstRank()] = new Rank(r, group, config, models, optimizer,
+            threads.run(r -> made[r - group.firstRank()] = new Rank(r, group, config, models, optimizer,
                     initialValues, devices.get(r), perRank, link));
         } catch (RuntimeException e) {
             for (Rank r : made) {
@@ -169,6 +172,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
                     r.close();
                 }
             }
+            threads.close();
             throw e;
         }
         this.ranks = List.of(made);
@@ -187,7 +191,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
         config.checkBatch(batch.samples());
         int m = config.microBatches();
         int perMicroBatch = batch.samples() / config.worldSize() / m;
-        return LocalLauncher.run(group, r -> {
+        return threads.run(r -> {
             Rank rank = ranks.get(r - group.firstRank());
             List<Inputs> inputs = new ArrayList<>(m);
             try {
@@ -203,7 +207,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
 
     /** Runs {@code task} on every rank's thread (as a step does) and returns the results in rank order. */
     public <T> List<T> onEachRank(RankTask<T> task) {
-        return LocalLauncher.run(group, r -> task.run(r, ranks.get(r - group.firstRank()).engine));
+        return threads.run(r -> task.run(r, ranks.get(r - group.firstRank()).engine));
     }
 
     /** Each rank's device tracker, in rank order (the ranks of this process). */
@@ -250,6 +254,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
                 first = first == null ? e : first;
             }
         }
+        threads.close();
         if (first != null) {
             throw first;
         }
