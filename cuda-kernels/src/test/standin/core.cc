@@ -680,7 +680,7 @@ std::vector<std::shared_ptr<Stream>> streams_of(int device) {
 }
 
 int enqueue(const std::shared_ptr<Stream>& s, std::string what, std::function<int()> work,
-            std::vector<Dependency> deps) {
+            std::vector<Dependency> deps, uint64_t* seq) {
     int sticky = sticky_error(s->device);
     if (sticky != OK) return sticky;
     // The legacy stream and blocking streams order each other implicitly.
@@ -700,6 +700,7 @@ int enqueue(const std::shared_ptr<Stream>& s, std::string what, std::function<in
         if (s->stopping) return INVALID_HANDLE;
         s->queue.push_back({std::move(what), std::move(deps), std::move(work)});
         s->enqueued++;
+        if (seq != nullptr) *seq = s->enqueued;
     }
     s->cv.notify_all();
     return OK;

@@ -5,6 +5,7 @@
 // to the current device, an event to its stream's device, and nothing may call CUDA from inside a
 // host function. A copy from pageable memory is staged when the call is made and a copy into it
 // completes before the call returns, as the real runtime's do.
+#include <chrono>
 #include <string.h>
 
 #include "device_prop.h"
@@ -217,6 +218,37 @@ int cudaFreeHost(void* ptr) {
     return done(free_pinned(ptr));
 }
 
+// Device to device only (what fsdp4j uses it for: re-pitching a GEMM operand); other kinds are
+// refused with a report rather than half-emulated.
+int cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                      int kind, void* stream) {
+    int device;
+    if (int rc = enter(&device)) return done(rc);
+    std::shared_ptr<Stream> s;
+    if (int rc = stream_of("cudaMemcpy2DAsync", stream, device, &s)) return done(rc);
+    if (width == 0 || height == 0) return OK;
+    if (dst == nullptr || src == nullptr || width > dpitch || width > spitch) return done(INVALID_VALUE);
+    if (kind == 4 && is_device(src) && is_device(dst)) kind = 3;
+    if (kind != 3) {
+        report("cudaMemcpy2DAsync: the stand-in copies device to device only (kind " + std::to_string(kind) + ")");
+        return done(INVALID_MEMCPY_DIRECTION);
+    }
+    size_t srcBytes = spitch * (height - 1) + width, dstBytes = dpitch * (height - 1) + width;
+    std::string why = check_device_range(s->device, reinterpret_cast<uintptr_t>(src), srcBytes, 1, "the source");
+    if (why.empty()) why = check_device_range(s->device, reinterpret_cast<uintptr_t>(dst), dstBytes, 1, "the destination");
+    if (!why.empty()) {
+        report("cudaMemcpy2DAsync(" + std::to_string(width) + " x " + std::to_string(height) + " bytes): " + why);
+        return done(INVALID_VALUE);
+    }
+    return done(enqueue(s, "cudaMemcpy2DAsync", [dst, dpitch, src, spitch, width, height] {
+        for (size_t r = 0; r < height; r++) {
+            memcpy(static_cast<unsigned char*>(dst) + r * dpitch, static_cast<const unsigned char*>(src) + r * spitch,
+                   width);
+        }
+        return OK;
+    }));
+}
+
 int cudaMemcpyAsync(void* dst, const void* src, size_t bytes, int kind, void* stream) {
     int device;
     if (int rc = enter(&device)) return done(rc);
@@ -386,10 +418,63 @@ int cudaEventRecord(void* event, void* stream) {
                std::to_string(s->device));
         return done(INVALID_HANDLE);
     }
+    if ((e->flags & 2u) == 0) {   // a timing event: its stream stamps the time when it gets there
+        uint64_t generation;
+        {
+            std::lock_guard<std::mutex> elock(e->m);
+            generation = ++e->generation;
+            e->stampNs = -1;
+        }
+        uint64_t seq = 0;
+        int rc = enqueue(s, "cudaEventRecord", [e, generation] {
+            std::lock_guard<std::mutex> elock(e->m);
+            if (e->generation == generation) {
+                e->stampNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now().time_since_epoch()).count();
+            }
+            return OK;
+        }, {}, &seq);
+        if (rc != OK) return done(rc);
+        std::lock_guard<std::mutex> elock(e->m);
+        e->at = {s, seq};
+        e->recorded = true;
+        return OK;
+    }
     std::lock_guard<std::mutex> elock(e->m);
     std::lock_guard<std::mutex> slock(s->m);
     e->at = {s, s->enqueued};
     e->recorded = true;
+    return OK;
+}
+
+// The time between two timing events, once the GPU has passed both (else NOT_READY).
+int cudaEventElapsedTime(float* ms, void* start, void* end) {
+    if (ms == nullptr) return done(INVALID_VALUE);
+    std::shared_ptr<Event> a, b;
+    if (resolve_event(start, &a) != OK || resolve_event(end, &b) != OK) return done(INVALID_HANDLE);
+    if (((a->flags | b->flags) & 2u) != 0) {
+        report("cudaEventElapsedTime: an event created with cudaEventDisableTiming has no timestamp");
+        return done(INVALID_HANDLE);
+    }
+    int64_t t[2];
+    const std::shared_ptr<Event>* both[2] = {&a, &b};
+    for (int i = 0; i < 2; i++) {
+        const std::shared_ptr<Event>& e = *both[i];
+        Dependency at;
+        {
+            std::lock_guard<std::mutex> lock(e->m);
+            if (!e->recorded) return done(INVALID_HANDLE);
+            at = e->at;
+        }
+        {
+            std::lock_guard<std::mutex> lock(at.stream->m);
+            if (at.stream->completed < at.seq) return NOT_READY;
+        }
+        std::lock_guard<std::mutex> lock(e->m);
+        t[i] = e->stampNs;
+    }
+    if (t[0] < 0 || t[1] < 0) return NOT_READY;
+    *ms = static_cast<float>((t[1] - t[0]) / 1e6);
     return OK;
 }
 

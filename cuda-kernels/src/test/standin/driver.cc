@@ -109,11 +109,13 @@ int cuDevicePrimaryCtxRelease_v2(int device) {
     if (int rc = ready()) return rc;
     if (device < 0 || device >= device_count()) return INVALID_DEVICE;
     Context* c = primary_context(device);
-    if (c->driverRefs <= 0) {
-        report("cuDevicePrimaryCtxRelease(" + std::to_string(device) + "): released more often than retained");
-        return INVALID_CONTEXT;
-    }
-    c->driverRefs--;
+    int refs = c->driverRefs.load();
+    do {
+        if (refs <= 0) {
+            report("cuDevicePrimaryCtxRelease(" + std::to_string(device) + "): released more often than retained");
+            return INVALID_CONTEXT;
+        }
+    } while (!c->driverRefs.compare_exchange_weak(refs, refs - 1));
     return OK;
 }
 

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -84,8 +85,10 @@ size_t device_memory_bytes();
 
 struct Context {
     int device;
-    int driverRefs = 0;          // cuDevicePrimaryCtxRetain minus Release
-    bool runtimeActive = false;  // the runtime has used it (cudaSetDevice, any runtime call)
+    // Atomic: ranks sharing one GPU retain and release its primary context from their own
+    // threads at once, which the real driver allows (a plain int lost counts under that race).
+    std::atomic<int> driverRefs{0};       // cuDevicePrimaryCtxRetain minus Release
+    std::atomic<bool> runtimeActive{false};  // the runtime has used it (cudaSetDevice, any runtime call)
 };
 Context* primary_context(int device);
 bool is_context(const void* p);
@@ -168,8 +171,9 @@ int resolve_stream(void* handle, std::shared_ptr<Stream>* out);
 int create_stream(int device, unsigned flags, void** handle);
 int destroy_stream(void* handle);
 // Queues work on s, after deps; fails with the device's sticky error, or NOT_PERMITTED inside a host function.
+// seq, if given, receives the operation's sequence number on s (what a Dependency on it names).
 int enqueue(const std::shared_ptr<Stream>& s, std::string what, std::function<int()> work,
-            std::vector<Dependency> deps = {});
+            std::vector<Dependency> deps = {}, uint64_t* seq = nullptr);
 // Blocks until s has finished what was queued so far; returns the device's sticky error.
 int synchronize_stream(const std::shared_ptr<Stream>& s);
 int synchronize_device(int device);
@@ -180,10 +184,12 @@ bool wait_for(const Dependency& d, long timeoutMs = -1);
 
 struct Event {
     int device = 0;
-    unsigned flags = 0;
+    unsigned flags = 0;   // cudaEventDisableTiming (2): no timestamp, as on a GPU
     std::mutex m;
     bool recorded = false;
     Dependency at{nullptr, 0};
+    uint64_t generation = 0;   // cudaEventRecord calls so far: a stale stamp job leaves stampNs alone
+    int64_t stampNs = -1;      // steady-clock time its stream reached it (timing events only)
 };
 int create_event(int device, unsigned flags, void** handle);
 int resolve_event(void* handle, std::shared_ptr<Event>* out);
