@@ -10,23 +10,29 @@
 #      (bench gemm, which also checks sampled entries against fp64), trains the default run on
 #      cuda and on the cpu (same final loss) and a Llama on cuda, then bench step for gpt2-124m (T = 1024) in fp32 and
 #      bf16 at N = 1 and 2 ranks on one GPU: each must show one host synchronisation per step
-#      and no promoted GEMM operand; a table sums it up.
-# Writes gpu-check.log and gpu-check.json (plus JUnit XML and gemm.json) to $OUT, or to
-# .bundle/out without it. Exit 0 only if every test passed, none skipped for want of a GPU,
+#      and no promoted GEMM operand; a table sums it up,
+#   4. runs the PyTorch FSDP2 peer (bench/peers/torch_fsdp2.py) beside fsdp4j's bf16 step on the
+#      same GPU for gpt2-124m (twice, alternated) and a ~1B GPT, and prints both with the ratio,
+#   5. prints fsdp4j's GPU time per op for both (-Dfsdp4j.opTimes=true).
+# Writes gpu-check.log, gpu-check.json, tests.txt and results.tar.gz (JUnit XML, gemm.json, the
+# train and bench outputs) to $OUT, or to .bundle/out without it. Exit 0 only if every test passed, none skipped for want of a GPU,
 # and the GEMM results check out. Budget: under 8 minutes on an H200; the timeouts add up to
 # 535 s at the very worst (library search 6 x 15 s, tests 150 s, bench gemm 45 s, train 95 s,
 # llama train 15 s, bench step 4 x 35 s), each far longer than it should need.
 #
 # From a session with the device tool: build the bundle in the checkout the tool sends, then
-#   run(command="bash scripts/gpu-check.sh", carry=[".bundle"], timeout_s=540)
+#   run(command="bash scripts/gpu-check.sh", carry=[".bundle-pack"], timeout_s=580)
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 bundle=$repo/.bundle
-out=${OUT:-$bundle/out}
-mkdir -p "$out"
-exec > >(tee "$out/gpu-check.log") 2>&1
+# The device tool brings back at most 8 files from $OUT: the log, the JSON summary and one archive
+# of everything else (JUnit XML, bench and train outputs) go there; the work happens in $out.
+report=${OUT:-$bundle/out}
+out=$(mktemp -d /tmp/gpu-check.XXXXXX)
+mkdir -p "$report"
+exec > >(tee "$report/gpu-check.log") 2>&1
 start_s=$SECONDS
 
 say() { echo "[gpu-check $((SECONDS - start_s))s] $*"; }
@@ -57,9 +63,19 @@ JSON
   say "wrote $out/gpu-check.json (status $json_status)"
 }
 
-finish() { write_json; [[ $json_status == ok ]]; exit $?; }
+finish() {
+  write_json
+  cp "$out/gpu-check.json" "$report/"
+  [[ -f $out/tests.txt ]] && cp "$out/tests.txt" "$report/"
+  tar -C "$out" -czf "$report/results.tar.gz" . && say "all outputs: results.tar.gz in $report"
+  [[ $json_status == ok ]]; exit $?
+}
 
 java=$bundle/jre/bin/java
+if [[ ! -x $java && -f $repo/.bundle-pack/bundle.tar.xz ]]; then   # what the device tool carries
+  say "unpacking .bundle-pack/bundle.tar.xz"
+  tar -C "$repo" -xJf "$repo/.bundle-pack/bundle.tar.xz"
+fi
 if [[ ! -x $java || ! -f $bundle/junit-platform-console-standalone.jar ]]; then
   problem "no bundle in $bundle: run scripts/device-bundle.sh on the build machine first"
   finish
@@ -116,9 +132,16 @@ gpu_name=$(echo "$smi" | head -n 1 | cut -d, -f1 | xargs)
 driver_version=$(echo "$smi" | head -n 1 | cut -d, -f2 | xargs)
 say "GPU: $smi"
 
+# GPU_CHECK_PARTS picks sections (default: all): tests gemm train steps peer optimes; SHAPES (peer and
+# optimes): gpt2-124m gpt-1b. A short lease can rerun just the part it changed.
+parts=" ${GPU_CHECK_PARTS:-tests gemm train steps peer optimes} "
+want() { [[ $parts == *" $1 "* ]]; }
+optime_shapes=${GPU_CHECK_OPTIME_SHAPES:-gpt2-124m gpt-1b}
+
 jvm_opts=(-Xss4m -Xmx16g -Dorg.bytedeco.javacpp.maxPhysicalBytes=0 --add-modules jdk.incubator.vector)
 
 # ---- 2. tests -------------------------------------------------------------------------
+if want tests; then
 say "running the cuda-kernels and nccl-comm tests (GPU tests included)"
 (cd cuda-kernels && timeout 150 "$java" "${jvm_opts[@]}" -jar "$bundle/junit-platform-console-standalone.jar" \
   execute --disable-banner --details=tree --class-path "$classpath" --exclude-tag emulator --exclude-tag standin \
@@ -131,19 +154,23 @@ say "tests: ${tests_ok:-?} ok, ${tests_failed:-?} failed, ${tests_skipped:-?} sk
 [[ ${tests_ok:-0} -gt 0 ]] || problem "the test run produced no summary (see tests.txt)"
 [[ ${tests_failed:-0} -eq 0 ]] || problem "${tests_failed} test(s) failed"
 [[ ${tests_aborted:-0} -eq 0 ]] || problem "${tests_aborted} test(s) skipped by an assumption (GPU not usable?)"
+fi
 
-cli() { "$java" "${jvm_opts[@]}" -cp "$classpath" org.fsdp4j.cli.Main "$@"; }
+cli=("$java" "${jvm_opts[@]}" -cp "$classpath" org.fsdp4j.cli.Main)   # an array: timeout cannot run a shell function
 json_field() { grep -oE "\"$2\" *: *[0-9.eE+-]+" "$1" 2>/dev/null | head -n 1 | grep -oE '[0-9.eE+-]+$'; }
 
 # ---- 3. benchmarks and runs -----------------------------------------------------------
+if want gemm; then
 say "fsdp4j bench gemm: bf16 4096³ and 8192³ against the device's peak (fp32 accumulation)"
-if ! timeout 45 cli bench gemm --device cuda --dtype bf16 --sizes 4096,8192 --warmup 3 --iters 20 --out "$out"; then
+if ! timeout 45 "${cli[@]}" bench gemm --device cuda --dtype bf16 --sizes 4096,8192 --warmup 3 --iters 20 --out "$out"; then
   problem "fsdp4j bench gemm failed or found wrong results"
 fi
+fi
 
+if want train; then
 say "fsdp4j train on the default data: cuda, then cpu (same losses expected)"
-timeout 45 cli train --device cuda --out "$out/train-cuda" || problem "train --device cuda failed"
-timeout 50 cli train --device cpu --out "$out/train-cpu" || say "note: train --device cpu did not finish"
+timeout 45 "${cli[@]}" train --device cuda --out "$out/train-cuda" || problem "train --device cuda failed"
+timeout 50 "${cli[@]}" train --device cpu --out "$out/train-cpu" || say "note: train --device cpu did not finish"
 loss_cuda=$(json_field "$out/train-cuda/summary.json" final_loss)
 loss_cpu=$(json_field "$out/train-cpu/summary.json" final_loss)
 say "final loss: cuda ${loss_cuda:-?}, cpu ${loss_cpu:-?}"
@@ -153,17 +180,18 @@ if [[ -n $loss_cuda && -n $loss_cpu ]] && ! awk -v a="$loss_cuda" -v b="$loss_cp
 fi
 
 say "fsdp4j train --model llama on cuda (its numerics against PyTorch: CudaLlamaParityTest above)"
-timeout 15 cli train --model llama --steps 50 --device cuda --out "$out/train-llama-cuda" \
+timeout 15 "${cli[@]}" train --model llama --steps 50 --device cuda --out "$out/train-llama-cuda" \
   || problem "train --model llama --device cuda failed"
 loss_llama=$(json_field "$out/train-llama-cuda/summary.json" final_loss)
 say "llama final loss after 50 steps: ${loss_llama:-?}"
+fi
 
 rows=()
-for dtype in fp32 bf16; do
+want steps && for dtype in fp32 bf16; do
   for n in 1 2; do
     dir=$out/step-$dtype-n$n
     say "fsdp4j bench step: gpt2-124m, batch 8 x 1024, $dtype, $n rank(s) on cuda:0"
-    if timeout 35 cli bench step --device cuda:0 --world-size "$n" --preset gpt2-124m --batch-size 8 \
+    if timeout 35 "${cli[@]}" bench step --device cuda:0 --world-size "$n" --preset gpt2-124m --batch-size 8 \
          --seq-len 1024 --param-dtype "$dtype" --warmup 3 --steps 5 --out "$dir"; then
       syncs=$(json_field "$dir/step.json" host_syncs_per_step)
       promoted=$(json_field "$dir/step.json" promoted_copies)
@@ -176,8 +204,91 @@ for dtype in fp32 bf16; do
     fi
   done
 done
+# ---- 4. the PyTorch FSDP2 peer on the same GPU ------------------------------------------
+# bench/peers/torch_fsdp2.py: the same GPT in FSDP2 (bf16 params, fp32 reduce, AdamW), timed as
+# bench step times (warm-up 3, median of 5). One GPU, so N = 1 (NCCL takes one GPU per rank).
+# Shapes: gpt2-124m and a ~1B GPT (18 blocks, width 2048, 16 heads), both B = 8, T = 1024.
+peer_rows=()
+peer_python=""
+for py in python3 /opt/torch/.venv/bin/python3; do
+  if "$py" -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then peer_python=$py; break; fi
+done
+if ! want peer; then
+  :
+elif [[ -z $peer_python ]]; then
+  say "note: no python3 with a CUDA PyTorch here: the FSDP2 peer is skipped"
+else
+  # gpt2-124m twice (fsdp4j, PyTorch, fsdp4j, PyTorch): its PyTorch step is launch-bound and
+  # varies between runs of the same call, so one pair alone can mislead.
+  for round in gpt2-124m gpt-1b gpt2-124m#2; do
+    shape=${round%#*}
+    case $shape in
+      gpt2-124m) dims=(--layers 12 --hidden 768 --heads 12) ;;
+      gpt-1b) dims=(--layers 18 --hidden 2048 --heads 16) ;;
+    esac
+    mine=$out/step-bf16-n1
+    if [[ $round != gpt2-124m || ! -f $mine/step.json ]]; then
+      [[ $round != gpt2-124m ]] && mine=$out/step-${round/\#/-}
+      say "fsdp4j bench step: $shape, batch 8 x 1024, bf16, 1 rank"
+      timeout 75 "${cli[@]}" bench step --device cuda:0 --world-size 1 --preset gpt2-124m "${dims[@]}" --batch-size 8 \
+        --seq-len 1024 --param-dtype bf16 --warmup 3 --steps 5 --out "$mine" || problem "bench step $shape did not finish"
+    fi
+    peak=$(json_field "$mine/step.json" peak_tflops_per_rank)
+    say "PyTorch FSDP2 peer: $shape, batch 8 x 1024, bf16, 1 rank (peak ${peak:-?} TFLOP/s for MFU)"
+    PYTHONUNBUFFERED=1 timeout 80 "$peer_python" bench/peers/torch_fsdp2.py "${dims[@]}" --vocab 50257 --batch-size 8 \
+      --seq-len 1024 --dtype bf16 --warmup 3 --steps 5 ${peak:+--peak-tflops "$peak"} --json-out "$out/peer-${round/\#/-}.json" \
+      || problem "the PyTorch FSDP2 peer failed on $shape"
+    peer_rows+=("$("$peer_python" - "$round" "$mine/step.json" "$out/peer-${round/\#/-}.json" <<'PY'
+import json, sys
+shape, mine, peer = sys.argv[1:]
+def load(p):
+    try:
+        with open(p) as f: return json.load(f)
+    except Exception: return {}
+a, b = load(mine), load(peer)
+def g(d, *ks):
+    for k in ks:
+        if d.get(k) is not None: return d[k]
+    return None
+ta, tb = g(a, "tokens_per_second"), g(b, "tokens_per_second")
+ma, mb = g(a, "mfu"), g(b, "mfu")
+pa = g(a, "peak_bytes_per_rank"); pa = max(pa) if isinstance(pa, list) and pa else pa
+pb = g(b, "peak_allocated_bytes")
+f = lambda v, fmt: "?" if v is None else fmt % v
+print("%-10s %10s %10s %12s %12s %7s %7s %9s %9s %6s" % (shape, f(g(a, "step_time_ms_median"), "%.1f"),
+      f(g(b, "step_time_ms_median"), "%.1f"), f(ta, "%.0f"), f(tb, "%.0f"), f(ma and 100 * ma, "%.1f%%"),
+      f(mb and 100 * mb, "%.1f%%"), f(pa and pa / 2**30, "%.2f"), f(pb and pb / 2**30, "%.2f"),
+      f(ta / tb if ta and tb else None, "%.2f")))
+PY
+)")
+  done
+fi
+
+# ---- 5. where fsdp4j's GPU step goes ------------------------------------------------------
+# -Dfsdp4j.opTimes=true: each op's GPU time (its timing event to the next op's on the stream),
+# GEMMs per shape with TFLOP/s; the table goes to stderr at exit (GpuOpTimes). The events cost a
+# little, so these runs are not the timed ones above.
+cli_times=("$java" "${jvm_opts[@]}" -Dfsdp4j.opTimes=true -cp "$classpath" org.fsdp4j.cli.Main)
+want optimes && for shape in $optime_shapes; do
+  case $shape in
+    gpt2-124m) dims=(--layers 12 --hidden 768 --heads 12) ;;
+    gpt-1b) dims=(--layers 18 --hidden 2048 --heads 16) ;;
+  esac
+  say "fsdp4j GPU op times: $shape, batch 8 x 1024, bf16, 1 rank"
+  timeout 75 "${cli_times[@]}" bench step --device cuda:0 --world-size 1 --preset gpt2-124m "${dims[@]}" --batch-size 8 \
+    --seq-len 1024 --param-dtype bf16 --warmup 3 --steps 5 --out "$out/op-times-$shape" 2> "$out/op-times-$shape.txt" \
+    >/dev/null || say "note: the op-times run of $shape did not finish"
+  head -n 45 "$out/op-times-$shape.txt"
+done
+
 say "summary: tests ${tests_ok:-?} ok / ${tests_failed:-?} failed / ${tests_skipped:-?} skipped; loss cuda ${loss_cuda:-?} vs cpu ${loss_cpu:-?}"
 printf '%-5s %2s %10s %12s %8s %6s %9s\n' dtype N "ms/step" "tok/s" MFU syncs promoted
 for r in "${rows[@]+"${rows[@]}"}"; do echo "$r"; done
+if (( ${#peer_rows[@]} > 0 )); then
+  echo "fsdp4j vs PyTorch FSDP2 (bf16, 1 rank, B = 8, T = 1024; peak = peak GPU memory, GiB)"
+  printf '%-10s %10s %10s %12s %12s %7s %7s %9s %9s %6s\n' shape "ms fsdp4j" "ms torch" "tok/s fsdp4j" "tok/s torch" \
+    "MFU f4j" "MFU pt" "peak f4j" "peak pt" ratio
+  for r in "${peer_rows[@]}"; do echo "$r"; done
+fi
 
 finish
