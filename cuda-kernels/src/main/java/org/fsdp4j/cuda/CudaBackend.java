@@ -389,8 +389,16 @@ public final class CudaBackend implements Backend {
         if (m == 0 || n == 0 || batch == 0) {
             return;
         }
+        if (GpuOpTimes.ENABLED) {
+            GpuOpTimes.GLOBAL.mark(currentStream(), GpuOpTimes.gemmKey(transA, transB, m, n, k, batch,
+                    a.dtype() + "·" + b.dtype() + "→" + c.dtype()), 2L * m * n * k * batch);
+        }
         if (k == 0) {
             throw Shapes.error("gemm", "k = 0 (C = beta·C) is not supported on CUDA; scale C instead", a, b, c);
+        }
+        if (CublasGemm.supported(a.dtype(), b.dtype(), c.dtype()) && RealignedGemm.pays(m, n, k, lda, ldb, ldc, a.dtype(), batch)) {
+            RealignedGemm.gemm(this, cublas(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+            return;
         }
         if (CublasGemm.supported(a.dtype(), b.dtype(), c.dtype())) {
             CublasGemm.gemm(cublas(), index, options.allowTf32(), transA, transB, m, n, k, alpha, a, lda, strideA,
@@ -412,7 +420,8 @@ public final class CudaBackend implements Backend {
         return f;
     }
 
-    private CublasHandle cublas() {
+    /** This thread's current stream's cuBLAS handle (made on first use). */
+    CublasHandle cublas() {
         CudaStream s = currentStream();
         synchronized (cublasHandles) {
             CublasHandle h = cublasHandles.get(s);
@@ -709,6 +718,11 @@ public final class CudaBackend implements Backend {
         current.set(s);
     }
 
+    /** The CUDA ordinal of this backend's GPU. */
+    int deviceIndex() {
+        return index;
+    }
+
     /** The calling thread's current stream (compute unless setStream said otherwise). */
     public CudaStream currentStream() {
         CudaStream s = current.get();
@@ -723,6 +737,9 @@ public final class CudaBackend implements Backend {
     public void synchronize() {
         hostSyncs.incrementAndGet();
         deviceSynchronize();
+        if (GpuOpTimes.ENABLED) {
+            GpuOpTimes.GLOBAL.afterHostWait(compute);
+        }
     }
 
     private void deviceSynchronize() {
@@ -803,6 +820,9 @@ public final class CudaBackend implements Backend {
             }
         }
         enter();
+        if (GpuOpTimes.ENABLED && !op.equals("gemm") && !current.get().isClosed()) {   // gemm marks its shape
+            GpuOpTimes.GLOBAL.mark(current.get(), op, 0);
+        }
     }
 
     private static Pointer ptr(Tensor t) {

@@ -22,6 +22,7 @@ public final class CudaStream implements Backend.Stream {
     private final AtomicLong hostSyncs;              // the owning backend's counter
     private volatile Throwable hostFailure;          // the first failure of a host function on this stream
     private volatile boolean closed;
+    private final GpuOpTimes.Marks opMarks = new GpuOpTimes.Marks();   // used only under -Dfsdp4j.opTimes=true
 
     /**
      * Creates the stream on the calling thread's current device, which must be {@code device}.
@@ -50,6 +51,10 @@ public final class CudaStream implements Backend.Stream {
             throw new IllegalStateException("stream '" + name + "' on cuda:" + device + " is closed");
         }
         return handle;
+    }
+
+    GpuOpTimes.Marks opMarks() {
+        return opMarks;
     }
 
     boolean isClosed() {
@@ -99,6 +104,9 @@ public final class CudaStream implements Backend.Stream {
     public void synchronize() {
         hostSyncs.incrementAndGet();
         drain();
+        if (GpuOpTimes.ENABLED) {
+            GpuOpTimes.GLOBAL.afterHostWait(this);
+        }
     }
 
     /** As synchronize, without counting: for teardown, not for the step. */
@@ -120,6 +128,9 @@ public final class CudaStream implements Backend.Stream {
                 return;
             }
             beforeDestroy.accept(this);
+            if (GpuOpTimes.ENABLED) {
+                GpuOpTimes.GLOBAL.flush(this);
+            }
             closed = true;
         }
         CudaCheck.check(cudaStreamDestroy(handle), "cudaStreamDestroy(" + name + ")", device);

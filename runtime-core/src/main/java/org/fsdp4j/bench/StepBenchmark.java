@@ -7,7 +7,7 @@ package org.fsdp4j.bench;
 import java.util.Arrays;
 import java.util.OptionalDouble;
 import java.util.function.Consumer;
-import org.fsdp4j.backend.cpu.CpuBackend;
+import org.fsdp4j.backend.OpTiming;
 import org.fsdp4j.metrics.Flops;
 import org.fsdp4j.metrics.Stats;
 import org.fsdp4j.train.RunInfo;
@@ -66,7 +66,7 @@ public final class StepBenchmark {
             double[] timesMs = new double[timedSteps];
             for (int s = 0; s < total; s++) {
                 if (s == untimedSteps) {
-                    CpuBackend.resetOpTimes();   // the per-op table (if on) covers the timed steps only
+                    OpTiming.reset();   // the per-op tables (if on) cover the timed steps only
                 }
                 if (!trainer.hasNextStep()) {     // a non-finite step ended the run: nothing sensible to time
                     throw new IllegalArgumentException("the benchmark's run diverged at step "

@@ -247,14 +247,20 @@ public abstract class ParityChecks {
      * that differ.
      */
     private static double assertSameRoundings(GradCheck gc, Tolerances tol, String what, float[] actual, double[] ref) {
-        gc.assertClose(what, actual, ref, tol.bf16UlpOfMax(), 0);
         int differing = 0;
+        int beyond = 0;   // further than the bound: with the count of differing ones, says "one flip, amplified" from "everywhere"
+        double bound = tol.bf16UlpOfMax() * maxAbs(ref);
         for (int i = 0; i < ref.length; i++) {
             if (actual[i] != ref[i]) {
                 differing++;
             }
+            if (Math.abs(actual[i] - ref[i]) > bound) {
+                beyond++;
+            }
         }
         double fraction = (double) differing / ref.length;
+        gc.assertClose(String.format("%s (%d of %d elements differ from PyTorch's, %d of them beyond the bound)", what,
+                differing, ref.length, beyond), actual, ref, tol.bf16UlpOfMax(), 0);
         if (!(fraction <= tol.bf16MaxDiffering())) {
             fail(String.format("%s: %d of %d elements differ from PyTorch's bf16 autocast (%.1f%%, at most %.0f%%"
                             + " may, by rare one-ulp flips): the rounding points differ, e.g. a value left in fp32 or"

@@ -91,14 +91,6 @@ public final class CpuBackend implements Backend {
         return tracker;
     }
 
-    /**
-     * Under -Dfsdp4j.opTimes=true (the per-op timing that bench/NOTES.md's breakdowns come from),
-     * forgets the op times so far, so that the table printed at exit covers the steady state only.
-     */
-    public static void resetOpTimes() {
-        OpTimes.reset();
-    }
-
     /** Whether this backend runs every stream on a worker with random delays and poisons freed memory. */
     public boolean debugStreams() {
         return debugStreams;

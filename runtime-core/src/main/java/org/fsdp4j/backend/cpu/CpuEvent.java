@@ -57,6 +57,19 @@ final class CpuEvent implements Backend.Event {
      * the collective, and the caller's error handling keys on its type).
      */
     void await(String waiter) {
+        if (OpTimes.ENABLED && !done.isDone()) {
+            long t0 = System.nanoTime();
+            try {
+                awaitDone(waiter);
+            } finally {
+                OpTimes.waited(System.nanoTime() - t0);
+            }
+            return;
+        }
+        awaitDone(waiter);
+    }
+
+    private void awaitDone(String waiter) {
         try {
             done.get();
         } catch (ExecutionException e) {

@@ -2,8 +2,10 @@
 // of every CPU backend in the JVM is timed where it runs (on the compute thread, or on a stream's
 // worker), GEMMs per shape with their achieved GFLOP/s, and the table is printed to stderr when the
 // JVM exits. Off by default: then the only cost is one static final boolean per op.
-// Unlike a sampling profiler it sees native time (OpenBLAS) and Java time alike and exactly; it
-// does not see time spent waiting, which is the step time minus the sum of the ops. It also counts
+// Unlike a sampling profiler it sees native time (OpenBLAS) and Java time alike and exactly. Time a
+// thread spends blocked on another stream's event (the compute waiting for an all-gather, a
+// stream waiting for the compute) is not an op: it is summed apart, by who waited, and printed
+// under the table. It also counts
 // the bytes the thread running an op allocated meanwhile (not its pool helpers'): a vector loop
 // that C2 left boxed allocates per vector, which shows up here as megabytes a call where a loop
 // compiled well allocates a few kilobytes (bench/NOTES.md, 2.8).
@@ -17,10 +19,11 @@ import java.util.Map;
 import java.util.function.LongSupplier;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.LongAdder;
+import org.fsdp4j.backend.OpTiming;
 
 final class OpTimes {
 
-    static final boolean ENABLED = Boolean.getBoolean("fsdp4j.opTimes");
+    static final boolean ENABLED = OpTiming.ENABLED;
 
     /** Calls, nanoseconds and (GEMMs) FLOPs of one op or GEMM shape. */
     private static final class Entry {
@@ -34,9 +37,12 @@ final class OpTimes {
     private static final LongSupplier ALLOCATED = allocatedCounter();
 
     private static final Map<String, Entry> ENTRIES = new ConcurrentHashMap<>();
+    /** Time blocked on events, by who waited: the threads that issue work, or the streams' workers. */
+    private static final Map<String, Entry> WAITS = new ConcurrentHashMap<>();
 
     static {
         if (ENABLED) {
+            OpTiming.onReset(OpTimes::reset);
             Runtime.getRuntime().addShutdownHook(new Thread(() -> System.err.print(table()), "fsdp4j-op-times"));
         }
     }
@@ -77,9 +83,19 @@ final class OpTimes {
         return () -> -1;
     }
 
+    /** Counts {@code ns} spent by the current thread blocked on an event (called only when enabled). */
+    static void waited(long ns) {
+        String who = CpuStream.running() != null ? "stream workers (collectives, offload copies)"
+                : "issuing threads (each rank's compute, the host)";
+        Entry e = WAITS.computeIfAbsent(who, k -> new Entry());
+        e.calls.increment();
+        e.nanos.add(ns);
+    }
+
     /** Forgets what was timed so far (the step benchmark calls this after its warm-up steps). */
     static void reset() {
         ENTRIES.clear();
+        WAITS.clear();
     }
 
     /** The GEMM key: shape, transposes, batch and dtypes. */
@@ -96,7 +112,7 @@ final class OpTimes {
             total += r.getValue().nanos.sum();
         }
         StringBuilder sb = new StringBuilder();
-        sb.append(String.format(Locale.ROOT, "# fsdp4j CPU op times (all ranks, all threads that ran ops; waits not counted)%n"));
+        sb.append(String.format(Locale.ROOT, "# fsdp4j CPU op times (all ranks, all threads that ran ops; waits apart, below)%n"));
         sb.append(String.format(Locale.ROOT, "# %-58s %9s %11s %7s %9s %12s%n", "op", "calls", "total(ms)", "share", "GFLOP/s",
                 "KiB/call"));
         for (Map.Entry<String, Entry> r : rows) {
@@ -106,6 +122,11 @@ final class OpTimes {
             sb.append(String.format(Locale.ROOT, "  %-58s %9d %11.1f %6.1f%% %9s %12.1f%n", r.getKey(), e.calls.sum(), ns / 1e6,
                     100 * ns / Math.max(1, total), flops == 0 ? "" : String.format(Locale.ROOT, "%.1f", flops / ns),
                     e.allocated.sum() / 1024.0 / Math.max(1, e.calls.sum())));
+        }
+        if (!WAITS.isEmpty()) {
+            sb.append(String.format(Locale.ROOT, "# blocked on another stream's event (not in the total above)%n"));
+            WAITS.entrySet().stream().sorted(Map.Entry.comparingByKey()).forEach(w -> sb.append(String.format(Locale.ROOT,
+                    "  %-58s %9d %11.1f%n", "waits of " + w.getKey(), w.getValue().calls.sum(), w.getValue().nanos.sum() / 1e6)));
         }
         return sb.toString();
     }
