@@ -222,8 +222,14 @@ final class AttentionOps {
     static void softmaxBackwardRow(float[] a, float[] g, float[] d, int len, float scale, double[] lanes) {
         int dEnd = len - len % Simd.DL;
         DoubleVector acc = DoubleVector.zero(Simd.D);
-        for (int j = 0; j < dEnd; j += Simd.DL) {
-            acc = acc.add(Simd.widen(a, j).mul(Simd.widen(g, j)));
+        int wide = Simd.wideEnd(dEnd, Math.min(a.length, g.length));
+        int j0 = 0;
+        for (; j0 + Simd.FL <= wide; j0 += Simd.FL) {      // the two halves in turn: lane order as DL steps
+            int h = j0 + Simd.DL;
+            acc = acc.add(Simd.widenAt(a, j0).mul(Simd.widenAt(g, j0))).add(Simd.widenAt(a, h).mul(Simd.widenAt(g, h)));
+        }
+        for (; j0 < dEnd; j0 += Simd.DL) {
+            acc = acc.add(Simd.widen(a, j0).mul(Simd.widen(g, j0)));
         }
         double dot = Simd.sumLanes(acc, lanes);
         for (int j = dEnd; j < len; j++) {
@@ -256,8 +262,15 @@ final class AttentionOps {
         FloatVector.fromArray(Simd.F, a, aOff + last).blend(0f, past).intoArray(a, aOff + last);
         FloatVector.fromArray(Simd.F, g, gOff + last).blend(0f, past).intoArray(g, gOff + last);
         DoubleVector acc = DoubleVector.zero(Simd.D);
-        for (int j = 0; j < padLen; j += Simd.DL) {
-            acc = acc.add(Simd.widen(a, aOff + j).mul(Simd.widen(g, gOff + j)));
+        int wide = Simd.wideEnd(padLen, Math.min(a.length - aOff, g.length - gOff));
+        int j0 = 0;
+        for (; j0 + Simd.FL <= wide; j0 += Simd.FL) {      // the two halves in turn: lane order as DL steps
+            int h = j0 + Simd.DL;
+            acc = acc.add(Simd.widenAt(a, aOff + j0).mul(Simd.widenAt(g, gOff + j0)))
+                    .add(Simd.widenAt(a, aOff + h).mul(Simd.widenAt(g, gOff + h)));
+        }
+        for (; j0 < padLen; j0 += Simd.DL) {
+            acc = acc.add(Simd.widen(a, aOff + j0).mul(Simd.widen(g, gOff + j0)));
         }
         float dotF = (float) Simd.sumLanes(acc, lanes);
         for (int j = 0; j < padLen; j += Simd.FL) {

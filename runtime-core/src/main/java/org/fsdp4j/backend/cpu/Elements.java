@@ -79,8 +79,14 @@ final class Elements {
 
     /** The whole tensor in fp32 (for small operands: biases, norm weights). */
     float[] loadAll() {
-        float[] a = new float[Math.toIntExact(tensor.numel())];
-        load(0, a, 0, a.length);
+        return loadAll(0);
+    }
+
+    /** loadAll in an array {@code room} elements longer (zeros), for loops that load whole vectors near the end. */
+    float[] loadAll(int room) {
+        int n = Math.toIntExact(tensor.numel());
+        float[] a = new float[n + room];
+        load(0, a, 0, n);
         return a;
     }
 

@@ -242,8 +242,8 @@ final class FusedAttentionOps {
             kt = new float[d * tp];
             s = new float[TileGemm.MR * tp];
             o = new float[TileGemm.MR * dp];
-            p = new float[tm * tp];
-            ds = new float[tm * tp];
+            p = new float[tm * tp + Simd.FL];     // + FL: the softmax backward's fp64 loads of the last row (Simd.wideEnd)
+            ds = new float[tm * tp + Simd.FL];
         }
 
         /** This thread's scratch for heads of T rows and D columns (kept while the sizes repeat). */

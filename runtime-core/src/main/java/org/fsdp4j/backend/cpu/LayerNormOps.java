@@ -19,8 +19,8 @@ final class LayerNormOps {
                         Tensor mean, Tensor rstd) {
         int c = Shapes.layerNorm("layerNormForward", inp, weight, bias, out, mean, rstd);
         long rows = Shapes.rows(inp);
-        float[] w = Elements.of(weight).loadAll();
-        float[] b = Elements.of(bias).loadAll();
+        float[] w = Elements.of(weight).loadAll(Simd.FL);
+        float[] b = Elements.of(bias).loadAll(Simd.FL);
         Elements ei = Elements.of(inp);
         Elements eo = Elements.of(out);
         Elements em = Elements.of(mean);
@@ -49,7 +49,7 @@ final class LayerNormOps {
                          Tensor dinp, Tensor dweight, Tensor dbias) {
         int c = Shapes.layerNormBackward(dout, inp, weight, mean, rstd, dinp, dweight, dbias);
         long rows = Shapes.rows(inp);
-        float[] w = Elements.of(weight).loadAll();
+        float[] w = Elements.of(weight).loadAll(Simd.FL);
         Elements eg = Elements.of(dout);
         Elements ei = Elements.of(inp);
         Elements ed = Elements.of(dinp);
@@ -75,7 +75,8 @@ final class LayerNormOps {
                 eg.load(r * c, g, 0, c);
                 ei.load(r * c, x, 0, c);
                 ed.load(r * c, d, 0, c);
-                backwardSums(x, g, w, c, m, s, dbAcc, dwAcc, lanes);
+                rowSums(x, g, w, c, m, s, lanes);
+                columnSums(x, g, c, m, s, dbAcc, dwAcc);
                 backwardDx(x, g, w, d, c, m, s, lanes[0] / c, lanes[1] / c);
                 ed.store(d, 0, r * c, c);
             }
@@ -93,12 +94,19 @@ final class LayerNormOps {
     private static double squaredDeviations(float[] x, int c, double m, double[] lanes) {
         int vecEnd = c - c % Simd.DL;
         DoubleVector acc = DoubleVector.zero(Simd.D);
-        for (int j = 0; j < vecEnd; j += Simd.DL) {
+        int wide = Simd.wideEnd(vecEnd, x.length);
+        int j = 0;
+        for (; j + Simd.FL <= wide; j += Simd.FL) {        // the two halves in turn: lane order as DL steps
+            DoubleVector lo = Simd.widenAt(x, j).sub(m);
+            DoubleVector hi = Simd.widenAt(x, j + Simd.DL).sub(m);
+            acc = acc.add(lo.mul(lo)).add(hi.mul(hi));
+        }
+        for (; j < vecEnd; j += Simd.DL) {
             DoubleVector d = Simd.widen(x, j).sub(m);
             acc = acc.add(d.mul(d));
         }
         double var = Simd.sumLanes(acc, lanes);
-        for (int j = vecEnd; j < c; j++) {
+        for (j = vecEnd; j < c; j++) {
             double d = x[j] - m;
             var += d * d;
         }
@@ -109,45 +117,75 @@ final class LayerNormOps {
     @CompiledAlone
     private static void normalize(float[] x, float[] w, float[] b, int c, double m, double s) {
         int vecEnd = c - c % Simd.DL;
-        for (int j = 0; j < vecEnd; j += Simd.DL) {
+        int wide = Simd.wideEnd(vecEnd, Math.min(x.length, Math.min(w.length, b.length)));
+        int j = 0;
+        for (; j + Simd.FL <= wide; j += Simd.FL) {
+            int h = j + Simd.DL;
+            DoubleVector lo = Simd.widenAt(x, j).sub(m).mul(s).mul(Simd.widenAt(w, j)).add(Simd.widenAt(b, j));
+            DoubleVector hi = Simd.widenAt(x, h).sub(m).mul(s).mul(Simd.widenAt(w, h)).add(Simd.widenAt(b, h));
+            Simd.narrow(lo, hi).intoArray(x, j);
+        }
+        for (; j < vecEnd; j += Simd.DL) {
             Simd.narrowInto(Simd.widen(x, j).sub(m).mul(s).mul(Simd.widen(w, j)).add(Simd.widen(b, j)), x, j);
         }
-        for (int j = vecEnd; j < c; j++) {
+        for (j = vecEnd; j < c; j++) {
             x[j] = (float) ((x[j] - m) * s * w[j] + b[j]);
         }
     }
 
     /**
-     * One row of the backward's sums: dbias += g, dweight += norm·g (column-wise), and into
-     * sums[0], sums[1] the row's Σ dnorm and Σ dnorm·norm (dnorm = w·g).
+     * One row of the backward's sums into sums[0], sums[1]: Σ dnorm and Σ dnorm·norm (dnorm = w·g).
+     * (The column sums are columnSums: both loops in one method outgrew what C2 intrinsifies.)
      */
     @CompiledAlone
-    private static void backwardSums(float[] x, float[] g, float[] w, int c, double m, double s, double[] dbAcc,
-                                     double[] dwAcc, double[] sums) {
+    private static void rowSums(float[] x, float[] g, float[] w, int c, double m, double s, double[] sums) {
         int vecEnd = c - c % Simd.DL;
         DoubleVector meanAcc = DoubleVector.zero(Simd.D);
         DoubleVector normMeanAcc = DoubleVector.zero(Simd.D);
-        for (int j = 0; j < vecEnd; j += Simd.DL) {
+        int wide = Simd.wideEnd(vecEnd, Math.min(x.length, Math.min(g.length, w.length)));
+        int j = 0;
+        for (; j + Simd.FL <= wide; j += Simd.FL) {        // the two halves in turn: lane order as DL steps
+            int h = j + Simd.DL;
+            DoubleVector normLo = Simd.widenAt(x, j).sub(m).mul(s);
+            DoubleVector dnormLo = Simd.widenAt(w, j).mul(Simd.widenAt(g, j));
+            DoubleVector normHi = Simd.widenAt(x, h).sub(m).mul(s);
+            DoubleVector dnormHi = Simd.widenAt(w, h).mul(Simd.widenAt(g, h));
+            meanAcc = meanAcc.add(dnormLo).add(dnormHi);
+            normMeanAcc = normMeanAcc.add(dnormLo.mul(normLo)).add(dnormHi.mul(normHi));
+        }
+        for (; j < vecEnd; j += Simd.DL) {
             DoubleVector norm = Simd.widen(x, j).sub(m).mul(s);
-            DoubleVector gv = Simd.widen(g, j);
-            DoubleVector dnorm = Simd.widen(w, j).mul(gv);
+            DoubleVector dnorm = Simd.widen(w, j).mul(Simd.widen(g, j));
             meanAcc = meanAcc.add(dnorm);
             normMeanAcc = normMeanAcc.add(dnorm.mul(norm));
-            DoubleVector.fromArray(Simd.D, dbAcc, j).add(gv).intoArray(dbAcc, j);
-            DoubleVector.fromArray(Simd.D, dwAcc, j).add(norm.mul(gv)).intoArray(dwAcc, j);
         }
         double dnormMean = Simd.sumLanes(meanAcc, sums);
         double dnormNormMean = Simd.sumLanes(normMeanAcc, sums);
-        for (int j = vecEnd; j < c; j++) {
+        for (j = vecEnd; j < c; j++) {
             double norm = (x[j] - m) * s;
             double dnorm = (double) w[j] * g[j];
             dnormMean += dnorm;
             dnormNormMean += dnorm * norm;
-            dbAcc[j] += g[j];
-            dwAcc[j] += norm * g[j];
         }
         sums[0] = dnormMean;
         sums[1] = dnormNormMean;
+    }
+
+    /** One row's share of the column sums: dbias += g, dweight += norm·g, in fp64. */
+    @CompiledAlone
+    private static void columnSums(float[] x, float[] g, int c, double m, double s, double[] dbAcc, double[] dwAcc) {
+        int vecEnd = c - c % Simd.DL;
+        int j = 0;
+        for (; j < vecEnd; j += Simd.DL) {              // one D vector of each sum per step
+            DoubleVector gv = Simd.widen(g, j);
+            DoubleVector.fromArray(Simd.D, dbAcc, j).add(gv).intoArray(dbAcc, j);
+            DoubleVector.fromArray(Simd.D, dwAcc, j).add(Simd.widen(x, j).sub(m).mul(s).mul(gv)).intoArray(dwAcc, j);
+        }
+        for (j = vecEnd; j < c; j++) {
+            double norm = (x[j] - m) * s;
+            dbAcc[j] += g[j];
+            dwAcc[j] += norm * g[j];
+        }
     }
 
     /** d += (dnorm − mean(dnorm) − norm·mean(dnorm·norm))·s, in fp64, rounded once. */
@@ -155,12 +193,24 @@ final class LayerNormOps {
     private static void backwardDx(float[] x, float[] g, float[] w, float[] d, int c, double m, double s,
                                    double dnormMean, double dnormNormMean) {
         int vecEnd = c - c % Simd.DL;
-        for (int j = 0; j < vecEnd; j += Simd.DL) {
+        int wide = Simd.wideEnd(vecEnd, Math.min(Math.min(x.length, g.length), Math.min(w.length, d.length)));
+        int j = 0;
+        for (; j + Simd.FL <= wide; j += Simd.FL) {
+            int h = j + Simd.DL;
+            DoubleVector normLo = Simd.widenAt(x, j).sub(m).mul(s);
+            DoubleVector dnormLo = Simd.widenAt(w, j).mul(Simd.widenAt(g, j));
+            DoubleVector lo = Simd.widenAt(d, j).add(dnormLo.sub(dnormMean).sub(normLo.mul(dnormNormMean)).mul(s));
+            DoubleVector normHi = Simd.widenAt(x, h).sub(m).mul(s);
+            DoubleVector dnormHi = Simd.widenAt(w, h).mul(Simd.widenAt(g, h));
+            DoubleVector hi = Simd.widenAt(d, h).add(dnormHi.sub(dnormMean).sub(normHi.mul(dnormNormMean)).mul(s));
+            Simd.narrow(lo, hi).intoArray(d, j);
+        }
+        for (; j < vecEnd; j += Simd.DL) {
             DoubleVector norm = Simd.widen(x, j).sub(m).mul(s);
             DoubleVector dnorm = Simd.widen(w, j).mul(Simd.widen(g, j));
             Simd.narrowInto(Simd.widen(d, j).add(dnorm.sub(dnormMean).sub(norm.mul(dnormNormMean)).mul(s)), d, j);
         }
-        for (int j = vecEnd; j < c; j++) {
+        for (j = vecEnd; j < c; j++) {
             double norm = (x[j] - m) * s;
             double dnorm = (double) w[j] * g[j];
             d[j] = (float) (d[j] + (dnorm - dnormMean - norm * dnormNormMean) * s);

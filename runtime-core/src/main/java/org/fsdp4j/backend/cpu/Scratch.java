@@ -1,5 +1,6 @@
 // Per-thread float[] scratch for the chunk loops, so a chunk does not allocate (and zero) its
-// buffers every time. A chunk body uses distinct slots for the buffers it needs at once; no
+// buffers every time. A float array has room for one more whole vector past the length asked
+// for, so the fp64 loops may load whole F vectors up to the end (Simd.wideEnd). A chunk body uses distinct slots for the buffers it needs at once; no
 // body runs inside another on the same thread, so a slot is never shared.
 package org.fsdp4j.backend.cpu;
 
@@ -13,12 +14,12 @@ final class Scratch {
     private Scratch() {
     }
 
-    /** A float[] of at least {@code length} elements, private to this thread and slot; contents undefined. */
+    /** A float[] of at least {@code length} + Simd.FL elements, private to this thread and slot; contents undefined. */
     static float[] floats(int slot, int length) {
         float[][] slots = FLOATS.get();
         float[] a = slots[slot];
-        if (a == null || a.length < length) {
-            a = new float[length];
+        if (a == null || a.length < length + Simd.FL) {
+            a = new float[length + Simd.FL];
             slots[slot] = a;
         }
         return a;

@@ -10,6 +10,15 @@
 // machine with other vector widths may differ in the last bits of a row statistic. A max is exact
 // in any order, so maxLanes does use reduceLanes.
 //
+// One species per element type, always: F for fp32, D for fp64 (and the ints F reinterprets to).
+// The JDK's vector methods (fromArray, intoArray, ...) are shared by every species of a type, and
+// C2 inlines them with their type profiles: once a second fp32 shape (a half-width species, as
+// widening to fp64 once used) had passed through them, a kernel compiled later could see two
+// receiver classes there, fail to intrinsify, and run boxed (an allocation per vector op; AdamW
+// 2.7x and the GELU backward 1.6x slower, in about half of the runs, depending on what C2 had
+// profiled when it compiled them; bench/NOTES.md 2.10). So widening loads F vectors and converts
+// one half of them, and narrowing blends into an F vector.
+//
 // The module must be resolved at launch (`--add-modules jdk.incubator.vector`); the CPU backend
 // checks that first (VectorModule.require, a class that does not touch the API) so that a JVM
 // without it gets one clear sentence instead of a NoClassDefFoundError from this class's initialiser.
@@ -17,8 +26,8 @@ package org.fsdp4j.backend.cpu;
 
 import jdk.incubator.vector.DoubleVector;
 import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorMask;
 import jdk.incubator.vector.VectorOperators;
-import jdk.incubator.vector.VectorShape;
 import jdk.incubator.vector.VectorSpecies;
 
 final class Simd {
@@ -26,10 +35,19 @@ final class Simd {
     /** fp32 lanes of the machine's widest vector (16 with AVX-512, 8 with AVX2). */
     static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
     static final int FL = F.length();
-    /** fp64 lanes for accumulating fp32 data in fp64, and the fp32 species with as many lanes (half as wide). */
+    /** fp64 lanes for accumulating fp32 data in fp64: as wide as F, so an F vector is two D vectors. */
     static final VectorSpecies<Double> D = DoubleVector.SPECIES_PREFERRED;
     static final int DL = D.length();
-    static final VectorSpecies<Float> FD = VectorSpecies.of(float.class, VectorShape.forBitSize(D.vectorBitSize() / 2));
+    /** The lanes of an F vector that one D vector narrows into (the first DL), and the others. */
+    private static final VectorMask<Float> LOW = VectorMask.fromLong(F, (1L << DL) - 1);
+    private static final VectorMask<Float> HIGH = LOW.not();
+
+    static {
+        if (FL != 2 * DL) {
+            throw new IllegalStateException("the preferred fp32 species has " + FL + " lanes and the fp64 one "
+                    + DL + ": the CPU backend needs the same vector width for both");
+        }
+    }
 
     private Simd() {
     }
@@ -62,14 +80,61 @@ final class Simd {
         }
     }
 
-    /** DL fp32 elements of a from index i, widened to fp64 (exact). */
-    static DoubleVector widen(float[] a, int i) {
-        return (DoubleVector) FloatVector.fromArray(FD, a, i).convertShape(VectorOperators.F2D, D, 0);
+    /** Half {@code part} (0: lanes 0..DL−1, 1: the rest) of an F vector, widened to fp64 (exact). */
+    static DoubleVector widen(FloatVector v, int part) {
+        return (DoubleVector) v.convertShape(VectorOperators.F2D, D, part);
     }
 
-    /** a[i .. i+DL) = v rounded to fp32 (RNE, as a cast). */
+    /**
+     * a[i .. i+DL) widened, for loops that step FL at a time and take each step's upper half with a
+     * load of its own at i + DL (a shuffle-free widen: the upper half of one F vector costs C2 a
+     * rearrange, and the nodes of those pushed larger kernels past what it intrinsifies). It reads
+     * a[i .. i+FL): the caller's bound (wideEnd) keeps that inside the array.
+     */
+    static DoubleVector widenAt(float[] a, int i) {
+        return widen(FloatVector.fromArray(F, a, i), 0);
+    }
+
+    /**
+     * Where a loop over [0, vecEnd) of arrays with at least {@code room} elements from its start
+     * stops stepping FL at a time with widenAt at j and j + DL: min(vecEnd, room − DL).
+     */
+    static int wideEnd(int vecEnd, int room) {
+        return Math.min(vecEnd, room - DL);
+    }
+
+    /** DL fp32 elements of a from index i, widened to fp64 (exact); any i (a copy near the array's end). */
+    static DoubleVector widen(float[] a, int i) {
+        if (i + FL <= a.length) {
+            return widen(FloatVector.fromArray(F, a, i), 0);     // the F vector's upper half is not used
+        }
+        return widenAtEnd(a, i);
+    }
+
+    /** widen for the last DL elements of an array with no FL elements from i: through a padded copy. */
+    private static DoubleVector widenAtEnd(float[] a, int i) {
+        float[] pad = PAD.get();
+        System.arraycopy(a, i, pad, 0, DL);
+        return widen(FloatVector.fromArray(F, pad, 0), 0);
+    }
+
+    /** lo and hi rounded to fp32 (RNE, as a cast) into one F vector: lo in lanes 0..DL−1, hi in the rest. */
+    static FloatVector narrow(DoubleVector lo, DoubleVector hi) {
+        FloatVector l = (FloatVector) lo.convertShape(VectorOperators.D2F, F, 0);
+        FloatVector h = (FloatVector) hi.convertShape(VectorOperators.D2F, F, -1);
+        return l.blend(h, HIGH);
+    }
+
+    /** a[i .. i+DL) = v rounded to fp32 (RNE, as a cast); a's other elements are left as they are. */
     static void narrowInto(DoubleVector v, float[] a, int i) {
-        ((FloatVector) v.convertShape(VectorOperators.D2F, FD, 0)).intoArray(a, i);
+        FloatVector r = (FloatVector) v.convertShape(VectorOperators.D2F, F, 0);
+        if (i + FL <= a.length) {
+            FloatVector.fromArray(F, a, i).blend(r, LOW).intoArray(a, i);
+        } else {
+            float[] pad = PAD.get();
+            r.intoArray(pad, 0);
+            System.arraycopy(pad, 0, a, i, DL);
+        }
     }
 
     /** The lanes of {@code acc} added in lane order (scratch holds DL doubles). */
@@ -100,8 +165,13 @@ final class Simd {
     @CompiledAlone
     static double sum(float[] x, int from, int n, double[] scratch) {
         DoubleVector acc = DoubleVector.zero(D);
+        int vecEnd = n - n % DL;
+        int wide = wideEnd(vecEnd, x.length - from);
         int j = 0;
-        for (; j <= n - DL; j += DL) {
+        for (; j + FL <= wide; j += FL) {        // lane l takes x[j + l], then x[j + DL + l]: as DL steps
+            acc = acc.add(widenAt(x, from + j)).add(widenAt(x, from + j + DL));
+        }
+        for (; j < vecEnd; j += DL) {
             acc = acc.add(widen(x, from + j));
         }
         double s = sumLanes(acc, scratch);
@@ -115,8 +185,15 @@ final class Simd {
     @CompiledAlone
     static double sumOfSquares(float[] x, int n, double[] scratch) {
         DoubleVector acc = DoubleVector.zero(D);
+        int vecEnd = n - n % DL;
+        int wide = wideEnd(vecEnd, x.length);
         int j = 0;
-        for (; j <= n - DL; j += DL) {
+        for (; j + FL <= wide; j += FL) {
+            DoubleVector lo = widenAt(x, j);
+            DoubleVector hi = widenAt(x, j + DL);
+            acc = acc.add(lo.mul(lo)).add(hi.mul(hi));
+        }
+        for (; j < vecEnd; j += DL) {
             DoubleVector v = widen(x, j);
             acc = acc.add(v.mul(v));
         }
@@ -130,8 +207,9 @@ final class Simd {
     /** acc[0..n) += x[0..n) widened to fp64 (lane-wise: the scalar loop's bits). */
     @CompiledAlone
     static void addInto(double[] acc, float[] x, int n) {
+        int vecEnd = n - n % DL;
         int j = 0;
-        for (; j <= n - DL; j += DL) {
+        for (; j < vecEnd; j += DL) {            // one D vector of acc per step: no F-wide step to gain
             DoubleVector.fromArray(D, acc, j).add(widen(x, j)).intoArray(acc, j);
         }
         for (; j < n; j++) {
@@ -145,4 +223,5 @@ final class Simd {
     }
 
     private static final ThreadLocal<double[]> LANES = ThreadLocal.withInitial(() -> new double[DL]);
+    private static final ThreadLocal<float[]> PAD = ThreadLocal.withInitial(() -> new float[FL]);
 }
