@@ -75,20 +75,25 @@ __device__ __forceinline__ float block_max(float v) {
 }
 
 // Deterministic column sums of a (rows, cols) matrix for K quantities at once. Launch with
-// block (COLSUM_TX, COLSUM_TY) and grid ceil(cols / COLSUM_TX): each thread sums a strided
-// set of rows in a fixed order, then row 0 of the block adds the COLSUM_TY partials in order.
-// value(r, c, acc) adds row r's contributions for column c into acc[0..K). Returns true in the
-// one thread per column that holds the totals in sum.
+// block (COLSUM_TX, COLSUM_TY) and grid (ceil(cols / COLSUM_TX), chunks): block row y sums rows
+// [y·rowsPerChunk, (y+1)·rowsPerChunk), each thread a strided set of them in a fixed order, then
+// row 0 of the block adds the COLSUM_TY partials in order. value(r, c, acc) adds row r's
+// contributions for column c into acc[0..K). Returns true in the one thread per column and
+// chunk that holds the chunk's totals in sum. With one chunk the caller adds them to its outputs;
+// with several (ColumnSums.java: enough blocks to fill the GPU when cols is small) it stores them
+// with column_partials_store and column_partials_kernel adds the chunks up, in chunk order.
 #define COLSUM_TX 32
 #define COLSUM_TY 16
 template <int K, typename F>
-__device__ bool column_sums(long long rows, int cols, F value, float (&sum)[K]) {
+__device__ bool column_sums(long long rows, long long rowsPerChunk, int cols, F value, float (&sum)[K]) {
     __shared__ float part[K][COLSUM_TY][COLSUM_TX];
     int c = blockIdx.x * COLSUM_TX + threadIdx.x;
+    long long begin = blockIdx.y * rowsPerChunk;
+    long long end = begin + rowsPerChunk < rows ? begin + rowsPerChunk : rows;
     float acc[K];
     for (int k = 0; k < K; k++) acc[k] = 0.f;
     if (c < cols) {
-        for (long long r = threadIdx.y; r < rows; r += COLSUM_TY) value(r, c, acc);
+        for (long long r = begin + threadIdx.y; r < end; r += COLSUM_TY) value(r, c, acc);
     }
     for (int k = 0; k < K; k++) part[k][threadIdx.y][threadIdx.x] = acc[k];
     __syncthreads();
@@ -98,5 +103,15 @@ __device__ bool column_sums(long long rows, int cols, F value, float (&sum)[K]) 
         for (int y = 0; y < COLSUM_TY; y++) s += part[k][y][threadIdx.x];
         sum[k] = s;
     }
+    return true;
+}
+
+// With several chunks (partials != NULL): stores this chunk's K sums of column c in
+// partials (chunks, K, cols) and returns true; with one chunk returns false (the caller adds them
+// to its outputs itself).
+template <int K>
+__device__ bool column_partials_store(float* partials, int cols, int c, const float (&sum)[K]) {
+    if (partials == nullptr) return false;
+    for (int k = 0; k < K; k++) partials[((long long)blockIdx.y * K + k) * cols + c] = sum[k];
     return true;
 }

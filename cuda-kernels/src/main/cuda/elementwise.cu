@@ -23,13 +23,28 @@ extern "C" __global__ void add_bias_kernel(void* out, int outDt, const void* bia
     GRID_STRIDE(i, rows * cols) st(out, outDt, i, ld(out, outDt, i) + ld(bias, biasDt, i % cols));
 }
 
-// dbias (cols) += Σ_r dout (rows, cols); block (COLSUM_TX, COLSUM_TY), grid ceil(cols/COLSUM_TX).
+// dbias (cols) += Σ_r dout (rows, cols); block (COLSUM_TX, COLSUM_TY), grid (ceil(cols/COLSUM_TX),
+// chunks) (column_sums; with several chunks the sums go to partials).
 extern "C" __global__ void bias_backward_kernel(const void* dout, int doutDt, void* dbias, int dbiasDt,
-                                                long long rows, int cols) {
+                                                long long rows, int cols, float* partials, long long rowsPerChunk) {
     float sum[1];
     auto value = [&](long long r, int c, float (&acc)[1]) { acc[0] += ld(dout, doutDt, r * cols + c); };
-    if (column_sums<1>(rows, cols, value, sum)) {
+    if (column_sums<1>(rows, rowsPerChunk, cols, value, sum)) {
         int c = blockIdx.x * COLSUM_TX + threadIdx.x;
-        st(dbias, dbiasDt, c, ld(dbias, dbiasDt, c) + sum[0]);
+        if (!column_partials_store<1>(partials, cols, c, sum)) st(dbias, dbiasDt, c, ld(dbias, dbiasDt, c) + sum[0]);
+    }
+}
+
+// out_k (cols) += Σ_chunk partials (chunks, K, cols)[chunk][k], the chunks added in order, for k < K
+// (K = 1 or 2; out1 unused when K = 1). Grid-stride over K·cols.
+extern "C" __global__ void column_partials_kernel(const float* partials, int chunks, int K, int cols,
+                                                  void* out0, int out0Dt, void* out1, int out1Dt) {
+    GRID_STRIDE(i, (long long)K * cols) {
+        int k = (int)(i / cols), c = (int)(i % cols);
+        float s = 0.f;
+        for (int j = 0; j < chunks; j++) s += partials[((long long)j * K + k) * cols + c];
+        void* out = k == 0 ? out0 : out1;
+        int dt = k == 0 ? out0Dt : out1Dt;
+        st(out, dt, c, ld(out, dt, c) + s);
     }
 }

@@ -60,20 +60,24 @@ extern "C" __global__ void layernorm_backward_dinp_kernel(const void* dout, int 
 }
 
 // dweight (C) += Σ_r dout · norm; dbias (C) += Σ_r dout.
-// Block (COLSUM_TX, COLSUM_TY), grid ceil(C / COLSUM_TX).
+// Block (COLSUM_TX, COLSUM_TY), grid (ceil(C / COLSUM_TX), chunks) (column_sums; with several
+// chunks the sums go to partials, (chunks, 2, C): dweight's then dbias's).
 extern "C" __global__ void layernorm_backward_params_kernel(const void* dout, int doutDt, const void* inp, int inpDt,
                                                             const float* mean, const float* rstd,
                                                             void* dweight, int dwDt, void* dbias, int dbDt,
-                                                            long long N, int C) {
+                                                            long long N, int C, float* partials,
+                                                            long long rowsPerChunk) {
     float sum[2];
     auto value = [&](long long r, int c, float (&acc)[2]) {
         float d = ld(dout, doutDt, r * C + c);
         acc[0] += d * (ld(inp, inpDt, r * C + c) - mean[r]) * rstd[r];
         acc[1] += d;
     };
-    if (column_sums<2>(N, C, value, sum)) {
+    if (column_sums<2>(N, rowsPerChunk, C, value, sum)) {
         int c = blockIdx.x * COLSUM_TX + threadIdx.x;
-        st(dweight, dwDt, c, ld(dweight, dwDt, c) + sum[0]);
-        st(dbias, dbDt, c, ld(dbias, dbDt, c) + sum[1]);
+        if (!column_partials_store<2>(partials, C, c, sum)) {
+            st(dweight, dwDt, c, ld(dweight, dwDt, c) + sum[0]);
+            st(dbias, dbDt, c, ld(dbias, dbDt, c) + sum[1]);
+        }
     }
 }

@@ -46,16 +46,18 @@ extern "C" __global__ void rmsnorm_backward_dinp_kernel(const void* dout, int do
 }
 
 // dweight (C) += Σ_r dout · inp · rstd.
-// Block (COLSUM_TX, COLSUM_TY), grid ceil(C / COLSUM_TX).
+// Block (COLSUM_TX, COLSUM_TY), grid (ceil(C / COLSUM_TX), chunks) (column_sums; with several chunks
+// the sums go to partials).
 extern "C" __global__ void rmsnorm_backward_weight_kernel(const void* dout, int doutDt, const void* inp, int inpDt,
                                                           const float* rstd, void* dweight, int dwDt,
-                                                          long long N, int C) {
+                                                          long long N, int C, float* partials,
+                                                          long long rowsPerChunk) {
     float sum[1];
     auto value = [&](long long r, int c, float (&acc)[1]) {
         acc[0] += ld(dout, doutDt, r * C + c) * (ld(inp, inpDt, r * C + c) * rstd[r]);
     };
-    if (column_sums<1>(N, C, value, sum)) {
+    if (column_sums<1>(N, rowsPerChunk, C, value, sum)) {
         int c = blockIdx.x * COLSUM_TX + threadIdx.x;
-        st(dweight, dwDt, c, ld(dweight, dwDt, c) + sum[0]);
+        if (!column_partials_store<1>(partials, C, c, sum)) st(dweight, dwDt, c, ld(dweight, dwDt, c) + sum[0]);
     }
 }

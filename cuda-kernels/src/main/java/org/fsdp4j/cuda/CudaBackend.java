@@ -462,7 +462,10 @@ public final class CudaBackend implements Backend {
     public void biasBackward(Tensor dout, Tensor dbias) {
         on("biasBackward", dout, dbias);
         int cols = Shapes.bias("biasBackward", dout, dbias);
-        elementwise.biasBackward(currentStream(), dout, dbias, dout.numel() / cols, cols);
+        long rows = dout.numel() / cols;
+        try (ColumnSums.Plan plan = columnSumPlan(rows, cols, 1)) {
+            elementwise.biasBackward(currentStream(), dout, dbias, rows, cols, plan);
+        }
     }
 
     @Override
@@ -509,7 +512,9 @@ public final class CudaBackend implements Backend {
         on("layerNormBackward", dout, inp, weight, mean, rstd, dinp, dweight, dbias);
         int c = Shapes.layerNormBackward(dout, inp, weight, mean, rstd, dinp, dweight, dbias);
         long rows = Shapes.rows(inp);
-        layerNorm.backward(currentStream(), dout, inp, weight, mean, rstd, dinp, dweight, dbias, rows, c);
+        try (ColumnSums.Plan plan = columnSumPlan(rows, c, 2)) {
+            layerNorm.backward(currentStream(), dout, inp, weight, mean, rstd, dinp, dweight, dbias, rows, c, plan);
+        }
     }
 
     @Override
@@ -523,7 +528,10 @@ public final class CudaBackend implements Backend {
     public void rmsNormBackward(Tensor dout, Tensor inp, Tensor weight, Tensor rstd, Tensor dinp, Tensor dweight) {
         on("rmsNormBackward", dout, inp, weight, rstd, dinp, dweight);
         int c = Shapes.rmsNormBackward(dout, inp, weight, rstd, dinp, dweight);
-        rmsNorm.backward(currentStream(), dout, inp, weight, rstd, dinp, dweight, Shapes.rows(inp), c);
+        long rows = Shapes.rows(inp);
+        try (ColumnSums.Plan plan = columnSumPlan(rows, c, 1)) {
+            rmsNorm.backward(currentStream(), dout, inp, weight, rstd, dinp, dweight, rows, c, plan);
+        }
     }
 
     @Override
@@ -716,6 +724,12 @@ public final class CudaBackend implements Backend {
             throw new IllegalArgumentException("setStream: " + stream + " is not an open stream of " + device);
         }
         current.set(s);
+    }
+
+    /** How a column sum of k quantities over (rows, cols) spreads over this GPU's SMs (ColumnSums). */
+    private ColumnSums.Plan columnSumPlan(long rows, int cols, int k) {
+        return ColumnSums.plan(rows, cols, k, ColumnSums.chunks(rows, cols, multiprocessors),
+                n -> allocate(DType.F32, MemoryCategory.WORKSPACE, n));
     }
 
     /** The CUDA ordinal of this backend's GPU. */

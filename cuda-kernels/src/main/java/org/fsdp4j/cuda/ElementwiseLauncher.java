@@ -9,19 +9,21 @@ import org.fsdp4j.api.Tensor;
 final class ElementwiseLauncher {
 
     /** Must match COLSUM_TX / COLSUM_TY in common.cuh. */
-    static final int COLSUM_TX = 32;
-    static final int COLSUM_TY = 16;
+    static final int COLSUM_TX = ColumnSums.TX;
+    static final int COLSUM_TY = ColumnSums.TY;
 
     private final Kernel fill;
     private final Kernel add;
     private final Kernel addBias;
     private final Kernel biasBackward;
+    private final Kernel columnPartials;
 
     ElementwiseLauncher(KernelSource m) {
         fill = m.kernel("fill_kernel");
         add = m.kernel("add_kernel");
         addBias = m.kernel("add_bias_kernel");
         biasBackward = m.kernel("bias_backward_kernel");
+        columnPartials = m.kernel("column_partials_kernel");
     }
 
     void fill(CudaStream s, Tensor t, float value) {
@@ -41,9 +43,10 @@ final class ElementwiseLauncher {
                 rows, cols);
     }
 
-    /** dbias (cols) += column sums of dout (rows, cols). */
-    void biasBackward(CudaStream s, Tensor dout, Tensor dbias, long rows, int cols) {
-        biasBackward.launch2d(s, Grid.ceilDiv(cols, COLSUM_TX), 1, COLSUM_TX, COLSUM_TY, 0, address(dout), code(dout),
-                address(dbias), code(dbias), rows, cols);
+    /** dbias (cols) += column sums of dout (rows, cols), spread as {@code plan} says (ColumnSums, k = 1). */
+    void biasBackward(CudaStream s, Tensor dout, Tensor dbias, long rows, int cols, ColumnSums.Plan plan) {
+        biasBackward.launch2d(s, Grid.ceilDiv(cols, COLSUM_TX), plan.chunks(), COLSUM_TX, COLSUM_TY, 0, address(dout),
+                code(dout), address(dbias), code(dbias), rows, cols, plan.partialsAddress(), plan.rowsPerChunk());
+        ColumnSums.finish(columnPartials, s, plan, cols, dbias, null);
     }
 }

@@ -31,10 +31,12 @@ final class ElementwiseCases {
         out.add(addBias(r, DType.F16, DType.F32, 37, 45));
         out.add(addBias(r, DType.BF16, DType.BF16, 3, 1));
         out.add(addBias(r, DType.F32, DType.F16, 64, 33));
-        out.add(biasBackward(r, DType.F32, DType.F32, 1000, 45));
-        out.add(biasBackward(r, DType.BF16, DType.F32, 37, 1));
-        out.add(biasBackward(r, DType.F16, DType.F16, 1, 100));
-        out.add(biasBackward(r, DType.BF16, DType.BF16, 300, 33));
+        out.add(biasBackward(r, DType.F32, DType.F32, 1000, 45, 1));
+        out.add(biasBackward(r, DType.BF16, DType.F32, 37, 1, 1));
+        out.add(biasBackward(r, DType.F16, DType.F16, 1, 100, 1));
+        out.add(biasBackward(r, DType.BF16, DType.BF16, 300, 33, 1));
+        out.add(biasBackward(r, DType.F32, DType.F32, 1000, 45, 3));    // row chunks (ColumnSums), the last short
+        out.add(biasBackward(r, DType.BF16, DType.BF16, 300, 33, 7));
         return out;
     }
 
@@ -82,18 +84,20 @@ final class ElementwiseCases {
     }
 
     /**
-     * dbias[c] += Σ_r dout[r, c]: each of the 16 row-threads sums ⌈rows/16⌉ rows in order, thread
-     * row 0 adds the 16 partials, then dbias: every term passes at most ⌈rows/16⌉ + 17 additions.
+     * dbias[c] += Σ_r dout[r, c]: each of the 16 row-threads of a chunk sums its share of the chunk's
+     * rows in order, thread row 0 adds the 16 partials, the chunks' sums are added in order, then
+     * dbias: every term passes at most ColumnSumCases.depth(...) additions.
      */
-    private static EmuCase biasBackward(Random r, DType dd, DType bd, int rows, int cols) {
-        EmuCase c = new EmuCase("bias_backward_kernel", dd + "->" + bd + " " + rows + "x" + cols);
+    private static EmuCase biasBackward(Random r, DType dd, DType bd, int rows, int cols, int chunks) {
+        EmuCase c = new EmuCase(ColumnSumCases.subjects("bias_backward_kernel", chunks),
+                dd + "->" + bd + " " + rows + "x" + cols + ColumnSumCases.label(chunks));
         Tensor dout = c.device.allocate(dd, rows, cols);
         Tensor dbias = c.device.allocate(bd, cols);
         double[] g = c.device.put(dout, EmuData.uniform(r, rows * cols, 2));
         double[] b0 = c.device.put(dbias, EmuData.uniform(r, cols, 2));
-        new ElementwiseLauncher(c.device).biasBackward(null, dout, dbias, rows, cols);
-        long depth = (rows + ElementwiseLauncher.COLSUM_TY - 1) / ElementwiseLauncher.COLSUM_TY
-                + ElementwiseLauncher.COLSUM_TY + 1;
+        new ElementwiseLauncher(c.device).biasBackward(null, dout, dbias, rows, cols,
+                ColumnSumCases.plan(c, rows, cols, 1, chunks));
+        long depth = ColumnSumCases.depth(rows, chunks);
         Approx[] ref = new Approx[cols];
         for (int j = 0; j < cols; j++) {
             List<Approx> terms = new ArrayList<>();

@@ -81,7 +81,8 @@ class LauncherSignatureTest {
         ew.fill(null, x, 1f);
         ew.add(null, x, y, y);
         ew.addBias(null, y, vec, b * tt, c);
-        ew.biasBackward(null, y, vec, b * tt, c);
+        ew.biasBackward(null, y, vec, b * tt, c, ColumnSums.plan(b * tt, c, 1, 1, n -> t(DType.F32, n)));
+        ew.biasBackward(null, y, vec, b * tt, c, ColumnSums.plan(b * tt, c, 1, 3, n -> t(DType.F32, n)));
         GeluLauncher gelu = new GeluLauncher(recorder);
         gelu.forward(null, x, y);
         gelu.backward(null, x, y, x);
@@ -90,11 +91,12 @@ class LauncherSignatureTest {
         swiglu.backward(null, x, y, x, y, x);
         RmsNormLauncher rms = new RmsNormLauncher(recorder);
         rms.forward(null, x, vec, y, stats, b * tt, c, 1e-5f);
-        rms.backward(null, y, x, vec, stats, x, vec, b * tt, c);
+        rms.backward(null, y, x, vec, stats, x, vec, b * tt, c, ColumnSums.plan(b * tt, c, 1, 2, n -> t(DType.F32, n)));
         new RopeLauncher(recorder).rope(null, heads, scratch, scratch, heads, (long) b * h * tt, tt, hd / 2, -1f);
         LayerNormLauncher ln = new LayerNormLauncher(recorder);
         ln.forward(null, x, vec, vec, y, stats, stats, b * tt, c);
-        ln.backward(null, y, x, vec, stats, stats, x, vec, vec, b * tt, c);
+        ln.backward(null, y, x, vec, stats, stats, x, vec, vec, b * tt, c,
+                ColumnSums.plan(b * tt, c, 2, 2, n -> t(DType.F32, n)));
         AttentionLauncher a = new AttentionLauncher(recorder);
         a.splitHeads(null, qkv, heads, heads, heads, b, tt, h, h, hd);
         a.splitHeadsBackward(null, heads, heads, heads, qkv, b, tt, h, h, hd);

@@ -27,10 +27,12 @@ final class LayerNormCases {
         out.add(forward(r, DType.BF16, DType.F32, DType.BF16, 100, 300, 4));
         out.add(forward(r, DType.F16, DType.F16, DType.F32, 9, 1, 0));
         out.add(forward(r, DType.F32, DType.BF16, DType.F16, 20, 32, 100));
-        out.add(backward(r, DType.F32, DType.F32, 37, 45));
-        out.add(backward(r, DType.BF16, DType.F32, 100, 300));
-        out.add(backward(r, DType.F16, DType.F16, 9, 1));
-        out.add(backward(r, DType.BF16, DType.BF16, 20, 33));
+        out.add(backward(r, DType.F32, DType.F32, 37, 45, 1));
+        out.add(backward(r, DType.BF16, DType.F32, 100, 300, 1));
+        out.add(backward(r, DType.F16, DType.F16, 9, 1, 1));
+        out.add(backward(r, DType.BF16, DType.BF16, 20, 33, 1));
+        out.add(backward(r, DType.F32, DType.F32, 37, 45, 4));     // row chunks (ColumnSums)
+        out.add(backward(r, DType.BF16, DType.BF16, 100, 33, 3));
         return out;
     }
 
@@ -87,9 +89,10 @@ final class LayerNormCases {
         return c;
     }
 
-    private static EmuCase backward(Random r, DType xd, DType wd, int rows, int cols) {
-        EmuCase c = new EmuCase(List.of("layernorm_backward_dinp_kernel", "layernorm_backward_params_kernel"),
-                xd + "," + wd + " " + rows + "x" + cols);
+    private static EmuCase backward(Random r, DType xd, DType wd, int rows, int cols, int chunks) {
+        EmuCase c = new EmuCase(ColumnSumCases.subjects(List.of("layernorm_backward_dinp_kernel",
+                "layernorm_backward_params_kernel"), chunks), xd + "," + wd + " " + rows + "x" + cols
+                + ColumnSumCases.label(chunks));
         Tensor dout = c.device.allocate(xd, rows, cols);
         Tensor inp = c.device.allocate(xd, rows, cols);
         Tensor w = c.device.allocate(wd, cols);
@@ -121,7 +124,8 @@ final class LayerNormCases {
         }
         mv = c.device.put(mean, mv);
         rv = c.device.put(rstd, rv);
-        new LayerNormLauncher(c.device).backward(null, dout, inp, w, mean, rstd, dinp, dw, db, rows, cols);
+        new LayerNormLauncher(c.device).backward(null, dout, inp, w, mean, rstd, dinp, dw, db, rows, cols,
+                ColumnSumCases.plan(c, rows, cols, 2, chunks));
 
         Approx[] refDinp = new Approx[rows * cols];
         long depth = laneDepth(cols);
@@ -145,9 +149,7 @@ final class LayerNormCases {
                         .plus(gs.get(j).minus(meanG).minus(ns.get(j).times(meanGN)).times(rs));
             }
         }
-        // column sums: ⌈N/16⌉ rows per row-thread, 16 partials, then the accumulate
-        long colDepth = (rows + ElementwiseLauncher.COLSUM_TY - 1) / ElementwiseLauncher.COLSUM_TY
-                + ElementwiseLauncher.COLSUM_TY + 1;
+        long colDepth = ColumnSumCases.depth(rows, chunks);
         Approx[] refDw = new Approx[cols];
         Approx[] refDb = new Approx[cols];
         for (int j = 0; j < cols; j++) {

@@ -26,10 +26,11 @@ final class RmsNormCases {
         out.add(forward(r, DType.BF16, DType.F32, DType.BF16, 100, 300, 1e-6f, false));
         out.add(forward(r, DType.F16, DType.F16, DType.F32, 9, 1, 1e-5f, false));
         out.add(forward(r, DType.F32, DType.BF16, DType.F16, 20, 32, 1e-5f, true));
-        out.add(backward(r, DType.F32, DType.F32, 37, 45, 1e-5f));
-        out.add(backward(r, DType.BF16, DType.F32, 100, 300, 1e-6f));
-        out.add(backward(r, DType.F16, DType.F16, 9, 1, 1e-5f));
-        out.add(backward(r, DType.BF16, DType.BF16, 20, 33, 1e-5f));
+        out.add(backward(r, DType.F32, DType.F32, 37, 45, 1e-5f, 1));
+        out.add(backward(r, DType.BF16, DType.F32, 100, 300, 1e-6f, 1));
+        out.add(backward(r, DType.F16, DType.F16, 9, 1, 1e-5f, 1));
+        out.add(backward(r, DType.BF16, DType.BF16, 20, 33, 1e-5f, 1));
+        out.add(backward(r, DType.F32, DType.F32, 37, 45, 1e-5f, 5));   // row chunks (ColumnSums)
         return out;
     }
 
@@ -78,9 +79,10 @@ final class RmsNormCases {
         return c;
     }
 
-    private static EmuCase backward(Random r, DType xd, DType wd, int rows, int cols, float eps) {
-        EmuCase c = new EmuCase(List.of("rmsnorm_backward_dinp_kernel", "rmsnorm_backward_weight_kernel"),
-                xd + "," + wd + " " + rows + "x" + cols);
+    private static EmuCase backward(Random r, DType xd, DType wd, int rows, int cols, float eps, int chunks) {
+        EmuCase c = new EmuCase(ColumnSumCases.subjects(List.of("rmsnorm_backward_dinp_kernel",
+                "rmsnorm_backward_weight_kernel"), chunks), xd + "," + wd + " " + rows + "x" + cols
+                + ColumnSumCases.label(chunks));
         Tensor dout = c.device.allocate(xd, rows, cols);
         Tensor inp = c.device.allocate(xd, rows, cols);
         Tensor w = c.device.allocate(wd, cols);
@@ -102,7 +104,8 @@ final class RmsNormCases {
             rv[row] = 1 / Math.sqrt(ss / cols + eps);
         }
         rv = c.device.put(rstd, rv);
-        new RmsNormLauncher(c.device).backward(null, dout, inp, w, rstd, dinp, dw, rows, cols);
+        new RmsNormLauncher(c.device).backward(null, dout, inp, w, rstd, dinp, dw, rows, cols,
+                ColumnSumCases.plan(c, rows, cols, 1, chunks));
 
         Approx[] refDinp = new Approx[rows * cols];
         long depth = laneDepth(cols);
@@ -124,9 +127,7 @@ final class RmsNormCases {
                         .plus(gs.get(j).minus(ns.get(j).times(meanGN)).times(rs));
             }
         }
-        // column sums: ⌈N/16⌉ rows per row-thread, 16 partials, then the accumulate
-        long colDepth = (rows + ElementwiseLauncher.COLSUM_TY - 1) / ElementwiseLauncher.COLSUM_TY
-                + ElementwiseLauncher.COLSUM_TY + 1;
+        long colDepth = ColumnSumCases.depth(rows, chunks);
         Approx[] refDw = new Approx[cols];
         for (int j = 0; j < cols; j++) {
             List<Approx> dws = new ArrayList<>(List.of(Approx.exact(dw0[j])));
