@@ -22,16 +22,28 @@ static __device__ __forceinline__ long long qkv_head_index(long long b, int t, i
     return ((b * heads + h) * T + t) * D + d;
 }
 
+// The four head copies below walk the (B·T, row) matrix of the token-major side: grid y over token
+// rows (striding when B·T passes the grid's 65535), grid x and the threads over the row's columns.
+// A row's b and t are found once per row and a column's head and offset in 32-bit arithmetic: one
+// flat index per element, split by 64-bit divisions, made these copies compute-bound (0.5 ms a
+// call at 1B on an H200, 8x what their bytes take). Launch: AttentionLauncher (Grid.rowMajor).
+#define FOR_TOKEN_ROWS(bt, rows) for (long long bt = blockIdx.y; bt < (rows); bt += gridDim.y)
+#define FOR_ROW_COLS(j, cols) \
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < (cols); j += blockDim.x * gridDim.x)
+
 // q (B, H, T, D), k, v (B, Hkv, T, D) = qkv (B, T, (H + 2·Hkv)·D) laid out [q | k | v] per token
 // (Hkv = H: multi-head attention; fewer: grouped-query). One thread per qkv element.
 extern "C" __global__ void split_heads_kernel(const void* qkv, int qkvDt, void* q, void* k, void* v, int outDt,
                                               int B, int T, int H, int Hkv, int D) {
-    long long W = (long long)(H + 2 * Hkv) * D;
-    GRID_STRIDE(i, (long long)B * T * W) {
-        long long bt = i / W;
-        int part;
-        long long at = qkv_head_index(bt / T, bt % T, i % W, T, H, Hkv, D, &part);
-        st(part == 0 ? q : (part == 1 ? k : v), outDt, at, ld(qkv, qkvDt, i));
+    int W = (H + 2 * Hkv) * D;
+    FOR_TOKEN_ROWS(bt, (long long)B * T) {
+        long long b = bt / T;
+        int t = (int)(bt - b * T);
+        FOR_ROW_COLS(j, W) {
+            int part;
+            long long at = qkv_head_index(b, t, j, T, H, Hkv, D, &part);
+            st(part == 0 ? q : (part == 1 ? k : v), outDt, at, ld(qkv, qkvDt, bt * W + j));
+        }
     }
 }
 
@@ -39,41 +51,46 @@ extern "C" __global__ void split_heads_kernel(const void* qkv, int qkvDt, void* 
 // element (no races).
 extern "C" __global__ void split_heads_backward_kernel(const void* dq, const void* dk, const void* dv, int inDt,
                                                        void* dqkv, int dqkvDt, int B, int T, int H, int Hkv, int D) {
-    long long W = (long long)(H + 2 * Hkv) * D;
-    GRID_STRIDE(i, (long long)B * T * W) {
-        long long bt = i / W;
-        int part;
-        long long at = qkv_head_index(bt / T, bt % T, i % W, T, H, Hkv, D, &part);
-        const void* g = part == 0 ? dq : (part == 1 ? dk : dv);
-        st(dqkv, dqkvDt, i, ld(dqkv, dqkvDt, i) + ld(g, inDt, at));
+    int W = (H + 2 * Hkv) * D;
+    FOR_TOKEN_ROWS(bt, (long long)B * T) {
+        long long b = bt / T;
+        int t = (int)(bt - b * T);
+        FOR_ROW_COLS(j, W) {
+            int part;
+            long long at = qkv_head_index(b, t, j, T, H, Hkv, D, &part);
+            const void* g = part == 0 ? dq : (part == 1 ? dk : dv);
+            long long i = bt * W + j;
+            st(dqkv, dqkvDt, i, ld(dqkv, dqkvDt, i) + ld(g, inDt, at));
+        }
     }
 }
 
 // out (B, T, H·D) = y (B, H, T, D) with the heads side by side.
 extern "C" __global__ void merge_heads_kernel(const void* y, int yDt, void* out, int outDt, int B, int T, int H, int D) {
-    long long C = (long long)H * D;
-    long long n = (long long)B * T * C;
-    GRID_STRIDE(i, n) {
-        long long bt = i / C;
-        int hd = i % C;
-        int h = hd / D, d = hd % D;
+    int C = H * D;
+    FOR_TOKEN_ROWS(bt, (long long)B * T) {
         long long b = bt / T;
-        int t = bt % T;
-        st(out, outDt, i, ld(y, yDt, ((b * H + h) * T + t) * D + d));
+        int t = (int)(bt - b * T);
+        FOR_ROW_COLS(c, C) {
+            int h = c / D, d = c - h * D;
+            st(out, outDt, bt * C + c, ld(y, yDt, ((b * H + h) * T + t) * D + d));
+        }
     }
 }
 
-// dy (B, H, T, D) += dout (B, T, H·D) rearranged.
+// dy (B, H, T, D) += dout (B, T, H·D) rearranged; one thread per dout element, each dy element
+// reached by exactly one (no races).
 extern "C" __global__ void merge_heads_backward_kernel(const void* dout, int doutDt, void* dy, int dyDt,
                                                        int B, int T, int H, int D) {
-    long long n = (long long)B * H * T * D;
-    long long C = (long long)H * D;
-    GRID_STRIDE(i, n) {
-        int d = i % D;
-        int t = (i / D) % T;
-        int h = (i / ((long long)D * T)) % H;
-        long long b = i / ((long long)D * T * H);
-        st(dy, dyDt, i, ld(dy, dyDt, i) + ld(dout, doutDt, (b * T + t) * C + (long long)h * D + d));
+    int C = H * D;
+    FOR_TOKEN_ROWS(bt, (long long)B * T) {
+        long long b = bt / T;
+        int t = (int)(bt - b * T);
+        FOR_ROW_COLS(c, C) {
+            int h = c / D, d = c - h * D;
+            long long i = ((b * H + h) * T + t) * D + d;
+            st(dy, dyDt, i, ld(dy, dyDt, i) + ld(dout, doutDt, bt * C + c));
+        }
     }
 }
 

@@ -25,26 +25,29 @@ final class AttentionLauncher {
     }
 
     /** qkv (B, T, (H + 2·Hkv)·D) → q (B, H, T, D), k, v (B, Hkv, T, D), all three of one dtype. */
+    // The head copies walk the token-major side row by row (attention.cu, FOR_TOKEN_ROWS): grid x
+    // over a row's columns, grid y over the B·T rows.
+
     void splitHeads(CudaStream s, Tensor qkv, Tensor q, Tensor k, Tensor v, int b, int t, int h, int hkv, int d) {
-        split.launchStrided(s, qkv.numel(), address(qkv), code(qkv), address(q), address(k),
-                address(v), code(q), b, t, h, hkv, d);
+        split.launch2d(s, Grid.rowColumns((long) (h + 2 * hkv) * d), Grid.rows((long) b * t), Grid.THREADS, 1, 0,
+                address(qkv), code(qkv), address(q), address(k), address(v), code(q), b, t, h, hkv, d);
     }
 
     void splitHeadsBackward(CudaStream s, Tensor dq, Tensor dk, Tensor dv, Tensor dqkv, int b, int t, int h, int hkv,
                             int d) {
-        splitBackward.launchStrided(s, dqkv.numel(), address(dq), address(dk), address(dv),
-                code(dq), address(dqkv), code(dqkv), b, t, h, hkv, d);
+        splitBackward.launch2d(s, Grid.rowColumns((long) (h + 2 * hkv) * d), Grid.rows((long) b * t), Grid.THREADS, 1,
+                0, address(dq), address(dk), address(dv), code(dq), address(dqkv), code(dqkv), b, t, h, hkv, d);
     }
 
     /** y (B, H, T, D) → out (B, T, H·D). */
     void mergeHeads(CudaStream s, Tensor y, Tensor out, int b, int t, int h, int d) {
-        merge.launchStrided(s, out.numel(), address(y), code(y), address(out), code(out),
-                b, t, h, d);
+        merge.launch2d(s, Grid.rowColumns((long) h * d), Grid.rows((long) b * t), Grid.THREADS, 1, 0, address(y),
+                code(y), address(out), code(out), b, t, h, d);
     }
 
     void mergeHeadsBackward(CudaStream s, Tensor dout, Tensor dy, int b, int t, int h, int d) {
-        mergeBackward.launchStrided(s, dy.numel(), address(dout), code(dout), address(dy),
-                code(dy), b, t, h, d);
+        mergeBackward.launch2d(s, Grid.rowColumns((long) h * d), Grid.rows((long) b * t), Grid.THREADS, 1, 0,
+                address(dout), code(dout), address(dy), code(dy), b, t, h, d);
     }
 
     /** preatt, att (rows = B·H·T, T). */

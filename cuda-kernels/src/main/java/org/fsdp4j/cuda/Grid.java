@@ -21,6 +21,16 @@ final class Grid {
         return Math.max(1, Math.min(ceilDiv(n, THREADS), MAX_BLOCKS));
     }
 
+    /** Grid y for a row-by-row kernel: a block row per row, at most CUDA's 65535 (beyond, rows stride). */
+    static int rows(long rows) {
+        return (int) Math.max(1, Math.min(rows, 65535));
+    }
+
+    /** Grid x for a row-by-row kernel: THREADS columns a block, threads striding beyond 64 blocks. */
+    static long rowColumns(long cols) {
+        return Math.max(1, Math.min(ceilDiv(cols, THREADS), 64));
+    }
+
     /** Blocks for one warp per row, THREADS / 32 rows per block. */
     static long warpPerRow(long rows) {
         return Math.max(1, ceilDiv(rows, THREADS / 32));
