@@ -233,14 +233,16 @@ else
       timeout 75 "${cli[@]}" bench step --device cuda:0 --world-size 1 --preset gpt2-124m "${dims[@]}" --batch-size 8 \
         --seq-len 1024 --param-dtype bf16 --warmup 3 --steps 5 --out "$mine" || problem "bench step $shape did not finish"
     fi
+    timeout 30 "${cli[@]}" plan --preset gpt2-124m "${dims[@]}" --gpu H200-141GB --gpus 1 --nodes 1 --param-dtype bf16 \
+      --batch-size 8 --seq-len 1024 --json > "$out/plan-$shape.json" 2>/dev/null || say "note: plan $shape failed"
     peak=$(json_field "$mine/step.json" peak_tflops_per_rank)
     say "PyTorch FSDP2 peer: $shape, batch 8 x 1024, bf16, 1 rank (peak ${peak:-?} TFLOP/s for MFU)"
     PYTHONUNBUFFERED=1 timeout 80 "$peer_python" bench/peers/torch_fsdp2.py "${dims[@]}" --vocab 50257 --batch-size 8 \
       --seq-len 1024 --dtype bf16 --warmup 3 --steps 5 ${peak:+--peak-tflops "$peak"} --json-out "$out/peer-${round/\#/-}.json" \
       || problem "the PyTorch FSDP2 peer failed on $shape"
-    peer_rows+=("$("$peer_python" - "$round" "$mine/step.json" "$out/peer-${round/\#/-}.json" <<'PY'
+    peer_rows+=("$("$peer_python" - "$round" "$mine/step.json" "$out/peer-${round/\#/-}.json" "$out/plan-$shape.json" <<'PY'
 import json, sys
-shape, mine, peer = sys.argv[1:]
+shape, mine, peer, plan = sys.argv[1:]
 def load(p):
     try:
         with open(p) as f: return json.load(f)
@@ -254,11 +256,13 @@ ta, tb = g(a, "tokens_per_second"), g(b, "tokens_per_second")
 ma, mb = g(a, "mfu"), g(b, "mfu")
 pa = g(a, "peak_bytes_per_rank"); pa = max(pa) if isinstance(pa, list) and pa else pa
 pb = g(b, "peak_allocated_bytes")
+mem = load(plan).get("memory") or {}
+pp = sum(mem.values()) if mem else None
 f = lambda v, fmt: "?" if v is None else fmt % v
-print("%-10s %10s %10s %12s %12s %7s %7s %9s %9s %6s" % (shape, f(g(a, "step_time_ms_median"), "%.1f"),
+print("%-10s %10s %10s %12s %12s %7s %7s %9s %9s %9s %6s" % (shape, f(g(a, "step_time_ms_median"), "%.1f"),
       f(g(b, "step_time_ms_median"), "%.1f"), f(ta, "%.0f"), f(tb, "%.0f"), f(ma and 100 * ma, "%.1f%%"),
-      f(mb and 100 * mb, "%.1f%%"), f(pa and pa / 2**30, "%.2f"), f(pb and pb / 2**30, "%.2f"),
-      f(ta / tb if ta and tb else None, "%.2f")))
+      f(mb and 100 * mb, "%.1f%%"), f(pa and pa / 2**30, "%.2f"), f(pp and pp / 2**30, "%.2f"),
+      f(pb and pb / 2**30, "%.2f"), f(ta / tb if ta and tb else None, "%.2f")))
 PY
 )")
   done
@@ -285,9 +289,9 @@ say "summary: tests ${tests_ok:-?} ok / ${tests_failed:-?} failed / ${tests_skip
 printf '%-5s %2s %10s %12s %8s %6s %9s\n' dtype N "ms/step" "tok/s" MFU syncs promoted
 for r in "${rows[@]+"${rows[@]}"}"; do echo "$r"; done
 if (( ${#peer_rows[@]} > 0 )); then
-  echo "fsdp4j vs PyTorch FSDP2 (bf16, 1 rank, B = 8, T = 1024; peak = peak GPU memory, GiB)"
-  printf '%-10s %10s %10s %12s %12s %7s %7s %9s %9s %6s\n' shape "ms fsdp4j" "ms torch" "tok/s fsdp4j" "tok/s torch" \
-    "MFU f4j" "MFU pt" "peak f4j" "peak pt" ratio
+  echo "fsdp4j vs PyTorch FSDP2 (bf16, 1 rank, B = 8, T = 1024; peak = peak GPU memory, GiB: fsdp4j's tracker, its plan, PyTorch's allocated)"
+  printf '%-10s %10s %10s %12s %12s %7s %7s %9s %9s %9s %6s\n' shape "ms fsdp4j" "ms torch" "tok/s fsdp4j" "tok/s torch" \
+    "MFU f4j" "MFU pt" "peak f4j" "plan f4j" "peak pt" ratio
   for r in "${peer_rows[@]}"; do echo "$r"; done
 fi
 

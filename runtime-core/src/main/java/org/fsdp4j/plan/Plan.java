@@ -38,7 +38,8 @@ public record Plan(PlanInput input, long params, long paddedParams, Memory memor
      * @param grads       fp32 gradient shards
      * @param optimizer   AdamW m and v (fp32)
      * @param unitBuffers gathered parameters and unsharded gradients at their peak (the engine's UnitBufferPlan)
-     * @param workspace   casts to the reduce dtype and widened half weights
+     * @param workspace   casts to the reduce dtype, widened half weights, and on a GPU the padded copies of
+     *                    half GEMMs off cuBLAS's grid (HalfGemmPadding)
      * @param activations activations at their peak, the batch's tokens included
      */
     public record Memory(long params, long grads, long optimizer, long unitBuffers, long workspace, long activations) {

@@ -17,6 +17,7 @@ import java.util.Optional;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.ShardingStrategy;
+import org.fsdp4j.backend.HalfGemmPadding;
 import org.fsdp4j.fsdp.FlatParamLayout;
 import org.fsdp4j.fsdp.UnitBufferPlan;
 import org.fsdp4j.metrics.Flops;
@@ -150,6 +151,13 @@ public final class Planner implements StepCostModel {
         }
         if (workspace > 0) {
             why.add(f("workspace: gradient cast to the reduce dtype and widened half weights, %s", gib(workspace)));
+        }
+        long headPadding = in.gpu().isPresent() ? headPaddingBytes(in.microBatchSize() * in.seqLen(), m.vocabSize(),
+                m.embedDim(), pd) : 0;
+        if (headPadding > 0) {
+            workspace += headPadding;
+            why.add(f("workspace: the LM head's GEMMs (vocab %d) run on copies padded to cuBLAS's 8-element grid "
+                    + "(HalfGemmPadding), %s at their largest", m.vocabSize(), gib(headPadding)));
         }
 
         // ---- activations, as the model allocates them
@@ -499,5 +507,16 @@ public final class Planner implements StepCostModel {
 
     static String secs(double s) {
         return s >= 1 ? f("%.2f s", s) : f("%.1f ms", s * 1e3);
+    }
+
+    /**
+     * The largest workspace of the LM head's three products on a GPU (logits x·Wᵀ, dx = dlogits·W,
+     * dW = dlogitsᵀ·x over {@code tokens} rows) where HalfGemmPadding pads them; 0 where it does not.
+     */
+    static long headPaddingBytes(int tokens, int vocab, int width, DType computeDtype) {
+        long logits = HalfGemmPadding.workspaceBytes(false, true, tokens, vocab, width, width, width, vocab, computeDtype);
+        long dx = HalfGemmPadding.workspaceBytes(false, false, tokens, width, vocab, vocab, width, width, computeDtype);
+        long dw = HalfGemmPadding.workspaceBytes(true, false, vocab, width, tokens, vocab, width, width, computeDtype);
+        return Math.max(logits, Math.max(dx, dw));
     }
 }

@@ -96,4 +96,15 @@ class PlannerTest {
         }
         assertEquals(measured, plan.comm().total(), strategy + ": bytes one rank sent in a step");
     }
+
+    @Test
+    void theLmHeadsPaddedCopiesAreCountedOnAGpuInHalfPrecision() {
+        // gpt2-124m at 8192 tokens: the logits' product holds W padded to 50264 rows and C [8192, 50264]
+        // (dx's holds dlogits and W padded, as large; dW's dlogits alone)
+        long expected = (50264L * 768 + 8192L * 50264) * 2;
+        assertEquals(expected, Planner.headPaddingBytes(8192, 50257, 768, DType.BF16));
+        assertEquals(0, Planner.headPaddingBytes(8192, 50257, 768, DType.F32), "fp32 is not padded");
+        assertEquals(0, Planner.headPaddingBytes(8192, 50304, 768, DType.BF16), "a vocabulary on the grid");
+        assertEquals(0, Planner.headPaddingBytes(16, 50257, 768, DType.BF16), "too small to pay");
+    }
 }

@@ -172,7 +172,7 @@ final class PlanCommand implements Callable<Integer> {
         row(out, "grads", mem.grads(), "fp32 gradient shard");
         row(out, "optimizer", mem.optimizer(), "AdamW m and v, fp32");
         row(out, "unit buffers", mem.unitBuffers(), "gathered parameters + unsharded gradients at their peak");
-        row(out, "workspace", mem.workspace(), "reduce-dtype casts, widened half weights");
+        row(out, "workspace", mem.workspace(), "reduce-dtype casts, widened half weights, padded GEMM copies");
         row(out, "activations", mem.activations(), in.checkpointActivations() ? "block inputs + one block recomputed"
                 : "every block's saved activations");
         long usable = (long) (g.memoryBytes() * (1 - Planner.MEMORY_RESERVE));
