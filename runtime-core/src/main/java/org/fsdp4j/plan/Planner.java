@@ -44,8 +44,8 @@ public final class Planner implements StepCostModel {
     private static final long F32 = 4;
 
     @Override
-    public StepCost estimate(TrainConfig config) {
-        Plan p = plan(PlanInput.of(config), false);
+    public StepCost estimate(TrainConfig config, boolean onGpu) {
+        Plan p = plan(PlanInput.of(config), false, onGpu);
         Plan.Memory m = p.memory();
         return new StepCost(m.total(), m.persistent(), m.unitBuffers() + m.workspace(), m.activations(),
                 p.hostBytesPerGpu(), p.largestBufferBytes(), p.flopsPerGpu() * p.input().worldSize());
@@ -53,10 +53,11 @@ public final class Planner implements StepCostModel {
 
     /** The plan for {@code in}, with recommendations. */
     public Plan plan(PlanInput in) {
-        return plan(in, true);
+        return plan(in, true, in.gpu().isPresent());
     }
 
-    private Plan plan(PlanInput in, boolean recommend) {
+    /** {@code onGpu}: the run's backend is a GPU's (a plan's GpuSpec, or a resolved device without one). */
+    private Plan plan(PlanInput in, boolean recommend, boolean onGpu) {
         List<String> why = new ArrayList<>();
         ModelConfig m = in.model();
         int n = in.worldSize();
@@ -146,13 +147,13 @@ public final class Planner implements StepCostModel {
         if (rd != pd) {
             workspace += largestUnit / pb * rd.byteSize();
         }
-        if (pd != DType.F32 && in.gpu().isEmpty()) {
+        if (pd != DType.F32 && !onGpu) {
             workspace += 2 * 4 * maxParamNumel;      // the CPU GEMM widens a half weight and its gradient (cuBLAS does not)
         }
         if (workspace > 0) {
             why.add(f("workspace: gradient cast to the reduce dtype and widened half weights, %s", gib(workspace)));
         }
-        long headPadding = in.gpu().isPresent() ? headPaddingBytes(in.microBatchSize() * in.seqLen(), m.vocabSize(),
+        long headPadding = onGpu ? headPaddingBytes(in.microBatchSize() * in.seqLen(), m.vocabSize(),
                 m.embedDim(), pd) : 0;
         if (headPadding > 0) {
             workspace += headPadding;
@@ -320,7 +321,7 @@ public final class Planner implements StepCostModel {
             candidates.add(c.withCheckpointActivations(!in.checkpointActivations()));
         }
         for (PlanInput c : candidates) {
-            Plan p = plan(c, false);
+            Plan p = plan(c, false, true);
             if (Boolean.TRUE.equals(p.fits())) {
                 options.add(new Option(c, p, Math.max(p.computeTimeS(), p.commTimeS())));
             }
@@ -330,7 +331,7 @@ public final class Planner implements StepCostModel {
                 .thenComparing(o -> o.input().checkpointActivations()));
         if (!Boolean.TRUE.equals(fits)) {
             if (options.isEmpty()) {
-                Plan off = plan(in.withOffload(true).withCheckpointActivations(true), false);
+                Plan off = plan(in.withOffload(true).withCheckpointActivations(true), false, true);
                 out.add(Boolean.TRUE.equals(off.fits())
                         ? f("does not fit in any strategy on the GPU alone: --offload with --checkpoint-activations fits "
                         + "(%s per GPU, %s on the host per GPU)", gib(off.memory().total()), gib(off.hostBytesPerGpu()))

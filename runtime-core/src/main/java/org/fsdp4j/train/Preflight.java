@@ -81,7 +81,7 @@ public final class Preflight {
         OptionalLong available = availableBytes.isPresent() ? availableBytes
                 : Backends.provider(device.kind()).map(p -> p.availableMemoryBytes(device)).orElse(OptionalLong.empty());
         long limit = cpu ? CpuStorage.MAX_BYTES : 0;
-        StepCost cost = model.estimate(config);
+        StepCost cost = model.estimate(config, pool.onGpu());
         long needed = pool.needed(cost);
         boolean fits = available.isEmpty() || needed <= available.getAsLong();
         boolean bufferFits = limit == 0 || cost.largestBufferBytes() <= limit;
@@ -95,6 +95,10 @@ public final class Preflight {
 
     /** The ranks whose memory comes from one pool, and what each rank's backend keeps for itself. */
     private record Pool(int sharing, boolean cpu, long reservedPerRank) {
+        boolean onGpu() {
+            return !cpu;
+        }
+
         long needed(StepCost cost) {
             return sharing * (cost.peakBytesPerRank() + reservedPerRank + (cpu ? cost.hostBytesPerRank() : 0));
         }
@@ -137,7 +141,7 @@ public final class Preflight {
         while (lo < hi) {
             int mid = (lo + hi + 1) >>> 1;
             TrainConfig c = config.toBuilder().batchSize(mid * unit).build();
-            if (fits(model.estimate(c), pool, available, limit)) {
+            if (fits(model.estimate(c, pool.onGpu()), pool, available, limit)) {
                 lo = mid;
             } else {
                 hi = mid - 1;
@@ -165,7 +169,7 @@ public final class Preflight {
 
     private static boolean fitsWith(TrainConfig c, StepCostModel model, Pool pool, OptionalLong available, long limit,
                                     List<Fix> fixes, String flags) {
-        StepCost cost = model.estimate(c);
+        StepCost cost = model.estimate(c, pool.onGpu());
         if (!fits(cost, pool, available, limit)) {
             return false;
         }

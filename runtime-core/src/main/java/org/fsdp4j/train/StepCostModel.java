@@ -5,6 +5,15 @@ package org.fsdp4j.train;
 
 public interface StepCostModel {
 
-    /** The predicted cost of one training step of {@code config} (its first step included). */
-    StepCost estimate(TrainConfig config);
+    /**
+     * The predicted cost of one training step of {@code config} (its first step included) on a GPU
+     * ({@code onGpu}) or the CPU: their backends keep different workspaces (the CPU widens half
+     * weights for OpenBLAS; cuBLAS pads half GEMMs off its grid).
+     */
+    StepCost estimate(TrainConfig config, boolean onGpu);
+
+    /** As above, on the CPU. */
+    default StepCost estimate(TrainConfig config) {
+        return estimate(config, false);
+    }
 }

@@ -107,4 +107,17 @@ class PlannerTest {
         assertEquals(0, Planner.headPaddingBytes(8192, 50304, 768, DType.BF16), "a vocabulary on the grid");
         assertEquals(0, Planner.headPaddingBytes(16, 50257, 768, DType.BF16), "too small to pay");
     }
+
+    @Test
+    void theEstimateCountsTheWorkspaceOfTheBackendItRunsOn() {
+        TrainConfig c = TrainConfig.builder().preset("gpt2-124m").batchSize(8).seqLen(1024).paramDtype(DType.BF16)
+                .steps(1).build();
+        long onGpu = new Planner().estimate(c, true).peakBytesPerRank();
+        long onCpu = new Planner().estimate(c, false).peakBytesPerRank();
+        // the GPU pads the head's products (HalfGemmPadding); the CPU widens the largest half weight and
+        // its gradient to fp32 for OpenBLAS (wte, 50257 x 768)
+        long padding = Planner.headPaddingBytes(8192, 50257, 768, DType.BF16);
+        long widening = 2L * 4 * 50257 * 768;
+        assertEquals(padding - widening, onGpu - onCpu);
+    }
 }
