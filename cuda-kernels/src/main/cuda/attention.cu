@@ -22,14 +22,11 @@ static __device__ __forceinline__ long long qkv_head_index(long long b, int t, i
     return ((b * heads + h) * T + t) * D + d;
 }
 
-// The four head copies below walk the (B·T, row) matrix of the token-major side: grid y over token
-// rows (striding when B·T passes the grid's 65535), grid x and the threads over the row's columns.
-// A row's b and t are found once per row and a column's head and offset in 32-bit arithmetic: one
-// flat index per element, split by 64-bit divisions, made these copies compute-bound (0.5 ms a
-// call at 1B on an H200, 8x what their bytes take). Launch: AttentionLauncher (Grid.rowMajor).
-#define FOR_TOKEN_ROWS(bt, rows) for (long long bt = blockIdx.y; bt < (rows); bt += gridDim.y)
-#define FOR_ROW_COLS(j, cols) \
-    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < (cols); j += blockDim.x * gridDim.x)
+// The four head copies below walk the (B·T, row) matrix of the token-major side row by row
+// (FOR_ROWS, common.cuh): a row's b and t are found once per row and a column's head and offset in
+// 32-bit arithmetic. One flat index per element, split by 64-bit divisions, made these copies
+// compute-bound (0.5 ms a call at 1B on an H200, 8x what their bytes take).
+#define FOR_TOKEN_ROWS(bt, rows) FOR_ROWS(bt, rows)
 
 // q (B, H, T, D), k, v (B, Hkv, T, D) = qkv (B, T, (H + 2·Hkv)·D) laid out [q | k | v] per token
 // (Hkv = H: multi-head attention; fewer: grouped-query). One thread per qkv element.

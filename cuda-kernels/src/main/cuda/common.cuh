@@ -31,6 +31,13 @@ __device__ __forceinline__ float exp_clamped(float a) {
     return expf(a);
 }
 
+// A (rows, cols) matrix row by row: grid y over rows (striding past the grid's 65535), grid x and
+// the threads over a row's columns, so a column index needs no 64-bit division or modulo (which
+// made flat-index element-wise kernels compute-bound on an H200). Launch: Grid.rows, Grid.rowColumns.
+#define FOR_ROWS(r, rows) for (long long r = blockIdx.y; r < (rows); r += gridDim.y)
+#define FOR_ROW_COLS(j, cols) \
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < (cols); j += blockDim.x * gridDim.x)
+
 #define GRID_STRIDE(i, n) \
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); \
          i += (long long)blockDim.x * gridDim.x)

@@ -17,10 +17,24 @@ extern "C" __global__ void add_kernel(const void* a, int aDt, const void* b, int
     GRID_STRIDE(i, n) st(out, outDt, i, ld(a, aDt, i) + ld(b, bDt, i));
 }
 
-// out (rows, cols) += bias (cols).
+// out (rows, cols) += bias (cols). Row by row (FOR_ROWS): no 64-bit modulo per element.
 extern "C" __global__ void add_bias_kernel(void* out, int outDt, const void* bias, int biasDt,
                                            long long rows, int cols) {
-    GRID_STRIDE(i, rows * cols) st(out, outDt, i, ld(out, outDt, i) + ld(bias, biasDt, i % cols));
+    FOR_ROWS(r, rows) {
+        FOR_ROW_COLS(c, cols) {
+            long long i = r * cols + c;
+            st(out, outDt, i, ld(out, outDt, i) + ld(bias, biasDt, c));
+        }
+    }
+}
+
+// out (rows, cols) = bias (cols) in every row, in one pass (a half Linear's output before its GEMM
+// adds, so the product rounds once with the bias in: Ops.setBias).
+extern "C" __global__ void set_bias_kernel(void* out, int outDt, const void* bias, int biasDt,
+                                           long long rows, int cols) {
+    FOR_ROWS(r, rows) {
+        FOR_ROW_COLS(c, cols) st(out, outDt, r * cols + c, ld(bias, biasDt, c));
+    }
 }
 
 // dbias (cols) += Σ_r dout (rows, cols); block (COLSUM_TX, COLSUM_TY), grid (ceil(cols/COLSUM_TX),

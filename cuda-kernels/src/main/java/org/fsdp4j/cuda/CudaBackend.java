@@ -459,6 +459,13 @@ public final class CudaBackend implements Backend {
     }
 
     @Override
+    public void setBias(Tensor out, Tensor bias) {
+        on("setBias", out, bias);
+        int cols = Shapes.bias("setBias", out, bias);
+        elementwise.setBias(currentStream(), out, bias, out.numel() / cols, cols);
+    }
+
+    @Override
     public void biasBackward(Tensor dout, Tensor dbias) {
         on("biasBackward", dout, dbias);
         int cols = Shapes.bias("biasBackward", dout, dbias);

@@ -15,6 +15,7 @@ final class ElementwiseLauncher {
     private final Kernel fill;
     private final Kernel add;
     private final Kernel addBias;
+    private final Kernel setBias;
     private final Kernel biasBackward;
     private final Kernel columnPartials;
 
@@ -22,6 +23,7 @@ final class ElementwiseLauncher {
         fill = m.kernel("fill_kernel");
         add = m.kernel("add_kernel");
         addBias = m.kernel("add_bias_kernel");
+        setBias = m.kernel("set_bias_kernel");
         biasBackward = m.kernel("bias_backward_kernel");
         columnPartials = m.kernel("column_partials_kernel");
     }
@@ -38,9 +40,16 @@ final class ElementwiseLauncher {
     }
 
     /** out (rows, cols) += bias (cols). */
+    /** out (rows, cols) += bias (cols), row by row (common.cuh, FOR_ROWS). */
     void addBias(CudaStream s, Tensor out, Tensor bias, long rows, int cols) {
-        addBias.launchStrided(s, rows * cols, address(out), code(out), address(bias), code(bias),
-                rows, cols);
+        addBias.launch2d(s, Grid.rowColumns(cols), Grid.rows(rows), Grid.THREADS, 1, 0, address(out), code(out),
+                address(bias), code(bias), rows, cols);
+    }
+
+    /** out (rows, cols) = bias (cols) in every row, in one pass. */
+    void setBias(CudaStream s, Tensor out, Tensor bias, long rows, int cols) {
+        setBias.launch2d(s, Grid.rowColumns(cols), Grid.rows(rows), Grid.THREADS, 1, 0, address(out), code(out),
+                address(bias), code(bias), rows, cols);
     }
 
     /** dbias (cols) += column sums of dout (rows, cols), spread as {@code plan} says (ColumnSums, k = 1). */

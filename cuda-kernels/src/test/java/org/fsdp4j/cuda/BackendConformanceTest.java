@@ -168,6 +168,14 @@ abstract class BackendConformanceTest {
                     }
                     be.addBias(out, tb);
                     c.assertClose("addBias " + d, withBias, be, out, 1e-6, rt);
+                    try (Tensor set = OpCheck.poisoned(be, d, rows, cols)) {
+                        double[] refSet = new double[nel];
+                        for (int i = 0; i < nel; i++) {
+                            refSet[i] = d.round((float) bias[i % cols]);
+                        }
+                        be.setBias(set, tb);
+                        c.assertClose("setBias " + d, refSet, be, set, 0, 0);
+                    }
                     double[] refDb = db0.clone();
                     for (int i = 0; i < nel; i++) {
                         refDb[i % cols] += g[i];

@@ -31,6 +31,8 @@ final class ElementwiseCases {
         out.add(addBias(r, DType.F16, DType.F32, 37, 45));
         out.add(addBias(r, DType.BF16, DType.BF16, 3, 1));
         out.add(addBias(r, DType.F32, DType.F16, 64, 33));
+        out.add(setBias(r, DType.BF16, DType.BF16, 37, 45));
+        out.add(setBias(r, DType.F32, DType.F16, 5, 300));
         out.add(biasBackward(r, DType.F32, DType.F32, 1000, 45, 1));
         out.add(biasBackward(r, DType.BF16, DType.F32, 37, 1, 1));
         out.add(biasBackward(r, DType.F16, DType.F16, 1, 100, 1));
@@ -63,6 +65,22 @@ final class ElementwiseCases {
         Approx[] ref = new Approx[n];
         for (int i = 0; i < n; i++) {
             ref[i] = Approx.exact(x[i]).plus(Approx.exact(y[i]));
+        }
+        c.expect("out", out, ref);
+        return c;
+    }
+
+    /** out = bias in every row, whatever out held: the bias as out's dtype rounds it. */
+    private static EmuCase setBias(Random r, DType od, DType bd, int rows, int cols) {
+        EmuCase c = new EmuCase("set_bias_kernel", od + "=" + bd + " " + rows + "x" + cols);
+        Tensor out = c.device.allocate(od, rows, cols);
+        Tensor bias = c.device.allocate(bd, cols);
+        c.device.put(out, EmuData.uniform(r, rows * cols, 3));
+        double[] b = c.device.put(bias, EmuData.uniform(r, cols, 3));
+        new ElementwiseLauncher(c.device).setBias(null, out, bias, rows, cols);
+        Approx[] ref = new Approx[rows * cols];
+        for (int i = 0; i < ref.length; i++) {
+            ref[i] = Approx.exact(b[i % cols]);
         }
         c.expect("out", out, ref);
         return c;

@@ -81,6 +81,7 @@ class LauncherSignatureTest {
         ew.fill(null, x, 1f);
         ew.add(null, x, y, y);
         ew.addBias(null, y, vec, b * tt, c);
+        ew.setBias(null, x, vec, b * tt, c);
         ew.biasBackward(null, y, vec, b * tt, c, ColumnSums.plan(b * tt, c, 1, 1, n -> t(DType.F32, n)));
         ew.biasBackward(null, y, vec, b * tt, c, ColumnSums.plan(b * tt, c, 1, 3, n -> t(DType.F32, n)));
         GeluLauncher gelu = new GeluLauncher(recorder);

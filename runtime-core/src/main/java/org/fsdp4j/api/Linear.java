@@ -69,8 +69,7 @@ public final class Linear {
             }
             return;
         }
-        backend.fill(out, 0f);
-        backend.addBias(out.reshape(rows, outFeatures), bias);   // exact: activations have the bias's dtype
+        backend.setBias(out.reshape(rows, outFeatures), bias);   // exact: activations have the bias's dtype
         backend.gemm(false, true, rows, outFeatures, inFeatures, 1f, inp, weight, 1f, out);
     }
 

@@ -284,6 +284,19 @@ public interface Ops {
     void addBias(Tensor out, Tensor bias);
 
     /**
+     * out (N, OC) = bias (OC) in every row: where a half-precision Linear starts its output, so
+     * that its GEMM (beta = 1) rounds once with the bias included. The default fills and adds
+     * (two passes); a backend may write it in one.
+     *
+     * @param out  (N, OC), overwritten
+     * @param bias (OC)
+     */
+    default void setBias(Tensor out, Tensor bias) {
+        fill(out, 0f);
+        addBias(out, bias);
+    }
+
+    /**
      * dbias (OC) += the column sums of dout (N, OC): the bias's gradient.
      *
      * @param dout  (N, OC), the output's gradient
