@@ -26,14 +26,13 @@ static __device__ __forceinline__ long long qkv_head_index(long long b, int t, i
 // (FOR_ROWS, common.cuh): a row's b and t are found once per row and a column's head and offset in
 // 32-bit arithmetic. One flat index per element, split by 64-bit divisions, made these copies
 // compute-bound (0.5 ms a call at 1B on an H200, 8x what their bytes take).
-#define FOR_TOKEN_ROWS(bt, rows) FOR_ROWS(bt, rows)
 
 // q (B, H, T, D), k, v (B, Hkv, T, D) = qkv (B, T, (H + 2·Hkv)·D) laid out [q | k | v] per token
 // (Hkv = H: multi-head attention; fewer: grouped-query). One thread per qkv element.
 extern "C" __global__ void split_heads_kernel(const void* qkv, int qkvDt, void* q, void* k, void* v, int outDt,
                                               int B, int T, int H, int Hkv, int D) {
     int W = (H + 2 * Hkv) * D;
-    FOR_TOKEN_ROWS(bt, (long long)B * T) {
+    FOR_ROWS(bt, (long long)B * T) {
         long long b = bt / T;
         int t = (int)(bt - b * T);
         FOR_ROW_COLS(j, W) {
@@ -49,7 +48,7 @@ extern "C" __global__ void split_heads_kernel(const void* qkv, int qkvDt, void* 
 extern "C" __global__ void split_heads_backward_kernel(const void* dq, const void* dk, const void* dv, int inDt,
                                                        void* dqkv, int dqkvDt, int B, int T, int H, int Hkv, int D) {
     int W = (H + 2 * Hkv) * D;
-    FOR_TOKEN_ROWS(bt, (long long)B * T) {
+    FOR_ROWS(bt, (long long)B * T) {
         long long b = bt / T;
         int t = (int)(bt - b * T);
         FOR_ROW_COLS(j, W) {
@@ -65,7 +64,7 @@ extern "C" __global__ void split_heads_backward_kernel(const void* dq, const voi
 // out (B, T, H·D) = y (B, H, T, D) with the heads side by side.
 extern "C" __global__ void merge_heads_kernel(const void* y, int yDt, void* out, int outDt, int B, int T, int H, int D) {
     int C = H * D;
-    FOR_TOKEN_ROWS(bt, (long long)B * T) {
+    FOR_ROWS(bt, (long long)B * T) {
         long long b = bt / T;
         int t = (int)(bt - b * T);
         FOR_ROW_COLS(c, C) {
@@ -80,7 +79,7 @@ extern "C" __global__ void merge_heads_kernel(const void* y, int yDt, void* out,
 extern "C" __global__ void merge_heads_backward_kernel(const void* dout, int doutDt, void* dy, int dyDt,
                                                        int B, int T, int H, int D) {
     int C = H * D;
-    FOR_TOKEN_ROWS(bt, (long long)B * T) {
+    FOR_ROWS(bt, (long long)B * T) {
         long long b = bt / T;
         int t = (int)(bt - b * T);
         FOR_ROW_COLS(c, C) {

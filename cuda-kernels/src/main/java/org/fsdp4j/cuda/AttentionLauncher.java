@@ -25,7 +25,7 @@ final class AttentionLauncher {
     }
 
     /** qkv (B, T, (H + 2·Hkv)·D) → q (B, H, T, D), k, v (B, Hkv, T, D), all three of one dtype. */
-    // The head copies walk the token-major side row by row (attention.cu, FOR_TOKEN_ROWS): grid x
+    // The head copies walk the token-major side row by row (common.cuh, FOR_ROWS): grid x
     // over a row's columns, grid y over the B·T rows.
 
     void splitHeads(CudaStream s, Tensor qkv, Tensor q, Tensor k, Tensor v, int b, int t, int h, int hkv, int d) {

@@ -42,6 +42,8 @@ import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.AdamWStep;
 import org.fsdp4j.backend.Backend;
+import org.fsdp4j.backend.HalfGemmPadding;
+import org.fsdp4j.backend.OpTiming;
 import org.fsdp4j.backend.Shapes.HeadLayout;
 import org.fsdp4j.backend.Shapes.QkvLayout;
 import org.fsdp4j.backend.Shapes;
@@ -390,17 +392,17 @@ public final class CudaBackend implements Backend {
             return;
         }
         if (GpuOpTimes.ENABLED) {
-            GpuOpTimes.GLOBAL.mark(currentStream(), GpuOpTimes.gemmKey(transA, transB, m, n, k, batch,
+            GpuOpTimes.GLOBAL.mark(currentStream(), OpTiming.gemmKey(transA, transB, m, n, k, batch,
                     a.dtype() + "·" + b.dtype() + "→" + c.dtype()), 2L * m * n * k * batch);
         }
         if (k == 0) {
             throw Shapes.error("gemm", "k = 0 (C = beta·C) is not supported on CUDA; scale C instead", a, b, c);
         }
-        if (CublasGemm.supported(a.dtype(), b.dtype(), c.dtype()) && RealignedGemm.pays(m, n, k, lda, ldb, ldc, a.dtype(), batch)) {
-            RealignedGemm.gemm(this, cublas(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-            return;
-        }
         if (CublasGemm.supported(a.dtype(), b.dtype(), c.dtype())) {
+            if (HalfGemmPadding.pads(m, n, k, lda, ldb, ldc, a.dtype(), batch)) {   // off cuBLAS's fast grid
+                RealignedGemm.gemm(this, cublas(), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+                return;
+            }
             CublasGemm.gemm(cublas(), index, options.allowTf32(), transA, transB, m, n, k, alpha, a, lda, strideA,
                     b, ldb, strideB, beta, c, ldc, strideC, batch);
             return;

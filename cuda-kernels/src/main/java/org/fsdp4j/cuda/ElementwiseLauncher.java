@@ -8,10 +8,6 @@ import org.fsdp4j.api.Tensor;
 
 final class ElementwiseLauncher {
 
-    /** Must match COLSUM_TX / COLSUM_TY in common.cuh. */
-    static final int COLSUM_TX = ColumnSums.TX;
-    static final int COLSUM_TY = ColumnSums.TY;
-
     private final Kernel fill;
     private final Kernel add;
     private final Kernel addBias;
@@ -54,7 +50,7 @@ final class ElementwiseLauncher {
 
     /** dbias (cols) += column sums of dout (rows, cols), spread as {@code plan} says (ColumnSums, k = 1). */
     void biasBackward(CudaStream s, Tensor dout, Tensor dbias, long rows, int cols, ColumnSums.Plan plan) {
-        biasBackward.launch2d(s, Grid.ceilDiv(cols, COLSUM_TX), plan.chunks(), COLSUM_TX, COLSUM_TY, 0, address(dout),
+        biasBackward.launch2d(s, Grid.ceilDiv(cols, ColumnSums.TX), plan.chunks(), ColumnSums.TX, ColumnSums.TY, 0, address(dout),
                 code(dout), address(dbias), code(dbias), rows, cols, plan.partialsAddress(), plan.rowsPerChunk());
         ColumnSums.finish(columnPartials, s, plan, cols, dbias, null);
     }

@@ -145,11 +145,6 @@ final class GpuOpTimes {
         return e == null ? new double[] {0, 0} : new double[] {e.calls.sum(), e.ms.sum()};
     }
 
-    /** The GEMM key: transposes, shape, batch and dtypes. */
-    static String gemmKey(boolean transA, boolean transB, int m, int n, int k, int batch, String dtypes) {
-        return String.format(Locale.ROOT, "gemm %s%s m=%d n=%d k=%d batch=%d %s", transA ? "T" : "N",
-                transB ? "T" : "N", m, n, k, batch, dtypes);
-    }
 
     String table() {
         List<Map.Entry<String, Entry>> rows = new ArrayList<>(entries.entrySet());

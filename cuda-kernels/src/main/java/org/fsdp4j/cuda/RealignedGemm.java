@@ -14,7 +14,6 @@ package org.fsdp4j.cuda;
 import static org.bytedeco.cuda.global.cudart.cudaMemcpy2DAsync;
 import static org.bytedeco.cuda.global.cudart.cudaMemcpyDeviceToDevice;
 
-import org.fsdp4j.api.DType;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.HalfGemmPadding;
@@ -23,11 +22,6 @@ import org.fsdp4j.backend.HalfGemmPadding.Operand;
 final class RealignedGemm {
 
     private RealignedGemm() {
-    }
-
-    /** Whether this product (supported dtypes checked by the caller) takes the padded path (HalfGemmPadding). */
-    static boolean pays(int m, int n, int k, int lda, int ldb, int ldc, DType dtype, int batch) {
-        return HalfGemmPadding.pads(m, n, k, lda, ldb, ldc, dtype, batch);
     }
 
     /** C = alpha·op(A)·op(B) + beta·C, row-major, as CudaBackend.gemm, on padded copies where needed. */

@@ -11,6 +11,7 @@ import org.fsdp4j.api.DType;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.Tensor;
+import org.fsdp4j.backend.OpTiming;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -29,7 +30,7 @@ class GpuOpTimesTest {
             times.mark(s, "before the reset", 0);
             be.fill(a, 1f);
             times.reset();
-            String gemm = GpuOpTimes.gemmKey(false, false, n, n, n, 1, "F32·F32→F32");
+            String gemm = OpTiming.gemmKey(false, false, n, n, n, 1, "F32·F32→F32");
             long t0 = System.nanoTime();
             times.mark(s, "fill", 0);
             be.fill(a, 1f);

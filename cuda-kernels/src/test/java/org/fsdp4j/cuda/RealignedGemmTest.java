@@ -13,6 +13,7 @@ import org.fsdp4j.api.DType;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.Tensor;
+import org.fsdp4j.backend.HalfGemmPadding;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -22,15 +23,15 @@ class RealignedGemmTest {
     void onlyBigHalfProductsWithAMisalignedStrideAreRealigned() {
         DType bf16 = DType.BF16;
         // GPT-2's LM head at 8192 tokens: logits [8192, 50257]
-        assertTrue(RealignedGemm.pays(8192, 50257, 768, 768, 768, 50257, bf16, 1));
-        assertTrue(RealignedGemm.pays(8192, 768, 50257, 50257, 768, 768, bf16, 1));
-        assertTrue(RealignedGemm.pays(8192, 50257, 768, 768, 768, 50264, bf16, 1), "n odd, strides aligned");
-        assertTrue(RealignedGemm.pays(8192, 768, 50257, 50264, 768, 768, bf16, 1), "k odd, strides aligned");
-        assertFalse(RealignedGemm.pays(50257, 768, 8192, 50264, 768, 768, bf16, 1), "only m odd: cuBLAS is fast there");
-        assertFalse(RealignedGemm.pays(8192, 50304, 768, 768, 768, 50304, bf16, 1), "aligned");
-        assertFalse(RealignedGemm.pays(8192, 50257, 768, 768, 768, 50257, DType.F32, 1), "fp32 has no such cliff");
-        assertFalse(RealignedGemm.pays(64, 57, 64, 64, 64, 57, bf16, 1), "too small to pay for the copies");
-        assertFalse(RealignedGemm.pays(8192, 50257, 768, 768, 768, 50257, bf16, 2), "batched");
+        assertTrue(HalfGemmPadding.pads(8192, 50257, 768, 768, 768, 50257, bf16, 1));
+        assertTrue(HalfGemmPadding.pads(8192, 768, 50257, 50257, 768, 768, bf16, 1));
+        assertTrue(HalfGemmPadding.pads(8192, 50257, 768, 768, 768, 50264, bf16, 1), "n odd, strides aligned");
+        assertTrue(HalfGemmPadding.pads(8192, 768, 50257, 50264, 768, 768, bf16, 1), "k odd, strides aligned");
+        assertFalse(HalfGemmPadding.pads(50257, 768, 8192, 50264, 768, 768, bf16, 1), "only m odd: cuBLAS is fast there");
+        assertFalse(HalfGemmPadding.pads(8192, 50304, 768, 768, 768, 50304, bf16, 1), "aligned");
+        assertFalse(HalfGemmPadding.pads(8192, 50257, 768, 768, 768, 50257, DType.F32, 1), "fp32 has no such cliff");
+        assertFalse(HalfGemmPadding.pads(64, 57, 64, 64, 64, 57, bf16, 1), "too small to pay for the copies");
+        assertFalse(HalfGemmPadding.pads(8192, 50257, 768, 768, 768, 50257, bf16, 2), "batched");
     }
 
     @Test

@@ -4,6 +4,7 @@
 package org.fsdp4j.backend;
 
 import java.util.List;
+import java.util.Locale;
 import java.util.concurrent.CopyOnWriteArrayList;
 
 public final class OpTiming {
@@ -19,6 +20,12 @@ public final class OpTiming {
     /** Registers a table's reset (a backend's timing class does, once, when timing is on). */
     public static void onReset(Runnable reset) {
         RESETS.add(reset);
+    }
+
+    /** A GEMM's row in every table: transposes, shape, batch and dtypes. */
+    public static String gemmKey(boolean transA, boolean transB, int m, int n, int k, int batch, String dtypes) {
+        return String.format(Locale.ROOT, "gemm %s%s m=%d n=%d k=%d batch=%d %s", transA ? "T" : "N",
+                transB ? "T" : "N", m, n, k, batch, dtypes);
     }
 
     /** Forgets what every table timed so far: the step benchmark calls it after its warm-up. */

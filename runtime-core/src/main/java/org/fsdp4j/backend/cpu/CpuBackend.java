@@ -25,6 +25,7 @@ import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.AdamWStep;
 import org.fsdp4j.backend.Backend;
+import org.fsdp4j.backend.OpTiming;
 import org.fsdp4j.backend.Shapes;
 
 public final class CpuBackend implements Backend {
@@ -192,7 +193,7 @@ public final class CpuBackend implements Backend {
         if (a.dtype() != b.dtype() || (c.dtype() != DType.F32 && c.dtype() != a.dtype())) {
             promotedCopies.incrementAndGet();
         }
-        String timeKey = OpTimes.ENABLED ? OpTimes.gemmKey(transA, transB, m, n, k, batch,
+        String timeKey = OpTimes.ENABLED ? OpTiming.gemmKey(transA, transB, m, n, k, batch,
                 a.dtype() + "," + b.dtype() + "->" + c.dtype()) : "gemm";
         issue("gemm", timeKey, 2L * m * n * k * batch, () -> GemmOp.gemm(threads, transA, transB, m, n, k, alpha,
                 a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC, batch), a, b, c);

@@ -98,11 +98,6 @@ final class OpTimes {
         WAITS.clear();
     }
 
-    /** The GEMM key: shape, transposes, batch and dtypes. */
-    static String gemmKey(boolean transA, boolean transB, int m, int n, int k, int batch, String dtypes) {
-        return String.format(Locale.ROOT, "gemm %s%s m=%d n=%d k=%d batch=%d %s", transA ? "T" : "N",
-                transB ? "T" : "N", m, n, k, batch, dtypes);
-    }
 
     static String table() {
         List<Map.Entry<String, Entry>> rows = new ArrayList<>(ENTRIES.entrySet());
