@@ -62,7 +62,7 @@ final class CpuEvent implements Backend.Event {
             try {
                 awaitDone(waiter);
             } finally {
-                OpTimes.waited(System.nanoTime() - t0);
+                OpTimes.waited(System.nanoTime() - t0, stream);
             }
             return;
         }

@@ -4,8 +4,8 @@
 // JVM exits. Off by default: then the only cost is one static final boolean per op.
 // Unlike a sampling profiler it sees native time (OpenBLAS) and Java time alike and exactly. Time a
 // thread spends blocked on another stream's event (the compute waiting for an all-gather, a
-// stream waiting for the compute) is not an op: it is summed apart, by who waited, and printed
-// under the table. It also counts
+// stream waiting for the compute) is not an op: it is summed apart, by who waited for which stream,
+// and printed under the table. It also counts
 // the bytes the thread running an op allocated meanwhile (not its pool helpers'): a vector loop
 // that C2 left boxed allocates per vector, which shows up here as megabytes a call where a loop
 // compiled well allocates a few kilobytes (bench/NOTES.md, 2.8).
@@ -39,6 +39,8 @@ final class OpTimes {
     private static final Map<String, Entry> ENTRIES = new ConcurrentHashMap<>();
     /** Time blocked on events, by who waited: the threads that issue work, or the streams' workers. */
     private static final Map<String, Entry> WAITS = new ConcurrentHashMap<>();
+    /** "all-gather-r1" and "all-gather-r0" are one row of the waits. */
+    private static final java.util.regex.Pattern RANK_SUFFIX = java.util.regex.Pattern.compile("-r\\d+$");
 
     static {
         if (ENABLED) {
@@ -83,11 +85,15 @@ final class OpTimes {
         return () -> -1;
     }
 
-    /** Counts {@code ns} spent by the current thread blocked on an event (called only when enabled). */
-    static void waited(long ns) {
-        String who = CpuStream.running() != null ? "stream workers (collectives, offload copies)"
-                : "issuing threads (each rank's compute, the host)";
-        Entry e = WAITS.computeIfAbsent(who, k -> new Entry());
+    /**
+     * Counts {@code ns} spent by the current thread blocked on an event of stream {@code awaited}
+     * (called only when enabled), by who waited and for which stream (its rank suffix dropped, so
+     * the ranks' waits for the same kind of stream add up).
+     */
+    static void waited(long ns, String awaited) {
+        String who = CpuStream.running() != null ? "stream workers" : "issuing threads";
+        String key = who + " for " + RANK_SUFFIX.matcher(awaited).replaceAll("");
+        Entry e = WAITS.computeIfAbsent(key, k -> new Entry());
         e.calls.increment();
         e.nanos.add(ns);
     }
