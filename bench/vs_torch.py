@@ -19,6 +19,13 @@ the sum over its ranks. Example (from the repository root):
   /usr/bin/python3 bench/vs_torch.py --layers 8 --hidden 512 --heads 8 --seq-len 128 --world-size 2
 
 A shared machine is noisy: quote the median ratio and its range, and the load beside them.
+
+--suite runs issue 13's whole check in one sitting: bench-4x256 at T = 128, small at T = 128 and
+256, and 8 layers of width 512 (8 heads) at T = 128, each at N = 1, 2 and 4 (--suite-rounds rounds
+each), then prints one markdown table with the targets (N = 1 >= 1.5x PyTorch eager, N = 2 and 4
+>= 1.3x PyTorch FSDP, on the median of the rounds) and fsdp4j's N = 2 against its own N = 1:
+
+  /usr/bin/python3 bench/vs_torch.py --suite --suite-rounds 1,4,1 --json-out suite.json
 """
 import argparse
 import json
@@ -35,6 +42,12 @@ PEER = os.path.normpath(os.path.join(ROOT, "..", "shared", "peers", "torch_fsdp_
 PRESETS = {"tiny": dict(context=64, layers=2, heads=2, hidden=64),
            "small": dict(context=256, layers=6, heads=6, hidden=384),
            "bench-4x256": dict(context=128, layers=4, heads=4, hidden=256)}
+# issue 13's configurations: (label, preset, overrides, seq_len)
+SUITE = [("bench-4x256, T=128", "bench-4x256", {}, 128),
+         ("small, T=128", "small", {}, 128),
+         ("small, T=256", "small", {}, 256),
+         ("L8, C512, H8, T=128", "small", dict(layers=8, hidden=512, heads=8), 128)]
+TARGETS = {1: 1.5, 2: 1.3, 4: 1.3}   # fsdp4j / PyTorch tokens/s at each world size
 
 
 def loadavg():
@@ -91,6 +104,91 @@ def torch(a, shape):
     return r["tok_s"], max(r["peak_rss_mib"]), r["peak_rss_mib"], wall
 
 
+def compare(a, shape, rounds_wanted):
+    """rounds_wanted fsdp4j-then-PyTorch pairs at a.world_size; prints a line per round; returns the rounds."""
+    what = "single rank vs PyTorch eager" if a.world_size == 1 else f"FULL_SHARD N={a.world_size} vs PyTorch FSDP"
+    print(f"# {what} | layers {shape['layers']} hidden {shape['hidden']} heads {shape['heads']} "
+          f"| batch {a.batch_size} x {a.seq_len} | {a.warmup} warm-up + {a.steps} timed steps | {os.cpu_count()} cores")
+    print(f"# {'round':>5} {'fsdp4j tok/s':>13} {'torch tok/s':>12} {'ratio':>7} {'load before/after':>18} "
+          f"{'fsdp4j RSS MiB':>15} {'torch RSS/rank MiB':>19}")
+    rounds = []
+    with tempfile.TemporaryDirectory(prefix="vs_torch_") as tmp:
+        for i in range(rounds_wanted):
+            l0 = loadavg()
+            f_tok, f_rss, _, _ = fsdp4j(a, shape, os.path.join(tmp, f"r{i}"))
+            t_tok, t_rss, t_ranks, _ = torch(a, shape)
+            l1 = loadavg()
+            rounds.append(dict(fsdp4j_tok_s=f_tok, torch_tok_s=t_tok, ratio=f_tok / t_tok, load_before=l0,
+                               load_after=l1, fsdp4j_rss_mib=f_rss, torch_rss_mib_per_rank=t_ranks))
+            print(f"  {i + 1:5d} {f_tok:13.0f} {t_tok:12.0f} {f_tok / t_tok:7.2f} {l0:8.2f} / {l1:<7.2f} "
+                  f"{f_rss:15.0f} {'/'.join(f'{x:.0f}' for x in t_ranks):>19}", flush=True)
+    ratios = [r["ratio"] for r in rounds]
+    f_rss = max(r["fsdp4j_rss_mib"] for r in rounds)
+    t_rank = max(max(r["torch_rss_mib_per_rank"]) for r in rounds)
+    t_sum = max(sum(r["torch_rss_mib_per_rank"]) for r in rounds)
+    print(f"# ratio fsdp4j/PyTorch tokens/s: median {statistics.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}"
+          f" | peak RSS fsdp4j {f_rss:.0f} MiB (one process, {a.world_size} rank(s)); PyTorch {t_rank:.0f} MiB per rank,"
+          f" {t_sum:.0f} MiB over its {a.world_size} process(es)", flush=True)
+    return rounds
+
+
+def shape_of(a, preset, overrides):
+    shape = dict(PRESETS[preset])
+    shape.update(overrides)
+    shape["context"] = max(shape["context"], a.seq_len)
+    return shape
+
+
+def suite(a, ap):
+    """Issue 13's configurations at N = 1, 2, 4 in one sitting; a markdown table of ratios against the targets."""
+    try:
+        per_n = [int(x) for x in a.suite_rounds.split(",")]
+    except ValueError:
+        per_n = []
+    if len(per_n) != 3 or min(per_n) < 1:
+        ap.error(f"--suite-rounds takes three counts >= 1 (N = 1, 2, 4), got '{a.suite_rounds}'")
+    results = []
+    for label, preset, overrides, seq_len in SUITE:
+        for n, r in zip((1, 2, 4), per_n):
+            a.preset, a.seq_len, a.world_size = preset, seq_len, n
+            shape = shape_of(a, preset, overrides)
+            print(f"## {label}, N = {n}", flush=True)
+            results.append(dict(config=label, N=n, shape=shape, rounds=compare(a, shape, r)))
+    print()
+    print("| configuration | N | fsdp4j tok/s | PyTorch tok/s | fsdp4j/PyTorch | target | load | "
+          "peak RSS MiB: fsdp4j process vs PyTorch process (sum) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for res in results:
+        rs = res["rounds"]
+        ratios = [r["ratio"] for r in rs]
+        med = statistics.median(ratios)
+        target = TARGETS[res["N"]]
+        span = f"{min(ratios):.2f}–{max(ratios):.2f} (median {med:.2f})" if len(rs) > 1 else f"{med:.2f}"
+        loads = [r["load_before"] for r in rs] + [r["load_after"] for r in rs]
+        t_rank = max(max(r["torch_rss_mib_per_rank"]) for r in rs)
+        t_sum = max(sum(r["torch_rss_mib_per_rank"]) for r in rs)
+        res["median_ratio"] = med
+        res["meets_target"] = med >= target
+        f_toks = ", ".join("%.0f" % r["fsdp4j_tok_s"] for r in rs)
+        t_toks = ", ".join("%.0f" % r["torch_tok_s"] for r in rs)
+        print(f"| {res['config']} | {res['N']} | {f_toks} | {t_toks} | {span} "
+              f"| >= {target} ({'yes' if med >= target else 'no'}) | {min(loads):.1f}–{max(loads):.1f} "
+              f"| {max(r['fsdp4j_rss_mib'] for r in rs):.0f} vs {t_rank:.0f} ({t_sum:.0f}) |")
+    print()
+    print("fsdp4j N = 2 against its own N = 1 (tokens/s, median of the rounds):")
+    for label, *_ in SUITE:
+        one = next(r for r in results if r["config"] == label and r["N"] == 1)
+        two = next(r for r in results if r["config"] == label and r["N"] == 2)
+        m1 = statistics.median(r["fsdp4j_tok_s"] for r in one["rounds"])
+        m2 = statistics.median(r["fsdp4j_tok_s"] for r in two["rounds"])
+        print(f"  {label}: N = 2 {m2:.0f} vs N = 1 {m1:.0f} ({m2 / m1:.2f}x)")
+    met = sum(r["meets_target"] for r in results)
+    print(f"# targets met on the median: {met} of {len(results)}")
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump(dict(args=vars(a), results=results), f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -107,38 +205,22 @@ def main():
     ap.add_argument("--warmup", type=int, default=8, help="untimed steps per run (fsdp4j's JIT needs ~10)")
     ap.add_argument("--torch-threads", type=int, default=os.cpu_count(), help="PyTorch threads at N = 1")
     ap.add_argument("--json-out", help="write every round and the summary here")
+    ap.add_argument("--suite", action="store_true",
+                    help="issue 13's configurations at N = 1, 2, 4 (shape and world-size options are then ignored)")
+    ap.add_argument("--suite-rounds", default="1,3,1", help="--suite: rounds at N = 1, 2, 4")
     a = ap.parse_args()
-    shape = dict(PRESETS[a.preset])
-    for k in ("layers", "hidden", "heads", "context"):
-        if getattr(a, k) is not None:
-            shape[k] = getattr(a, k)
-    shape["context"] = max(shape["context"], a.seq_len)
+    if a.batch_size % 4 and a.suite:
+        ap.error("--suite needs a --batch-size that 4 ranks divide")
+    if a.suite:
+        suite(a, ap)
+        return
+    overrides = {k: getattr(a, k) for k in ("layers", "hidden", "heads", "context") if getattr(a, k) is not None}
+    shape = shape_of(a, a.preset, overrides)
     if a.batch_size % a.world_size:
         ap.error("--batch-size must be a multiple of --world-size")
 
-    what = "single rank vs PyTorch eager" if a.world_size == 1 else f"FULL_SHARD N={a.world_size} vs PyTorch FSDP"
-    print(f"# {what} | layers {shape['layers']} hidden {shape['hidden']} heads {shape['heads']} "
-          f"| batch {a.batch_size} x {a.seq_len} | {a.warmup} warm-up + {a.steps} timed steps | {os.cpu_count()} cores")
-    print(f"# {'round':>5} {'fsdp4j tok/s':>13} {'torch tok/s':>12} {'ratio':>7} {'load before/after':>18} "
-          f"{'fsdp4j RSS MiB':>15} {'torch RSS/rank MiB':>19}")
-    rounds = []
-    with tempfile.TemporaryDirectory(prefix="vs_torch_") as tmp:
-        for i in range(a.rounds):
-            l0 = loadavg()
-            f_tok, f_rss, _, _ = fsdp4j(a, shape, os.path.join(tmp, f"r{i}"))
-            t_tok, t_rss, t_ranks, _ = torch(a, shape)
-            l1 = loadavg()
-            rounds.append(dict(fsdp4j_tok_s=f_tok, torch_tok_s=t_tok, ratio=f_tok / t_tok, load_before=l0,
-                               load_after=l1, fsdp4j_rss_mib=f_rss, torch_rss_mib_per_rank=t_ranks))
-            print(f"  {i + 1:5d} {f_tok:13.0f} {t_tok:12.0f} {f_tok / t_tok:7.2f} {l0:8.2f} / {l1:<7.2f} "
-                  f"{f_rss:15.0f} {'/'.join(f'{x:.0f}' for x in t_ranks):>19}", flush=True)
+    rounds = compare(a, shape, a.rounds)
     ratios = [r["ratio"] for r in rounds]
-    f_rss = max(r["fsdp4j_rss_mib"] for r in rounds)
-    t_rank = max(max(r["torch_rss_mib_per_rank"]) for r in rounds)
-    t_sum = max(sum(r["torch_rss_mib_per_rank"]) for r in rounds)
-    print(f"# ratio fsdp4j/PyTorch tokens/s: median {statistics.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}"
-          f" | peak RSS fsdp4j {f_rss:.0f} MiB (one process, {a.world_size} rank(s)); PyTorch {t_rank:.0f} MiB per rank,"
-          f" {t_sum:.0f} MiB over its {a.world_size} process(es)")
     if a.json_out:
         with open(a.json_out, "w") as f:
             json.dump(dict(shape=shape, args=vars(a), rounds=rounds, median_ratio=statistics.median(ratios)), f, indent=1)
