@@ -5,10 +5,10 @@
 // Unlike a sampling profiler it sees native time (OpenBLAS) and Java time alike and exactly. Time a
 // thread spends blocked on another stream's event (the compute waiting for an all-gather, a
 // stream waiting for the compute) is not an op: it is summed apart, by who waited for which stream,
-// and printed under the table. It also counts
-// the bytes the thread running an op allocated meanwhile (not its pool helpers'): a vector loop
-// that C2 left boxed allocates per vector, which shows up here as megabytes a call where a loop
-// compiled well allocates a few kilobytes (bench/NOTES.md, 2.8).
+// and printed under the table (bench/NOTES.md, 2.11). It also counts the bytes the thread running
+// an op allocated meanwhile (not its pool helpers'): a vector loop that C2 left boxed allocates per
+// vector, which shows up here as megabytes a call where a loop compiled well allocates a few
+// kilobytes (bench/NOTES.md, 2.8).
 package org.fsdp4j.backend.cpu;
 
 import java.lang.management.ManagementFactory;
@@ -37,7 +37,7 @@ final class OpTimes {
     private static final LongSupplier ALLOCATED = allocatedCounter();
 
     private static final Map<String, Entry> ENTRIES = new ConcurrentHashMap<>();
-    /** Time blocked on events, by who waited: the threads that issue work, or the streams' workers. */
+    /** Time blocked on events, by who waited (the threads that issue work, or the streams' workers) and for which stream. */
     private static final Map<String, Entry> WAITS = new ConcurrentHashMap<>();
     /** "all-gather-r1" and "all-gather-r0" are one row of the waits. */
     private static final java.util.regex.Pattern RANK_SUFFIX = java.util.regex.Pattern.compile("-r\\d+$");
