@@ -74,7 +74,7 @@ class SequentialModelTest {
                 for (int k = 0; k < Math.min(v.length, 6); k++) {
                     int i = r.nextInt(v.length);
                     float keep = v[i];
-                    double h = 1e-2;
+                    double h = 1e-3;
                     v[i] = (float) (keep + h);
                     store.set(p.getKey(), v);
                     double up = lossOf(model, inputs, be, loss);
@@ -84,7 +84,10 @@ class SequentialModelTest {
                     v[i] = keep;
                     store.set(p.getKey(), v);
                     double fd = lossScale * (up - down) / (2 * h);
-                    // fp32 loss (~1): rounding ~1e-7/h = 1e-5, truncation h²·f''' ~ 1e-4
+                    // fp32 loss (~1): rounding ~1e-7/h = 1e-4; truncation h²·f''', and f''' reaches the
+                    // hundreds where a LayerNorm row's variance is small: at h = 1e-2 seed 16501149579699
+                    // missed dstem.0.weight[13] by 9% (fd −0.672 against −0.733; −0.7328 at h = 1e-3).
+                    // 400 seeds × ~100 checks at h = 1e-3: no miss.
                     assertEquals(fd, grad[i], 2e-3 + 2e-2 * Math.abs(fd),
                             "d" + p.getKey() + "[" + i + "] (seed " + seed + ")");
                 }
