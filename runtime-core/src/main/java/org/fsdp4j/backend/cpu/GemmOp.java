@@ -1,18 +1,21 @@
 // Strided-batched GEMM on CPU tensors: checks every leading dim, stride and extent against the
-// tensors, then runs single-threaded OpenBLAS sgemm calls on the backend's own threads, one per
-// (batch, tile of C). A C matrix is cut into at most one tile per thread of the backend (and per
-// core): a rank with one thread runs each GEMM as one call, which in a training step ran 5% faster
-// than two tiles one after the other (bench/NOTES.md, 2.8). Every tile keeps the whole k-sum, and
-// OpenBLAS's result for an element does not depend on the extent of the call it is computed in
-// (checked on random shapes and tilings, and by CpuDeterminismTest at 1, 2 and 3 threads), so the
-// result has the same bits for any thread count (OpenBLAS's own threading does not: it changes
-// the blocking with the thread count), and batched attention GEMMs parallelise over the batch.
-// fp32 operands are passed in place; a half operand is widened while it is packed, tile by
-// tile, into per-thread fp32 scratch (as a GEMM packs its panels anyway), and a half C tile is
-// rounded back once (only its own elements, so the gaps a larger ldc leaves are never touched):
-// no operand is ever copied whole.
+// tensors, then runs single-threaded calls on the backend's own threads, one per (batch, tile of
+// C): PanelGemm (Java, register-tiled) for fp32 products of Linear size, OpenBLAS's sgemm for the
+// rest (chosen on the whole product, so the same for every tile and thread count). A C matrix is
+// cut into at most one tile per thread of the backend (and per core): a rank with one thread runs
+// each GEMM as one call, which in a training step ran 5% faster than two tiles one after the
+// other (bench/NOTES.md, 2.8). Every tile keeps the whole k-sum, and neither OpenBLAS's nor
+// PanelGemm's result for an element depends on the extent of the call it is computed in (checked
+// on random shapes and tilings, by PanelGemmTest, and by CpuDeterminismTest at 1, 2 and 3
+// threads), so the result has the same bits for any thread count (OpenBLAS's own threading does
+// not: it changes the blocking with the thread count), and batched attention GEMMs parallelise
+// over the batch. fp32 operands are read in place; a half operand is widened while it is packed,
+// tile by tile, into per-thread fp32 scratch (as a GEMM packs its panels anyway), and a half C
+// tile is rounded back once (only its own elements, so the gaps a larger ldc leaves are never
+// touched): no operand is ever copied whole.
 package org.fsdp4j.backend.cpu;
 
+import java.nio.FloatBuffer;
 import org.bytedeco.javacpp.FloatPointer;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Tensor;
@@ -61,6 +64,7 @@ final class GemmOp {
         int perBatch = tilesM * tilesN;
         double flopsPerTask = 2.0 * rowsPerTile * colsPerTile * Math.max(1, k);
         long grain = Math.max(1, (long) (MIN_FLOPS_PER_CHUNK / flopsPerTask));
+        boolean panel = !pa.half && !pb.half && !pc.half && PanelGemm.suits(m, n, k);
         threads.forChunks((long) batch * perBatch, grain, (chunk, from, to) -> {
             for (long task = from; task < to; task++) {
                 long p = task / perBatch;
@@ -69,6 +73,13 @@ final class GemmOp {
                 int j0 = (tile % tilesN) * colsPerTile;
                 int rows = Math.min(m, i0 + rowsPerTile) - i0;
                 int cols = Math.min(n, j0 + colsPerTile) - j0;
+                if (panel) {
+                    PanelGemm.sgemm(transA, transB, rows, cols, k, alpha,
+                            pa.floats, pa.offset + p * strideA + (transA ? i0 : (long) i0 * lda), lda,
+                            pb.floats, pb.offset + p * strideB + (transB ? (long) j0 * ldb : j0), ldb,
+                            beta, pc.floats, pc.offset + p * strideC + (long) i0 * ldc + j0, ldc);
+                    continue;
+                }
                 // op(A) rows [i0, i0+rows) × k: stored rows (N) or columns (T) of A_p
                 FloatPointer ap = transA ? pa.panel(0, p * strideA + i0, lda, k, rows)
                         : pa.panel(0, p * strideA + (long) i0 * lda, lda, rows, k);
@@ -119,12 +130,14 @@ final class GemmOp {
         final boolean half;
         private final Elements elements;
         private final FloatPointer base;     // fp32: the storage's start
-        private final long offset;           // fp32: the tensor's element offset within it
+        final FloatBuffer floats;            // fp32: the storage's elements (PanelGemm reads them here)
+        final long offset;                   // fp32: the tensor's element offset within it
 
         Operand(Tensor t) {
             this.half = t.dtype() != DType.F32;
             this.elements = Elements.of(t);
             this.base = half ? null : new FloatPointer(CpuStorage.of(t).pointer());
+            this.floats = half ? null : CpuStorage.of(t).floats();
             this.offset = t.offset();
         }
 

@@ -1,0 +1,255 @@
+// The CPU backend's fp32 GEMM for Linear-sized products, in Java (bench/NOTES.md, 2.12): TileGemm's
+// 6 × 64 register tile over op(B) packed into panels of NR columns (NR floats per k) and op(A)
+// staged in rows (or, transposed, in runs of the rows) in per-thread float[]. On the Zen 4 machine
+// of bench/NOTES.md (section 7) the tile runs the Linear shapes of `small` at 98–110 GFLOP/s on
+// one core once its operands are in float[], where OpenBLAS 0.3.31 runs the whole call at 92–103;
+// this class's whole call (staging and packing included) is level with OpenBLAS's hot and alone,
+// and ~3% faster in a training step (2.12).
+//
+// Blocking (GotoBLAS's, with C kept in a float[] block while its k-sum runs): for each block of
+// ≤ NC columns, op(B) is packed whole (k × NC); for each block of MC rows, op(A) is staged KC
+// deep at a time and every (row tile, column panel) of the block's C accumulates in a per-thread
+// float[] (MC × NC); a panel's columns go to C as soon as its k-sum is complete. MC × KC of A
+// (192 KiB) and one KC × NR panel of B (128 KiB) fit in a core's L2.
+//
+// Bits: every element of C is one fused multiply-add chain over p = 0 .. k−1 in order, started
+// from 0 (from β·C when α = 1 and β ≠ 0), then scaled by α and added to β·C when α ≠ 1. It does
+// not depend on the blocking, on the extent of the call, or on which thread runs it: a C cut into
+// tiles per thread (GemmOp) has the same bits at any thread count. They are not OpenBLAS's bits.
+package org.fsdp4j.backend.cpu;
+
+import java.nio.FloatBuffer;
+import java.util.Arrays;
+
+final class PanelGemm {
+
+    /** Rows of op(A) staged at once (a multiple of TileGemm.MR). */
+    static final int MC = 96;
+    /** Depth of op(A) staged at once. */
+    static final int KC = 512;
+    /** Floats of packed op(B) held at once (8 MiB): the column block NC is this over k. */
+    static final int B_FLOATS = 1 << 21;
+
+    private static final int MR = TileGemm.MR;
+    private static final int NR = TileGemm.NR;
+
+    /**
+     * Whether fp32 GEMMs take this kernel: on unless {@code -Dfsdp4j.cpuGemm=openblas} (for
+     * comparing the two on one build).
+     */
+    static final boolean ENABLED = !"openblas".equalsIgnoreCase(System.getProperty("fsdp4j.cpuGemm", ""));
+
+    private static final ThreadLocal<Buffers> BUFFERS = ThreadLocal.withInitial(Buffers::new);
+
+    private PanelGemm() {
+    }
+
+    /**
+     * Whether an m × n × k product (the whole call, not a tile of it: the choice must not depend
+     * on the thread count) runs here: at least one whole row tile and half a column panel, and
+     * enough work that packing both operands pays. Smaller products stay OpenBLAS's.
+     */
+    static boolean suits(int m, int n, int k) {
+        return ENABLED && m >= MR && n >= NR / 2 && k >= 16 && (double) m * n * k >= 1 << 20;
+    }
+
+    /**
+     * C (m × n) = α · op(A) · op(B) + β · C on fp32 buffers, the BLAS row-major convention:
+     * op(A)(i, p) = a[aOff + i·lda + p], or a[aOff + p·lda + i] when transA; op(B)(p, j) =
+     * b[bOff + p·ldb + j], or b[bOff + j·ldb + p] when transB; C(i, j) = c[cOff + i·ldc + j].
+     * β = 0 never reads C.
+     */
+    static void sgemm(boolean transA, boolean transB, int m, int n, int k, float alpha,
+                      FloatBuffer a, long aOff, int lda, FloatBuffer b, long bOff, int ldb,
+                      float beta, FloatBuffer c, long cOff, int ldc) {
+        if (m <= 0 || n <= 0) {
+            return;
+        }
+        Buffers buf = BUFFERS.get();
+        boolean fromC = alpha == 1f && beta != 0f;   // the k-sum starts from β·C
+        int ncMax = Math.max(NR, Math.min(TileGemm.roundUp(n, NR), B_FLOATS / Math.max(1, k) / NR * NR));
+        for (int jc = 0; jc < n; jc += ncMax) {
+            int nb = Math.min(ncMax, n - jc);
+            int nbp = TileGemm.roundUp(nb, NR);
+            int panels = nbp / NR;
+            float[] bp = buf.bPanels((long) k * nbp);                     // (panels, k, NR)
+            if (transB) {
+                packBTransposed(b, bOff + (long) jc * ldb, ldb, k, nb, panels, bp, buf);
+            } else {
+                packB(b, bOff + jc, ldb, k, nb, nbp, panels, bp, buf);
+            }
+            for (int ic = 0; ic < m; ic += MC) {
+                int mb = Math.min(MC, m - ic);
+                int tiles = (mb + MR - 1) / MR;
+                float[] cs = buf.cBlock(tiles * MR * nbp);               // (tiles·MR, nbp)
+                if (fromC) {
+                    loadC(c, cOff + (long) ic * ldc + jc, ldc, mb, nb, nbp, beta, cs);
+                } else if (k == 0) {
+                    Arrays.fill(cs, 0, tiles * MR * nbp, 0f);
+                }
+                for (int pc = 0; pc < k; pc += KC) {
+                    int kb = Math.min(KC, k - pc);
+                    float[] ap = buf.aRows(tiles * MR * kb);
+                    int ars;
+                    int acs;
+                    if (transA) {                                           // (kb, tiles·MR): kb runs of the rows
+                        stageATransposed(a, aOff + (long) pc * lda + ic, lda, mb, kb, tiles * MR, ap);
+                        ars = 1;
+                        acs = tiles * MR;
+                    } else {                                                // (tiles·MR, kb): the rows kb deep
+                        stageA(a, aOff + (long) ic * lda + pc, lda, mb, kb, tiles * MR, ap);
+                        ars = kb;
+                        acs = 1;
+                    }
+                    boolean accumulate = pc > 0 || fromC;
+                    boolean last = pc + kb >= k;
+                    for (int jp = 0; jp < panels; jp++) {
+                        int bAt = (jp * k + pc) * NR;
+                        for (int t = 0; t < tiles; t++) {
+                            TileGemm.tile(kb, ap, t * MR * ars, ars, acs, bp, bAt, NR,
+                                    cs, t * MR * nbp + jp * NR, nbp, accumulate);
+                        }
+                        if (last) {                                         // the panel's columns are final
+                            storeC(cs, nbp, jp * NR, fromC ? 1f : alpha, fromC ? 0f : beta,
+                                    c, cOff + (long) ic * ldc + jc, ldc, mb, Math.min(NR, nb - jp * NR), buf);
+                        }
+                    }
+                }
+                if (k == 0) {
+                    for (int jp = 0; jp < panels; jp++) {
+                        storeC(cs, nbp, jp * NR, fromC ? 1f : alpha, fromC ? 0f : beta,
+                                c, cOff + (long) ic * ldc + jc, ldc, mb, Math.min(NR, nb - jp * NR), buf);
+                    }
+                }
+            }
+        }
+    }
+
+    /** to (mp, kb) = rows [0, mb) of A (row-major at a[at], leading dim lda), kb deep; rows past mb 0. */
+    private static void stageA(FloatBuffer a, long at, int lda, int mb, int kb, int mp, float[] to) {
+        for (int i = 0; i < mb; i++) {
+            a.get((int) (at + (long) i * lda), to, i * kb, kb);
+        }
+        Arrays.fill(to, mb * kb, mp * kb, 0f);
+    }
+
+    /** to (kb, mp) = kb runs of mb elements of A stored transposed (op(A)(i, p) = a[at + p·lda + i]); 0 past mb. */
+    private static void stageATransposed(FloatBuffer a, long at, int lda, int mb, int kb, int mp, float[] to) {
+        for (int p = 0; p < kb; p++) {
+            a.get((int) (at + (long) p * lda), to, p * mp, mb);
+            if (mb < mp) {
+                Arrays.fill(to, p * mp + mb, (p + 1) * mp, 0f);
+            }
+        }
+    }
+
+    /** bp (panels, k, NR) = columns [0, nb) of B (k × n row-major at b[at]); columns past nb 0. */
+    private static void packB(FloatBuffer b, long at, int ldb, int k, int nb, int nbp, int panels, float[] bp,
+                              Buffers buf) {
+        float[] row = buf.stage(nbp);
+        Arrays.fill(row, nb, nbp, 0f);
+        for (int p = 0; p < k; p++) {
+            b.get((int) (at + (long) p * ldb), row, 0, nb);
+            for (int jp = 0; jp < panels; jp++) {
+                System.arraycopy(row, jp * NR, bp, (jp * k + p) * NR, NR);
+            }
+        }
+    }
+
+    /** packB for B stored transposed (n × k, op(B)(p, j) = b[at + j·ldb + p]): each panel is a transpose. */
+    private static void packBTransposed(FloatBuffer b, long at, int ldb, int k, int nb, int panels, float[] bp,
+                                        Buffers buf) {
+        float[] rows = buf.stage(NR * k);                                   // (NR, k): a panel's columns
+        for (int jp = 0; jp < panels; jp++) {
+            for (int jj = 0; jj < NR; jj++) {
+                int j = jp * NR + jj;
+                if (j < nb) {
+                    b.get((int) (at + (long) j * ldb), rows, jj * k, k);
+                } else {
+                    Arrays.fill(rows, jj * k, (jj + 1) * k, 0f);
+                }
+            }
+            int base = jp * k * NR;
+            for (int p0 = 0; p0 < k; p0 += 8) {                             // 8 rows of the panel at a time
+                int p1 = Math.min(k, p0 + 8);
+                for (int jj = 0; jj < NR; jj++) {
+                    int from = jj * k;
+                    for (int p = p0; p < p1; p++) {
+                        bp[base + p * NR + jj] = rows[from + p];
+                    }
+                }
+            }
+        }
+    }
+
+    /** cs rows [0, mb), columns [0, nb) = β · C; the padding is left as it is (never stored). */
+    private static void loadC(FloatBuffer c, long at, int ldc, int mb, int nb, int nbp, float beta, float[] cs) {
+        for (int r = 0; r < mb; r++) {
+            c.get((int) (at + (long) r * ldc), cs, r * nbp, nb);
+            if (beta != 1f) {
+                for (int j = r * nbp; j < r * nbp + nb; j++) {
+                    cs[j] *= beta;
+                }
+            }
+        }
+    }
+
+    /** C rows [0, mb), columns [j0, j0 + w) = α · cs + β · C (β = 0: C not read). */
+    private static void storeC(float[] cs, int nbp, int j0, float alpha, float beta, FloatBuffer c, long at, int ldc,
+                               int mb, int w, Buffers buf) {
+        if (alpha == 1f && beta == 0f) {
+            for (int r = 0; r < mb; r++) {
+                c.put((int) (at + (long) r * ldc + j0), cs, r * nbp + j0, w);
+            }
+            return;
+        }
+        float[] old = buf.stage(w);
+        for (int r = 0; r < mb; r++) {
+            int to = (int) (at + (long) r * ldc + j0);
+            int from = r * nbp + j0;
+            if (beta != 0f) {
+                c.get(to, old, 0, w);
+            }
+            for (int j = 0; j < w; j++) {
+                old[j] = beta == 0f ? alpha * cs[from + j] : alpha * cs[from + j] + beta * old[j];
+            }
+            c.put(to, old, 0, w);
+        }
+    }
+
+    /** One thread's packing buffers, grown on demand and kept. */
+    private static final class Buffers {
+        private float[] a = new float[0];
+        private float[] b = new float[0];
+        private float[] c = new float[0];
+        private float[] stage = new float[0];
+
+        float[] aRows(int floats) {
+            if (a.length < floats) {
+                a = new float[floats];
+            }
+            return a;
+        }
+
+        float[] bPanels(long floats) {
+            if (b.length < floats) {
+                b = new float[Math.toIntExact(floats)];
+            }
+            return b;
+        }
+
+        float[] cBlock(int floats) {
+            if (c.length < floats) {
+                c = new float[floats];
+            }
+            return c;
+        }
+
+        float[] stage(int floats) {
+            if (stage.length < floats) {
+                stage = new float[floats];
+            }
+            return stage;
+        }
+    }
+}
