@@ -1,10 +1,10 @@
 // The CPU backend's fp32 GEMM for Linear-sized products, in Java (bench/NOTES.md, 2.12): TileGemm's
 // 6 × 64 register tile over op(B) packed into panels of NR columns (NR floats per k) and op(A)
-// staged in rows (or, transposed, in runs of the rows) in per-thread float[]. On the Zen 4 machine
-// of bench/NOTES.md (section 7) the tile runs the Linear shapes of `small` at 98–110 GFLOP/s on
-// one core once its operands are in float[], where OpenBLAS 0.3.31 runs the whole call at 92–103;
-// this class's whole call (staging and packing included) is level with OpenBLAS's hot and alone,
-// and ~3% faster in a training step (2.12).
+// staged in rows (or, transposed, in runs of the rows), in per-thread float[] (Scratch). On the
+// Zen 4 machine of bench/NOTES.md (section 7) the tile runs the Linear shapes of `small` at
+// 98–110 GFLOP/s on one core once its operands are in float[], where OpenBLAS 0.3.31 runs the
+// whole call at 92–103; this class's whole call (staging and packing included) is level with
+// OpenBLAS's hot and alone, and ~2.5% faster in a training step (2.12).
 //
 // Blocking (GotoBLAS's, with C kept in a float[] block while its k-sum runs): for each block of
 // ≤ NC columns, op(B) is packed whole (k × NC); for each block of MC rows, op(A) is staged KC
@@ -39,7 +39,11 @@ final class PanelGemm {
      */
     static final boolean ENABLED = !"openblas".equalsIgnoreCase(System.getProperty("fsdp4j.cpuGemm", ""));
 
-    private static final ThreadLocal<Buffers> BUFFERS = ThreadLocal.withInitial(Buffers::new);
+    /** Scratch slots (per thread; a GemmOp task runs nothing else that holds one). */
+    private static final int A_ROWS = 0;
+    private static final int B_PANELS = 1;
+    private static final int C_BLOCK = 2;
+    private static final int STAGE = 3;
 
     private PanelGemm() {
     }
@@ -65,23 +69,22 @@ final class PanelGemm {
         if (m <= 0 || n <= 0) {
             return;
         }
-        Buffers buf = BUFFERS.get();
         boolean fromC = alpha == 1f && beta != 0f;   // the k-sum starts from β·C
         int ncMax = Math.max(NR, Math.min(TileGemm.roundUp(n, NR), B_FLOATS / Math.max(1, k) / NR * NR));
         for (int jc = 0; jc < n; jc += ncMax) {
             int nb = Math.min(ncMax, n - jc);
             int nbp = TileGemm.roundUp(nb, NR);
             int panels = nbp / NR;
-            float[] bp = buf.bPanels((long) k * nbp);                     // (panels, k, NR)
+            float[] bp = Scratch.floats(B_PANELS, Math.toIntExact((long) k * nbp));   // (panels, k, NR)
             if (transB) {
-                packBTransposed(b, bOff + (long) jc * ldb, ldb, k, nb, panels, bp, buf);
+                packBTransposed(b, bOff + (long) jc * ldb, ldb, k, nb, panels, bp);
             } else {
-                packB(b, bOff + jc, ldb, k, nb, nbp, panels, bp, buf);
+                packB(b, bOff + jc, ldb, k, nb, nbp, panels, bp);
             }
             for (int ic = 0; ic < m; ic += MC) {
                 int mb = Math.min(MC, m - ic);
                 int tiles = (mb + MR - 1) / MR;
-                float[] cs = buf.cBlock(tiles * MR * nbp);               // (tiles·MR, nbp)
+                float[] cs = Scratch.floats(C_BLOCK, tiles * MR * nbp);             // (tiles·MR, nbp)
                 if (fromC) {
                     loadC(c, cOff + (long) ic * ldc + jc, ldc, mb, nb, nbp, beta, cs);
                 } else if (k == 0) {
@@ -89,7 +92,7 @@ final class PanelGemm {
                 }
                 for (int pc = 0; pc < k; pc += KC) {
                     int kb = Math.min(KC, k - pc);
-                    float[] ap = buf.aRows(tiles * MR * kb);
+                    float[] ap = Scratch.floats(A_ROWS, tiles * MR * kb);
                     int ars;
                     int acs;
                     if (transA) {                                           // (kb, tiles·MR): kb runs of the rows
@@ -111,14 +114,14 @@ final class PanelGemm {
                         }
                         if (last) {                                         // the panel's columns are final
                             storeC(cs, nbp, jp * NR, fromC ? 1f : alpha, fromC ? 0f : beta,
-                                    c, cOff + (long) ic * ldc + jc, ldc, mb, Math.min(NR, nb - jp * NR), buf);
+                                    c, cOff + (long) ic * ldc + jc, ldc, mb, Math.min(NR, nb - jp * NR));
                         }
                     }
                 }
                 if (k == 0) {
                     for (int jp = 0; jp < panels; jp++) {
                         storeC(cs, nbp, jp * NR, fromC ? 1f : alpha, fromC ? 0f : beta,
-                                c, cOff + (long) ic * ldc + jc, ldc, mb, Math.min(NR, nb - jp * NR), buf);
+                                c, cOff + (long) ic * ldc + jc, ldc, mb, Math.min(NR, nb - jp * NR));
                     }
                 }
             }
@@ -144,9 +147,8 @@ final class PanelGemm {
     }
 
     /** bp (panels, k, NR) = columns [0, nb) of B (k × n row-major at b[at]); columns past nb 0. */
-    private static void packB(FloatBuffer b, long at, int ldb, int k, int nb, int nbp, int panels, float[] bp,
-                              Buffers buf) {
-        float[] row = buf.stage(nbp);
+    private static void packB(FloatBuffer b, long at, int ldb, int k, int nb, int nbp, int panels, float[] bp) {
+        float[] row = Scratch.floats(STAGE, nbp);
         Arrays.fill(row, nb, nbp, 0f);
         for (int p = 0; p < k; p++) {
             b.get((int) (at + (long) p * ldb), row, 0, nb);
@@ -157,9 +159,8 @@ final class PanelGemm {
     }
 
     /** packB for B stored transposed (n × k, op(B)(p, j) = b[at + j·ldb + p]): each panel is a transpose. */
-    private static void packBTransposed(FloatBuffer b, long at, int ldb, int k, int nb, int panels, float[] bp,
-                                        Buffers buf) {
-        float[] rows = buf.stage(NR * k);                                   // (NR, k): a panel's columns
+    private static void packBTransposed(FloatBuffer b, long at, int ldb, int k, int nb, int panels, float[] bp) {
+        float[] rows = Scratch.floats(STAGE, NR * k);                       // (NR, k): a panel's columns
         for (int jp = 0; jp < panels; jp++) {
             for (int jj = 0; jj < NR; jj++) {
                 int j = jp * NR + jj;
@@ -196,14 +197,14 @@ final class PanelGemm {
 
     /** C rows [0, mb), columns [j0, j0 + w) = α · cs + β · C (β = 0: C not read). */
     private static void storeC(float[] cs, int nbp, int j0, float alpha, float beta, FloatBuffer c, long at, int ldc,
-                               int mb, int w, Buffers buf) {
+                               int mb, int w) {
         if (alpha == 1f && beta == 0f) {
             for (int r = 0; r < mb; r++) {
                 c.put((int) (at + (long) r * ldc + j0), cs, r * nbp + j0, w);
             }
             return;
         }
-        float[] old = buf.stage(w);
+        float[] old = Scratch.floats(STAGE, w);
         for (int r = 0; r < mb; r++) {
             int to = (int) (at + (long) r * ldc + j0);
             int from = r * nbp + j0;
@@ -214,42 +215,6 @@ final class PanelGemm {
                 old[j] = beta == 0f ? alpha * cs[from + j] : alpha * cs[from + j] + beta * old[j];
             }
             c.put(to, old, 0, w);
-        }
-    }
-
-    /** One thread's packing buffers, grown on demand and kept. */
-    private static final class Buffers {
-        private float[] a = new float[0];
-        private float[] b = new float[0];
-        private float[] c = new float[0];
-        private float[] stage = new float[0];
-
-        float[] aRows(int floats) {
-            if (a.length < floats) {
-                a = new float[floats];
-            }
-            return a;
-        }
-
-        float[] bPanels(long floats) {
-            if (b.length < floats) {
-                b = new float[Math.toIntExact(floats)];
-            }
-            return b;
-        }
-
-        float[] cBlock(int floats) {
-            if (c.length < floats) {
-                c = new float[floats];
-            }
-            return c;
-        }
-
-        float[] stage(int floats) {
-            if (stage.length < floats) {
-                stage = new float[floats];
-            }
-            return stage;
         }
     }
 }
