@@ -9,8 +9,10 @@
 // Blocking (GotoBLAS's, with C kept in a float[] block while its k-sum runs): for each block of
 // ≤ NC columns, op(B) is packed whole (k × NC); for each block of MC rows, op(A) is staged KC
 // deep at a time and every (row tile, column panel) of the block's C accumulates in a per-thread
-// float[] (MC × NC); a panel's columns go to C as soon as its k-sum is complete. MC × KC of A
-// (192 KiB) and one KC × NR panel of B (128 KiB) fit in a core's L2.
+// float[] (MC × NC); the block goes to C when its k-sums are complete, a whole row per bulk put
+// (a put per row and panel cost twice as much: a direct buffer's bulk put has ~25 ns of overhead
+// per call, bench/NOTES.md 2.13). MC × KC of A (192 KiB) and one KC × NR panel of B (128 KiB) fit
+// in a core's L2.
 //
 // Bits: every element of C is one fused multiply-add chain over p = 0 .. k−1 in order, started
 // from 0 (from β·C when α = 1 and β ≠ 0), then scaled by α and added to β·C when α ≠ 1. It does
@@ -105,25 +107,16 @@ final class PanelGemm {
                         acs = 1;
                     }
                     boolean accumulate = pc > 0 || fromC;
-                    boolean last = pc + kb >= k;
                     for (int jp = 0; jp < panels; jp++) {
                         int bAt = (jp * k + pc) * NR;
                         for (int t = 0; t < tiles; t++) {
                             TileGemm.tile(kb, ap, t * MR * ars, ars, acs, bp, bAt, NR,
                                     cs, t * MR * nbp + jp * NR, nbp, accumulate);
                         }
-                        if (last) {                                         // the panel's columns are final
-                            storeC(cs, nbp, jp * NR, fromC ? 1f : alpha, fromC ? 0f : beta,
-                                    c, cOff + (long) ic * ldc + jc, ldc, mb, Math.min(NR, nb - jp * NR));
-                        }
                     }
                 }
-                if (k == 0) {
-                    for (int jp = 0; jp < panels; jp++) {
-                        storeC(cs, nbp, jp * NR, fromC ? 1f : alpha, fromC ? 0f : beta,
-                                c, cOff + (long) ic * ldc + jc, ldc, mb, Math.min(NR, nb - jp * NR));
-                    }
-                }
+                // the block's k-sums are complete: whole rows out, one bulk put each (2.13)
+                storeC(cs, nbp, fromC ? 1f : alpha, fromC ? 0f : beta, c, cOff + (long) ic * ldc + jc, ldc, mb, nb);
             }
         }
     }
@@ -195,19 +188,19 @@ final class PanelGemm {
         }
     }
 
-    /** C rows [0, mb), columns [j0, j0 + w) = α · cs + β · C (β = 0: C not read). */
-    private static void storeC(float[] cs, int nbp, int j0, float alpha, float beta, FloatBuffer c, long at, int ldc,
+    /** C rows [0, mb), columns [0, w) = α · cs + β · C (β = 0: C not read). */
+    private static void storeC(float[] cs, int nbp, float alpha, float beta, FloatBuffer c, long at, int ldc,
                                int mb, int w) {
         if (alpha == 1f && beta == 0f) {
             for (int r = 0; r < mb; r++) {
-                c.put((int) (at + (long) r * ldc + j0), cs, r * nbp + j0, w);
+                c.put((int) (at + (long) r * ldc), cs, r * nbp, w);
             }
             return;
         }
         float[] old = Scratch.floats(STAGE, w);
         for (int r = 0; r < mb; r++) {
-            int to = (int) (at + (long) r * ldc + j0);
-            int from = r * nbp + j0;
+            int to = (int) (at + (long) r * ldc);
+            int from = r * nbp;
             if (beta != 0f) {
                 c.get(to, old, 0, w);
             }
