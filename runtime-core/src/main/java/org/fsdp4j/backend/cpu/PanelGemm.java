@@ -7,12 +7,13 @@
 // OpenBLAS's hot and alone, and ~2.5% faster in a training step (2.12).
 //
 // Blocking (GotoBLAS's, with C kept in a float[] block while its k-sum runs): for each block of
-// ≤ NC columns, op(B) is packed whole (k × NC); for each block of MC rows, op(A) is staged KC
-// deep at a time and every (row tile, column panel) of the block's C accumulates in a per-thread
-// float[] (MC × NC); the block goes to C when its k-sums are complete, a whole row per bulk put
-// (a put per row and panel cost twice as much: a direct buffer's bulk put has ~25 ns of overhead
-// per call, bench/NOTES.md 2.13). MC × KC of A (192 KiB) and one KC × NR panel of B (128 KiB) fit
-// in a core's L2.
+// ≤ NC columns, op(B) is packed whole (k × NC); for each block of MC rows, op(A) is staged (its
+// rows whole, in one pass along memory: at k > KC 1.5–2.5% faster than KC at a time, bench/NOTES.md
+// 2.13; transposed, KC deep at a time) and read KC deep at a time, and every (row tile, column
+// panel) of the block's C accumulates in a per-thread float[] (MC × NC); the block goes to C when
+// its k-sums are complete, a whole row per bulk put (a put per row and panel cost twice as much:
+// a direct buffer's bulk put has ~25 ns of overhead per call, 2.13). MC × KC of A (192 KiB) and
+// one KC × NR panel of B (128 KiB) fit in a core's L2 (staged rows beyond KC wait in L2 or L3).
 //
 // Bits: every element of C is one fused multiply-add chain over p = 0 .. k−1 in order, started
 // from 0 (from β·C when α = 1 and β ≠ 0), then scaled by α and added to β·C when α ≠ 1. It does
@@ -92,25 +93,34 @@ final class PanelGemm {
                 } else if (k == 0) {
                     Arrays.fill(cs, 0, tiles * MR * nbp, 0f);
                 }
+                float[] rows = null;                                        // (tiles·MR, k): the block's rows, whole
+                if (!transA && k > 0) {
+                    rows = Scratch.floats(A_ROWS, tiles * MR * k);
+                    stageA(a, aOff + (long) ic * lda, lda, mb, k, tiles * MR, rows);
+                }
                 for (int pc = 0; pc < k; pc += KC) {
                     int kb = Math.min(KC, k - pc);
-                    float[] ap = Scratch.floats(A_ROWS, tiles * MR * kb);
+                    float[] ap;
+                    int a0;
                     int ars;
                     int acs;
                     if (transA) {                                           // (kb, tiles·MR): kb runs of the rows
+                        ap = Scratch.floats(A_ROWS, tiles * MR * kb);
                         stageATransposed(a, aOff + (long) pc * lda + ic, lda, mb, kb, tiles * MR, ap);
+                        a0 = 0;
                         ars = 1;
                         acs = tiles * MR;
-                    } else {                                                // (tiles·MR, kb): the rows kb deep
-                        stageA(a, aOff + (long) ic * lda + pc, lda, mb, kb, tiles * MR, ap);
-                        ars = kb;
+                    } else {                                                // columns [pc, pc + kb) of the rows
+                        ap = rows;
+                        a0 = pc;
+                        ars = k;
                         acs = 1;
                     }
                     boolean accumulate = pc > 0 || fromC;
                     for (int jp = 0; jp < panels; jp++) {
                         int bAt = (jp * k + pc) * NR;
                         for (int t = 0; t < tiles; t++) {
-                            TileGemm.tile(kb, ap, t * MR * ars, ars, acs, bp, bAt, NR,
+                            TileGemm.tile(kb, ap, a0 + t * MR * ars, ars, acs, bp, bAt, NR,
                                     cs, t * MR * nbp + jp * NR, nbp, accumulate);
                         }
                     }
