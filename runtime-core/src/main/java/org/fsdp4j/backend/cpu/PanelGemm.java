@@ -2,18 +2,18 @@
 // 6 × 64 register tile over op(B) packed into panels of NR columns (NR floats per k) and op(A)
 // staged in rows (or, transposed, in runs of the rows), in per-thread float[] (Scratch). On the
 // Zen 4 machine of bench/NOTES.md (section 7) the tile runs the Linear shapes of `small` at
-// 98–110 GFLOP/s on one core once its operands are in float[], where OpenBLAS 0.3.31 runs the
-// whole call at 92–103; this class's whole call (staging and packing included) is level with
-// OpenBLAS's hot and alone, and ~2.5% faster in a training step (2.12).
+// 114–115 GFLOP/s on one core once its operands are in float[] (the core's peak is 116), the
+// whole call (staging, packing and stores included) at 102–108 with operands from memory (2.13);
+// OpenBLAS 0.3.31 ran these calls at 92–103 with operands in cache (2.12).
 //
 // Blocking (GotoBLAS's, with C kept in a float[] block while its k-sum runs): for each block of
 // ≤ NC columns, op(B) is packed whole (k × NC); for each block of MC rows, op(A) is staged (its
 // rows whole, in one pass along memory: at k > KC 1.5–2.5% faster than KC at a time, bench/NOTES.md
 // 2.13; transposed, KC deep at a time) and read KC deep at a time, and every (row tile, column
 // panel) of the block's C accumulates in a per-thread float[] (MC × NC); the block goes to C when
-// its k-sums are complete, a whole row per bulk put (a put per row and panel cost twice as much:
-// a direct buffer's bulk put has ~25 ns of overhead per call, 2.13). MC × KC of A (192 KiB) and
-// one KC × NR panel of B (128 KiB) fit in a core's L2 (staged rows beyond KC wait in L2 or L3).
+// its k-sums are complete, a whole row per bulk put (a put per row and 64-column panel, ~28 ns
+// each, took twice as long in all, 2.13). MC × KC of A (192 KiB) and one KC × NR panel of B
+// (128 KiB) fit in a core's L2 (staged rows beyond KC wait in L2 or L3).
 //
 // Bits: every element of C is one fused multiply-add chain over p = 0 .. k−1 in order, started
 // from 0 (from β·C when α = 1 and β ≠ 0), then scaled by α and added to β·C when α ≠ 1. It does
