@@ -52,7 +52,8 @@ public final class Linear {
      * bias epilogue or addmm on a GPU); adding it after the GEMM would round twice, a quarter of the
      * outputs one ulp away from PyTorch's at every biased Linear (tools/reference/README.md). An
      * fp32 out keeps the GEMM-then-bias order, two passes over it fewer: its second rounding is
-     * fp32's, within the fp32 parity tolerances.
+     * fp32's, within the fp32 parity tolerances (Ops.gemmThenAddBias: the CPU backend adds the
+     * bias as its GEMM writes C, one pass fewer again).
      *
      * @param backend the operations to issue on
      * @param inp     (N, IC), any leading dimensions
@@ -62,11 +63,12 @@ public final class Linear {
      */
     public void forward(Ops backend, Tensor inp, Tensor weight, Tensor bias, Tensor out) {
         int rows = rows(inp, out, weight, bias);
-        if (bias == null || out.dtype() == DType.F32) {
+        if (bias == null) {
             backend.gemm(false, true, rows, outFeatures, inFeatures, 1f, inp, weight, 0f, out);
-            if (bias != null) {
-                backend.addBias(out.reshape(rows, outFeatures), bias);
-            }
+            return;
+        }
+        if (out.dtype() == DType.F32) {
+            backend.gemmThenAddBias(false, true, rows, outFeatures, inFeatures, inp, weight, out, bias);
             return;
         }
         backend.setBias(out.reshape(rows, outFeatures), bias);   // exact: activations have the bias's dtype

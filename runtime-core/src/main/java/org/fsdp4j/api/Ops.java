@@ -226,6 +226,28 @@ public interface Ops {
                 a, transA ? m : k, 0, b, transB ? k : n, 0, beta, c, n, 0, 1);
     }
 
+    /**
+     * A Linear's fp32 forward: C (m×n) = op(A) · op(B), then {@code bias} added to every row of C,
+     * each sum rounded in C's dtype after the product is (the bits of {@code gemm(…, 1, a, b, 0, c)}
+     * followed by {@link #addBias}, which is the default). A backend may add the bias as it writes
+     * C, saving a pass over it.
+     *
+     * @param transA A is stored k×m and used transposed
+     * @param transB B is stored n×k and used transposed
+     * @param m      rows of op(A) and C
+     * @param n      columns of op(B) and C
+     * @param k      the contracted dimension
+     * @param a      A: m×k, or k×m when {@code transA}
+     * @param b      B: k×n, or n×k when {@code transB}
+     * @param c      C, m×n, overwritten; must not overlap A or B
+     * @param bias   (n)
+     */
+    default void gemmThenAddBias(boolean transA, boolean transB, int m, int n, int k, Tensor a, Tensor b, Tensor c,
+                                 Tensor bias) {
+        gemm(transA, transB, m, n, k, 1f, a, b, 0f, c);
+        addBias(c.reshape(m, n), bias);
+    }
+
     // ------------------------------------------------------------------ elementwise
 
     /**

@@ -196,7 +196,26 @@ public final class CpuBackend implements Backend {
         String timeKey = OpTimes.ENABLED ? OpTiming.gemmKey(transA, transB, m, n, k, batch,
                 a.dtype() + "," + b.dtype() + "->" + c.dtype()) : "gemm";
         issue("gemm", timeKey, 2L * m * n * k * batch, () -> GemmOp.gemm(threads, transA, transB, m, n, k, alpha,
-                a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC, batch), a, b, c);
+                a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC, batch, null), a, b, c);
+    }
+
+    /** fp32 products that PanelGemm runs get the bias as their C rows are written (the same bits); the rest, the default. */
+    @Override
+    public void gemmThenAddBias(boolean transA, boolean transB, int m, int n, int k, Tensor a, Tensor b, Tensor c,
+                                Tensor bias) {
+        checkOpen();
+        if (a.dtype() != DType.F32 || b.dtype() != DType.F32 || c.dtype() != DType.F32 || bias.dtype() != DType.F32
+                || !PanelGemm.suits(m, n, k)) {
+            Backend.super.gemmThenAddBias(transA, transB, m, n, k, a, b, c, bias);
+            return;
+        }
+        int lda = transA ? m : k;
+        int ldb = transB ? k : n;
+        Shapes.gemm(transA, transB, m, n, k, a, lda, 0, b, ldb, 0, c, n, 0, 1);
+        Shapes.bias("gemmThenAddBias", c.reshape(m, n), bias);
+        String timeKey = OpTimes.ENABLED ? OpTiming.gemmKey(transA, transB, m, n, k, 1, "F32,F32->F32") + " +bias" : "gemm";
+        issue("gemm", timeKey, 2L * m * n * k, () -> GemmOp.gemm(threads, transA, transB, m, n, k, 1f,
+                a, lda, 0, b, ldb, 0, 0f, c, n, 0, 1, Elements.of(bias).loadAll()), a, b, c, bias);
     }
 
     // ------------------------------------------------------------------ elementwise

@@ -1,6 +1,8 @@
 // A point in a CPU stream's work: a future that completes when the stream has run everything
 // issued before the record, or fails with the stream's failure. Any CPU stream (of any CPU
 // backend: ranks and an offload host share events) can wait for it; the host can block on it.
+// A thread that issues work and blocks here runs other in-process ranks' posted chunks meanwhile
+// (CoreShare); a stream's worker just waits.
 package org.fsdp4j.backend.cpu;
 
 import java.util.concurrent.CompletableFuture;
@@ -70,6 +72,9 @@ final class CpuEvent implements Backend.Event {
     }
 
     private void awaitDone(String waiter) {
+        if (!done.isDone() && CoreShare.ENABLED && CpuStream.running() == null) {
+            CoreShare.helpUntil(done);   // a thread that issues work lends its core meanwhile (a stream's worker does not)
+        }
         try {
             done.get();
         } catch (ExecutionException e) {

@@ -98,6 +98,13 @@ final class OpTimes {
         e.nanos.add(ns);
     }
 
+    /** Counts {@code chunks} of other threads' loops run in {@code ns} by a thread blocked on an event (CoreShare). */
+    static void helped(int chunks, long ns) {
+        Entry e = WAITS.computeIfAbsent("issuing threads: of which running other ranks' chunks", k -> new Entry());
+        e.calls.add(chunks);
+        e.nanos.add(ns);
+    }
+
     /** Forgets what was timed so far (the step benchmark calls this after its warm-up steps). */
     static void reset() {
         ENTRIES.clear();

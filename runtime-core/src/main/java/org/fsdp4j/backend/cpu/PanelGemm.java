@@ -15,6 +15,10 @@
 // each, took twice as long in all, 2.13). MC × KC of A (192 KiB) and one KC × NR panel of B
 // (128 KiB) fit in a core's L2 (staged rows beyond KC wait in L2 or L3).
 //
+// A column block's row blocks are the unit of work: a one-thread caller offers them to blocked
+// in-process rank threads (CoreShare), which read its packed op(B) and use their own A and C
+// buffers. A bias (Ops.gemmThenAddBias) is added to a block's rows just before they go out.
+//
 // Bits: every element of C is one fused multiply-add chain over p = 0 .. k−1 in order, started
 // from 0 (from β·C when α = 1 and β ≠ 0), then scaled by α and added to β·C when α ≠ 1. It does
 // not depend on the blocking, on the extent of the call, or on which thread runs it: a C cut into
@@ -64,70 +68,110 @@ final class PanelGemm {
      * C (m × n) = α · op(A) · op(B) + β · C on fp32 buffers, the BLAS row-major convention:
      * op(A)(i, p) = a[aOff + i·lda + p], or a[aOff + p·lda + i] when transA; op(B)(p, j) =
      * b[bOff + p·ldb + j], or b[bOff + j·ldb + p] when transB; C(i, j) = c[cOff + i·ldc + j].
-     * β = 0 never reads C.
+     * β = 0 never reads C. With {@code share} (the caller runs the call on one thread) a column
+     * block's row blocks are offered to blocked in-process rank threads (CoreShare), which read
+     * this thread's packed op(B); the bits are the same whoever runs a row block.
      */
     static void sgemm(boolean transA, boolean transB, int m, int n, int k, float alpha,
                       FloatBuffer a, long aOff, int lda, FloatBuffer b, long bOff, int ldb,
-                      float beta, FloatBuffer c, long cOff, int ldc) {
+                      float beta, FloatBuffer c, long cOff, int ldc, boolean share) {
+        sgemm(transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, cOff, ldc, share, null, 0);
+    }
+
+    /**
+     * As above, and with a {@code bias} (α = 1, β = 0 only): C(i, j) = (op(A) · op(B))(i, j) +
+     * bias[biasOff + j], the sum rounded in fp32 after the product is, as a separate addBias would
+     * (the same bits), but while C's rows are in cache.
+     */
+    static void sgemm(boolean transA, boolean transB, int m, int n, int k, float alpha,
+                      FloatBuffer a, long aOff, int lda, FloatBuffer b, long bOff, int ldb,
+                      float beta, FloatBuffer c, long cOff, int ldc, boolean share, float[] bias, int biasOff) {
+        if (bias != null && (alpha != 1f || beta != 0f)) {
+            throw new IllegalArgumentException("a bias needs alpha 1 and beta 0, got " + alpha + " and " + beta);
+        }
         if (m <= 0 || n <= 0) {
             return;
         }
         boolean fromC = alpha == 1f && beta != 0f;   // the k-sum starts from β·C
         int ncMax = Math.max(NR, Math.min(TileGemm.roundUp(n, NR), B_FLOATS / Math.max(1, k) / NR * NR));
+        int rowBlocks = (m + MC - 1) / MC;
         for (int jc = 0; jc < n; jc += ncMax) {
             int nb = Math.min(ncMax, n - jc);
             int nbp = TileGemm.roundUp(nb, NR);
-            int panels = nbp / NR;
-            float[] bp = Scratch.floats(B_PANELS, Math.toIntExact((long) k * nbp));   // (panels, k, NR)
+            float[] bp = Scratch.floats(B_PANELS, Math.toIntExact((long) k * nbp));   // (nbp / NR, k, NR)
             if (transB) {
-                packBTransposed(b, bOff + (long) jc * ldb, ldb, k, nb, panels, bp);
+                packBTransposed(b, bOff + (long) jc * ldb, ldb, k, nb, nbp / NR, bp);
             } else {
-                packB(b, bOff + jc, ldb, k, nb, nbp, panels, bp);
+                packB(b, bOff + jc, ldb, k, nb, nbp, nbp / NR, bp);
             }
-            for (int ic = 0; ic < m; ic += MC) {
-                int mb = Math.min(MC, m - ic);
-                int tiles = (mb + MR - 1) / MR;
-                float[] cs = Scratch.floats(C_BLOCK, tiles * MR * nbp);             // (tiles·MR, nbp)
-                if (fromC) {
-                    loadC(c, cOff + (long) ic * ldc + jc, ldc, mb, nb, nbp, beta, cs);
-                } else if (k == 0) {
-                    Arrays.fill(cs, 0, tiles * MR * nbp, 0f);
+            ColumnBlock block = new ColumnBlock(transA, m, k, alpha, a, aOff, lda, bp, nb, nbp, fromC, beta, c,
+                    cOff + jc, ldc, bias, biasOff + jc);
+            if (share) {
+                CoreShare.run(rowBlocks, block::rows);
+            } else {
+                for (int r = 0; r < rowBlocks; r++) {
+                    block.rows(r);
                 }
-                float[] rows = null;                                        // (tiles·MR, k): the block's rows, whole
-                if (!transA && k > 0) {
-                    rows = Scratch.floats(A_ROWS, tiles * MR * k);
-                    stageA(a, aOff + (long) ic * lda, lda, mb, k, tiles * MR, rows);
-                }
-                for (int pc = 0; pc < k; pc += KC) {
-                    int kb = Math.min(KC, k - pc);
-                    float[] ap;
-                    int a0;
-                    int ars;
-                    int acs;
-                    if (transA) {                                           // (kb, tiles·MR): kb runs of the rows
-                        ap = Scratch.floats(A_ROWS, tiles * MR * kb);
-                        stageATransposed(a, aOff + (long) pc * lda + ic, lda, mb, kb, tiles * MR, ap);
-                        a0 = 0;
-                        ars = 1;
-                        acs = tiles * MR;
-                    } else {                                                // columns [pc, pc + kb) of the rows
-                        ap = rows;
-                        a0 = pc;
-                        ars = k;
-                        acs = 1;
-                    }
-                    boolean accumulate = pc > 0 || fromC;
-                    for (int jp = 0; jp < panels; jp++) {
-                        int bAt = (jp * k + pc) * NR;
-                        for (int t = 0; t < tiles; t++) {
-                            TileGemm.tile(kb, ap, a0 + t * MR * ars, ars, acs, bp, bAt, NR,
-                                    cs, t * MR * nbp + jp * NR, nbp, accumulate);
-                        }
-                    }
-                }
-                // the block's k-sums are complete: whole rows out, one bulk put each (2.13)
-                storeC(cs, nbp, fromC ? 1f : alpha, fromC ? 0f : beta, c, cOff + (long) ic * ldc + jc, ldc, mb, nb);
             }
+        }
+    }
+
+    /** One column block of a call, op(B) packed: its row blocks of MC rows, run by any thread. */
+    private record ColumnBlock(boolean transA, int m, int k, float alpha, FloatBuffer a, long aOff, int lda,
+                               float[] bp, int nb, int nbp, boolean fromC, float beta, FloatBuffer c, long cOff,
+                               int ldc, float[] bias, int biasOff) {
+
+        /** Rows [r·MC, r·MC + MC) of this block's C, with the running thread's A and C buffers. */
+        void rows(int r) {
+            int ic = r * MC;
+            int mb = Math.min(MC, m - ic);
+            int tiles = (mb + MR - 1) / MR;
+            int panels = nbp / NR;
+            float[] cs = Scratch.floats(C_BLOCK, tiles * MR * nbp);             // (tiles·MR, nbp)
+            if (fromC) {
+                loadC(c, cOff + (long) ic * ldc, ldc, mb, nb, nbp, beta, cs);
+            } else if (k == 0) {
+                Arrays.fill(cs, 0, tiles * MR * nbp, 0f);
+            }
+            float[] rows = null;                                            // (tiles·MR, k): the block's rows, whole
+            if (!transA && k > 0) {
+                rows = Scratch.floats(A_ROWS, tiles * MR * k);
+                stageA(a, aOff + (long) ic * lda, lda, mb, k, tiles * MR, rows);
+            }
+            for (int pc = 0; pc < k; pc += KC) {
+                int kb = Math.min(KC, k - pc);
+                float[] ap;
+                int a0;
+                int ars;
+                int acs;
+                if (transA) {                                               // (kb, tiles·MR): kb runs of the rows
+                    ap = Scratch.floats(A_ROWS, tiles * MR * kb);
+                    stageATransposed(a, aOff + (long) pc * lda + ic, lda, mb, kb, tiles * MR, ap);
+                    a0 = 0;
+                    ars = 1;
+                    acs = tiles * MR;
+                } else {                                                    // columns [pc, pc + kb) of the rows
+                    ap = rows;
+                    a0 = pc;
+                    ars = k;
+                    acs = 1;
+                }
+                boolean accumulate = pc > 0 || fromC;
+                for (int jp = 0; jp < panels; jp++) {
+                    int bAt = (jp * k + pc) * NR;
+                    for (int t = 0; t < tiles; t++) {
+                        TileGemm.tile(kb, ap, a0 + t * MR * ars, ars, acs, bp, bAt, NR,
+                                cs, t * MR * nbp + jp * NR, nbp, accumulate);
+                    }
+                }
+            }
+            // the block's k-sums are complete: whole rows out, one bulk put each (2.13)
+            if (bias != null) {                                             // α = 1, β = 0: C = cs + bias
+                for (int i = 0; i < mb; i++) {
+                    Simd.addAt(cs, i * nbp, bias, biasOff, nb);
+                }
+            }
+            storeC(cs, nbp, fromC ? 1f : alpha, fromC ? 0f : beta, c, cOff + (long) ic * ldc, ldc, mb, nb);
         }
     }
 

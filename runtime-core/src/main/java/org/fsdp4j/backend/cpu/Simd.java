@@ -218,6 +218,18 @@ final class Simd {
     }
 
     /** A double[] of DL elements for sumLanes, private to this thread. */
+    /** a[aOff + j] += b[bOff + j] for j in [0, n), each sum rounded in fp32. */
+    @CompiledAlone
+    static void addAt(float[] a, int aOff, float[] b, int bOff, int n) {
+        int j = 0;
+        for (; j <= n - FL; j += FL) {
+            FloatVector.fromArray(F, a, aOff + j).add(FloatVector.fromArray(F, b, bOff + j)).intoArray(a, aOff + j);
+        }
+        for (; j < n; j++) {
+            a[aOff + j] += b[bOff + j];
+        }
+    }
+
     static double[] laneScratch() {
         return LANES.get();
     }

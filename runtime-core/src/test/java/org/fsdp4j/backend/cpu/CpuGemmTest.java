@@ -129,6 +129,34 @@ class CpuGemmTest {
         }
     }
 
+    /** gemmThenAddBias has the bits of gemm then addBias: on PanelGemm (bias added as C is written) and off it. */
+    @Test
+    void aBiasAddedAsCIsWrittenHasTheBitsOfAddBias() {
+        for (int threads : new int[] {1, 2}) {
+            try (CpuTestSupport s = new CpuTestSupport(threads)) {
+                int[][] shapes = {{200, 150, 64}, {300, 290, 400}, {200, 300, 600}, {5, 7, 3}};   // PanelGemm (one tile, row and column tiles), OpenBLAS
+                for (int[] sh : shapes) {
+                    int m = sh[0];
+                    int n = sh[1];
+                    int k = sh[2];
+                    double[][] v = new double[1][];
+                    try (Tensor a = s.random(DType.F32, 1, v, m, k);
+                         Tensor w = s.random(DType.F32, 1, v, n, k);
+                         Tensor bias = s.random(DType.F32, 1, v, n);
+                         Tensor fused = s.poisoned(DType.F32, m, n);
+                         Tensor apart = s.poisoned(DType.F32, m, n)) {
+                        s.backend.gemmThenAddBias(false, true, m, n, k, a, w, fused, bias);
+                        s.backend.gemm(false, true, m, n, k, 1f, a, w, 0f, apart);
+                        s.backend.addBias(apart, bias);
+                        float[] f = s.backend.toHost(fused);
+                        float[] p = s.backend.toHost(apart);
+                        assertArrayEquals(p, f, threads + " thread(s), " + m + "x" + n + "x" + k);
+                    }
+                }
+            }
+        }
+    }
+
     @Test
     void emptyKScalesCByBeta() {
         try (CpuTestSupport s = new CpuTestSupport()) {

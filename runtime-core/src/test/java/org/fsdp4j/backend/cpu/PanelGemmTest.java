@@ -54,7 +54,7 @@ class PanelGemmTest {
         float[] c = new float[m * n];
         Arrays.fill(c, Float.NaN);
         PanelGemm.sgemm(false, false, m, n, k, 1, FloatBuffer.wrap(a), 0, k, FloatBuffer.wrap(b), 0, n,
-                0, FloatBuffer.wrap(c), 0, n);
+                0, FloatBuffer.wrap(c), 0, n, false);
         for (float x : c) {
             assertFalse(Float.isNaN(x), "β = 0 read C's NaN");
         }
@@ -64,7 +64,7 @@ class PanelGemmTest {
     void anEmptySumScalesC() {
         float[] c = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
         FloatBuffer none = FloatBuffer.wrap(new float[0]);
-        PanelGemm.sgemm(false, false, 6, 2, 0, 1, none, 0, 1, none, 0, 2, 0.5f, FloatBuffer.wrap(c), 0, 2);
+        PanelGemm.sgemm(false, false, 6, 2, 0, 1, none, 0, 1, none, 0, 2, 0.5f, FloatBuffer.wrap(c), 0, 2, false);
         assertArrayEquals(new float[] {0.5f, 1, 1.5f, 2, 2.5f, 3, 3.5f, 4, 4.5f, 5, 5.5f, 6}, c);
     }
 
@@ -82,7 +82,7 @@ class PanelGemmTest {
                 int ldb = transB ? k : n;
                 float[] whole = new float[m * n];
                 PanelGemm.sgemm(transA, transB, m, n, k, 1, FloatBuffer.wrap(a), 0, lda, FloatBuffer.wrap(b), 0, ldb,
-                        0, FloatBuffer.wrap(whole), 0, n);
+                        0, FloatBuffer.wrap(whole), 0, n, false);
                 float[] pieces = new float[m * n];
                 int[][] cuts = {{0, 37, 0, 100}, {37, m, 0, 100}, {0, 37, 100, n}, {37, m, 100, n}};
                 for (int[] cut : cuts) {
@@ -91,7 +91,7 @@ class PanelGemmTest {
                     PanelGemm.sgemm(transA, transB, cut[1] - i0, cut[3] - j0, k, 1,
                             FloatBuffer.wrap(a), transA ? i0 : (long) i0 * lda, lda,
                             FloatBuffer.wrap(b), transB ? (long) j0 * ldb : j0, ldb,
-                            0, FloatBuffer.wrap(pieces), (long) i0 * n + j0, n);
+                            0, FloatBuffer.wrap(pieces), (long) i0 * n + j0, n, true);
                 }
                 assertArrayEquals(whole, pieces, (transA ? "Aᵀ" : "A") + (transB ? "·Bᵀ" : "·B"));
             }
@@ -111,7 +111,7 @@ class PanelGemmTest {
         float[] c = random(r, cOff + m * ldc);
         float[] before = c.clone();
         PanelGemm.sgemm(transA, transB, m, n, k, alpha, FloatBuffer.wrap(a), aOff, lda, FloatBuffer.wrap(b), bOff, ldb,
-                beta, FloatBuffer.wrap(c), cOff, ldc);
+                beta, FloatBuffer.wrap(c), cOff, ldc, true);
         String where = (transA ? "Aᵀ" : "A") + (transB ? "·Bᵀ" : "·B") + " m " + m + " n " + n + " k " + k
                 + " α " + alpha + " β " + beta;
         for (int i = 0; i < m; i++) {
