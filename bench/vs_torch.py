@@ -13,7 +13,13 @@ tokens/s of each, their ratio, the load average before and after, and the peak r
          FULL_SHARD over gloo with N processes of max(1, cores / N) threads each.
 
 fsdp4j's RSS is its one process (all N ranks); PyTorch's is per rank process (the largest), and
-the sum over its ranks. Example (from the repository root):
+the sum over its ranks. For N > 1, after the rounds, fsdp4j also runs once as PyTorch does, one
+process per rank (`fsdp4j launch --standalone --nproc-per-node N -- train`, TCP over loopback), and
+its largest process's peak RSS is printed beside PyTorch's per rank process: the per-process
+comparison in the same layout. That run's tokens/s (median of its last --steps steps, from the
+log of process 0) is printed for reference only: each process JIT-compiles the step for itself, so
+its early steps are slower than the in-process run's (bench/NOTES.md, 2.11). Example (from the
+repository root):
 
   /usr/bin/python3 bench/vs_torch.py --preset small --seq-len 256 --world-size 1 --rounds 3
   /usr/bin/python3 bench/vs_torch.py --layers 8 --hidden 512 --heads 8 --seq-len 128 --world-size 2
@@ -82,6 +88,23 @@ def fsdp4j(a, shape, outdir):
     return tok, rss, [rss], wall
 
 
+def fsdp4j_processes(a, shape, outdir):
+    """fsdp4j as N processes of one rank each: (peak RSS MiB of the largest process, tokens/s of the last a.steps steps)."""
+    cmd = [os.path.join(ROOT, "fsdp4j"), "launch", "--standalone", "--nproc-per-node", str(a.world_size), "--",
+           "train", "--device", "cpu", "--preset", a.preset,
+           "--layers", str(shape["layers"]), "--hidden", str(shape["hidden"]), "--heads", str(shape["heads"]),
+           "--context", str(shape["context"]), "--seq-len", str(a.seq_len), "--batch-size", str(a.batch_size),
+           "--world-size", str(a.world_size), "--strategy", "full_shard", "--steps", str(a.steps + a.warmup),
+           "--out", outdir]
+    code, out, rss, _ = run(cmd)   # wait4's peak RSS: the largest of the launcher and the processes it waited for
+    if code != 0:
+        sys.exit(f"fsdp4j launch failed ({code}):\n{out}")
+    with open(os.path.join(outdir, "metrics.jsonl")) as f:
+        steps = [json.loads(line) for line in f if line.strip()]
+    times = [s["time_ms"] for s in steps[-a.steps:]]
+    return rss, a.batch_size * a.seq_len / (statistics.median(times) / 1000.0)
+
+
 def torch(a, shape):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         js = f.name
@@ -122,6 +145,12 @@ def compare(a, shape, rounds_wanted):
                                load_after=l1, fsdp4j_rss_mib=f_rss, torch_rss_mib_per_rank=t_ranks))
             print(f"  {i + 1:5d} {f_tok:13.0f} {t_tok:12.0f} {f_tok / t_tok:7.2f} {l0:8.2f} / {l1:<7.2f} "
                   f"{f_rss:15.0f} {'/'.join(f'{x:.0f}' for x in t_ranks):>19}", flush=True)
+        per_process = None
+        if a.world_size > 1:
+            p_rss, p_tok = fsdp4j_processes(a, shape, os.path.join(tmp, "processes"))
+            per_process = dict(rss_mib=p_rss, tok_s=p_tok)
+            print(f"# fsdp4j as {a.world_size} processes (one rank each): peak RSS {p_rss:.0f} MiB in the largest;"
+                  f" {p_tok:.0f} tok/s over its last {a.steps} steps (reference only)", flush=True)
     ratios = [r["ratio"] for r in rounds]
     f_rss = max(r["fsdp4j_rss_mib"] for r in rounds)
     t_rank = max(max(r["torch_rss_mib_per_rank"]) for r in rounds)
@@ -129,7 +158,7 @@ def compare(a, shape, rounds_wanted):
     print(f"# ratio fsdp4j/PyTorch tokens/s: median {statistics.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}"
           f" | peak RSS fsdp4j {f_rss:.0f} MiB (one process, {a.world_size} rank(s)); PyTorch {t_rank:.0f} MiB per rank,"
           f" {t_sum:.0f} MiB over its {a.world_size} process(es)", flush=True)
-    return rounds
+    return rounds, per_process
 
 
 def shape_of(a, preset, overrides):
@@ -153,11 +182,12 @@ def suite(a, ap):
             a.preset, a.seq_len, a.world_size = preset, seq_len, n
             shape = shape_of(a, preset, overrides)
             print(f"## {label}, N = {n}", flush=True)
-            results.append(dict(config=label, N=n, shape=shape, rounds=compare(a, shape, r)))
+            rounds, per_process = compare(a, shape, r)
+            results.append(dict(config=label, N=n, shape=shape, rounds=rounds, fsdp4j_processes=per_process))
     print()
     print("| configuration | N | fsdp4j tok/s | PyTorch tok/s | fsdp4j/PyTorch | target | load | "
-          "peak RSS MiB: fsdp4j process vs PyTorch process (sum) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+          "peak RSS MiB: fsdp4j process vs PyTorch process (sum) | fsdp4j as N processes: RSS of one (tok/s) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for res in results:
         rs = res["rounds"]
         ratios = [r["ratio"] for r in rs]
@@ -169,11 +199,14 @@ def suite(a, ap):
         t_sum = max(sum(r["torch_rss_mib_per_rank"]) for r in rs)
         res["median_ratio"] = med
         res["meets_target"] = med >= target
+        pp = res["fsdp4j_processes"]
+        processes = "–" if pp is None else (f"{pp['rss_mib']:.0f} vs {t_rank:.0f}"
+                                            f" ({'below' if pp['rss_mib'] < t_rank else 'above'}; {pp['tok_s']:.0f})")
         f_toks = ", ".join("%.0f" % r["fsdp4j_tok_s"] for r in rs)
         t_toks = ", ".join("%.0f" % r["torch_tok_s"] for r in rs)
         print(f"| {res['config']} | {res['N']} | {f_toks} | {t_toks} | {span} "
               f"| >= {target} ({'yes' if med >= target else 'no'}) | {min(loads):.1f}–{max(loads):.1f} "
-              f"| {max(r['fsdp4j_rss_mib'] for r in rs):.0f} vs {t_rank:.0f} ({t_sum:.0f}) |")
+              f"| {max(r['fsdp4j_rss_mib'] for r in rs):.0f} vs {t_rank:.0f} ({t_sum:.0f}) | {processes} |")
     print()
     print("fsdp4j N = 2 against its own N = 1 (tokens/s, median of the rounds):")
     for label, *_ in SUITE:
@@ -219,11 +252,12 @@ def main():
     if a.batch_size % a.world_size:
         ap.error("--batch-size must be a multiple of --world-size")
 
-    rounds = compare(a, shape, a.rounds)
+    rounds, per_process = compare(a, shape, a.rounds)
     ratios = [r["ratio"] for r in rounds]
     if a.json_out:
         with open(a.json_out, "w") as f:
-            json.dump(dict(shape=shape, args=vars(a), rounds=rounds, median_ratio=statistics.median(ratios)), f, indent=1)
+            json.dump(dict(shape=shape, args=vars(a), rounds=rounds, median_ratio=statistics.median(ratios),
+                           fsdp4j_processes=per_process), f, indent=1)
 
 
 if __name__ == "__main__":
