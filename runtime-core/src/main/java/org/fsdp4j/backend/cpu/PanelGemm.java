@@ -102,7 +102,7 @@ final class PanelGemm {
             if (transB) {
                 packBTransposed(b, bOff + (long) jc * ldb, ldb, k, nb, nbp / NR, bp);
             } else {
-                packB(b, bOff + jc, ldb, k, nb, nbp, nbp / NR, bp);
+                packB(b, bOff + jc, ldb, k, nb, bp);
             }
             ColumnBlock block = new ColumnBlock(transA, m, k, alpha, a, aOff, lda, bp, nb, nbp, fromC, beta, c,
                     cOff + jc, ldc, bias, biasOff + jc);
@@ -193,14 +193,23 @@ final class PanelGemm {
         }
     }
 
-    /** bp (panels, k, NR) = columns [0, nb) of B (k × n row-major at b[at]); columns past nb 0. */
-    private static void packB(FloatBuffer b, long at, int ldb, int k, int nb, int nbp, int panels, float[] bp) {
-        float[] row = Scratch.floats(STAGE, nbp);
-        Arrays.fill(row, nb, nbp, 0f);
+    /**
+     * bp (panels, k, NR) = columns [0, nb) of B (k × n row-major at b[at]); columns past nb 0.
+     * Each row's panels straight from B, one bulk get each: for a 1024 × 1536 B from memory 0.65–0.71
+     * ms, against 1.10–1.35 for the row staged whole and then copied out per panel (bench/NOTES.md, 2.14).
+     */
+    private static void packB(FloatBuffer b, long at, int ldb, int k, int nb, float[] bp) {
+        int full = nb / NR;                                                 // whole panels; then one partial, or none
+        int tail = nb - full * NR;
         for (int p = 0; p < k; p++) {
-            b.get((int) (at + (long) p * ldb), row, 0, nb);
-            for (int jp = 0; jp < panels; jp++) {
-                System.arraycopy(row, jp * NR, bp, (jp * k + p) * NR, NR);
+            int row = (int) (at + (long) p * ldb);
+            for (int jp = 0; jp < full; jp++) {
+                b.get(row + jp * NR, bp, (jp * k + p) * NR, NR);
+            }
+            if (tail > 0) {
+                int to = (full * k + p) * NR;
+                b.get(row + full * NR, bp, to, tail);
+                Arrays.fill(bp, to + tail, to + NR, 0f);
             }
         }
     }
