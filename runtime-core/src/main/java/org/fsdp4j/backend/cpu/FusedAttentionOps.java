@@ -119,8 +119,8 @@ final class FusedAttentionOps {
                     hs.load(q, b, h, hs.q);
                     for (int i0 = 0; i0 < t; i0 += TileGemm.MR) {
                         int seen = Math.min(t, i0 + TileGemm.MR);   // rows of the tile see keys [0, seen)
-                        // scores of the tile's rows against the keys they see (to the next whole vector)
-                        TileGemm.multiply(TileGemm.MR, TileGemm.roundUp(seen, Simd.FL), d, hs.q, i0 * dp, dp, 1,
+                        // scores of the tile's rows against the keys they see (whole column tiles)
+                        TileGemm.multiply(TileGemm.MR, TileGemm.roundUp(seen, TileGemm.NR), d, hs.q, i0 * dp, dp, 1,
                                 hs.kt, 0, tp, tile, 0, tp, false);
                         for (int i = i0; i < seen; i++) {
                             int row = (i - i0) * tp;
@@ -168,7 +168,7 @@ final class FusedAttentionOps {
                         int seen = Math.min(t, i0 + TileGemm.MR);
                         int tileEnd = i0 + TileGemm.MR;   // columns the later products read of these rows
                         // datt rows = dy rows · vᵀ over the keys they see
-                        TileGemm.multiply(TileGemm.MR, TileGemm.roundUp(seen, Simd.FL), d, hs.dy, i0 * dp, dp, 1,
+                        TileGemm.multiply(TileGemm.MR, TileGemm.roundUp(seen, TileGemm.NR), d, hs.dy, i0 * dp, dp, 1,
                                 hs.kt, 0, tp, ds, i0 * tp, tp, false);
                         // dpreatt row i = scale · att · (datt − Σ att·datt) for keys ≤ i, 0 above
                         for (int i = i0; i < seen; i++) {

@@ -6,7 +6,7 @@
 // C[i, j] (+)= Σ_p A(i, p)·B[p, j], with A read through strides (so Aᵀ costs nothing), B and C row
 // major. The kernel holds an MR × NR tile of C in registers (MR = 6 rows × 4 vectors: 24 of the
 // 32 AVX-512 registers) and walks p once, broadcasting A's six elements against B's four vectors.
-// Callers size their scratch so that every tile lies inside it: m a multiple of MR, n of FL; rows
+// Callers size their scratch so that every tile lies inside it: m a multiple of MR, n of NR; rows
 // and columns of the padding are computed and ignored.
 //
 // Bits: each C element is a fused multiply-add chain over p in order (one rounding per step),
@@ -36,75 +36,17 @@ final class TileGemm {
     }
 
     /**
-     * C[i, j] (+)= Σ_{p < k} A(i, p)·B[p, j] for i < m (a multiple of MR), j < n (a multiple of FL:
-     * whole NR tiles, then the last columns in tiles of one vector, so a causal row tile computes
-     * at most FL − 1 columns past the keys it sees instead of NR − 1, bench/NOTES.md 2.15);
+     * C[i, j] (+)= Σ_{p < k} A(i, p)·B[p, j] for i < m (a multiple of MR), j < n (a multiple of NR);
      * A(i, p) = a[aOff + i·ars + p·acs], B[p, j] = b[bOff + p·ldb + j], C[i, j] = c[cOff + i·ldc + j].
      * {@code accumulate} adds to C, otherwise C is overwritten.
      */
     static void multiply(int m, int n, int k, float[] a, int aOff, int ars, int acs, float[] b, int bOff, int ldb,
                          float[] c, int cOff, int ldc, boolean accumulate) {
-        int whole = n - n % NR;
         for (int i = 0; i < m; i += MR) {
-            for (int j = 0; j < whole; j += NR) {
+            for (int j = 0; j < n; j += NR) {
                 tile(k, a, aOff + i * ars, ars, acs, b, bOff + j, ldb, c, cOff + i * ldc + j, ldc, accumulate);
             }
-            for (int j = whole; j < n; j += FL) {
-                narrowTile(k, a, aOff + i * ars, ars, acs, b, bOff + j, ldb, c, cOff + i * ldc + j, ldc, accumulate);
-            }
         }
-    }
-
-    /**
-     * An MR × FL tile (one vector of columns; see multiply): the same chain per element as tile's,
-     * so the same bits. On Zen 4 a 512-bit FMA issues once a cycle, so its six FMAs a step still
-     * outweigh the step's seven loads.
-     */
-    @CompiledAlone
-    static void narrowTile(int k, float[] a, int aOff, int ars, int acs, float[] b, int bOff, int ldb, float[] c,
-                           int cOff, int ldc, boolean accumulate) {
-        int r1 = cOff + ldc;
-        int r2 = r1 + ldc;
-        int r3 = r2 + ldc;
-        int r4 = r3 + ldc;
-        int r5 = r4 + ldc;
-        FloatVector c0;
-        FloatVector c1;
-        FloatVector c2;
-        FloatVector c3;
-        FloatVector c4;
-        FloatVector c5;
-        if (accumulate) {
-            c0 = FloatVector.fromArray(F, c, cOff);
-            c1 = FloatVector.fromArray(F, c, r1);
-            c2 = FloatVector.fromArray(F, c, r2);
-            c3 = FloatVector.fromArray(F, c, r3);
-            c4 = FloatVector.fromArray(F, c, r4);
-            c5 = FloatVector.fromArray(F, c, r5);
-        } else {
-            c0 = FloatVector.zero(F);
-            c1 = c0;
-            c2 = c0;
-            c3 = c0;
-            c4 = c0;
-            c5 = c0;
-        }
-        for (int p = 0; p < k; p++) {
-            FloatVector bv = FloatVector.fromArray(F, b, bOff + p * ldb);
-            int ap = aOff + p * acs;
-            c0 = FloatVector.broadcast(F, a[ap]).fma(bv, c0);
-            c1 = FloatVector.broadcast(F, a[ap + ars]).fma(bv, c1);
-            c2 = FloatVector.broadcast(F, a[ap + 2 * ars]).fma(bv, c2);
-            c3 = FloatVector.broadcast(F, a[ap + 3 * ars]).fma(bv, c3);
-            c4 = FloatVector.broadcast(F, a[ap + 4 * ars]).fma(bv, c4);
-            c5 = FloatVector.broadcast(F, a[ap + 5 * ars]).fma(bv, c5);
-        }
-        c0.intoArray(c, cOff);
-        c1.intoArray(c, r1);
-        c2.intoArray(c, r2);
-        c3.intoArray(c, r3);
-        c4.intoArray(c, r4);
-        c5.intoArray(c, r5);
     }
 
     /**

@@ -1,7 +1,6 @@
 // TileGemm, the fused attention's register-tiled product, against a plain fp64 reference: A read
 // straight and transposed through its strides, C overwritten and accumulated, k from 1 to beyond
-// a tile's worth, and C's tiles placed inside a wider row (ldc > n) without touching the rest;
-// columns past the last whole tile go through one-vector tiles, with the whole tile's bits.
+// a tile's worth, and C's tiles placed inside a wider row (ldc > n) without touching the rest.
 package org.fsdp4j.backend.cpu;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -21,38 +20,6 @@ class TileGemmTest {
                     check(r, 2 * TileGemm.MR, 2 * TileGemm.NR, k, transA, accumulate);
                 }
             }
-        }
-    }
-
-    /** n a multiple of one vector, not of a whole tile: the last columns in one-vector tiles. */
-    @Test
-    void columnsPastTheLastWholeTileAreComputedInOneVectorTiles() {
-        Random r = new Random(5);
-        for (int n : new int[] {Simd.FL, 3 * Simd.FL, TileGemm.NR + Simd.FL, 2 * TileGemm.NR + 2 * Simd.FL}) {
-            for (boolean accumulate : new boolean[] {false, true}) {
-                check(r, TileGemm.MR, n, 37, true, accumulate);
-                check(r, 2 * TileGemm.MR, n, 64, false, accumulate);
-            }
-        }
-    }
-
-    /** An element's bits do not depend on whether a whole tile or a one-vector tile computed it. */
-    @Test
-    void oneVectorTilesHaveTheWholeTilesBits() {
-        Random r = new Random(7);
-        int m = TileGemm.MR;
-        int n = TileGemm.NR;
-        int k = 93;
-        float[] a = random(r, m * k);
-        float[] b = random(r, k * n);
-        float[] whole = new float[m * n];
-        float[] narrow = new float[m * n];
-        TileGemm.multiply(m, n, k, a, 0, k, 1, b, 0, n, whole, 0, n, false);
-        for (int j = 0; j < n; j += Simd.FL) {   // one vector of columns a call: every column in a one-vector tile
-            TileGemm.multiply(m, Simd.FL, k, a, 0, k, 1, b, j, n, narrow, j, n, false);
-        }
-        for (int i = 0; i < m * n; i++) {
-            assertEquals(Float.floatToRawIntBits(whole[i]), Float.floatToRawIntBits(narrow[i]), "element " + i);
         }
     }
 
