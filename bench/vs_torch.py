@@ -26,12 +26,20 @@ repository root):
 
 A shared machine is noisy: quote the median ratio and its range, and the load beside them.
 
+PyTorch's GEMMs run on OpenBLAS kernels picked by OPENBLAS_CORETYPE where it is set (each run's
+header prints it). A machine that pins an older core (Haswell's AVX2 kernels on an AVX-512 CPU)
+slows PyTorch's GEMMs by up to ~1.6x; quote such a run beside one with the CPU's own core, e.g.
+OPENBLAS_CORETYPE=SkylakeX (bench/NOTES.md, 2.16).
+
 --suite runs issue 13's whole check in one sitting: bench-4x256 at T = 128, small at T = 128 and
 256, and 8 layers of width 512 (8 heads) at T = 128, each at N = 1, 2 and 4 (--suite-rounds rounds
 each), then prints one markdown table with the targets (N = 1 >= 1.5x PyTorch eager, N = 2 and 4
 >= 1.3x PyTorch FSDP, on the median of the rounds) and fsdp4j's N = 2 against its own N = 1:
 
-  /usr/bin/python3 bench/vs_torch.py --suite --suite-rounds 1,4,1 --json-out suite.json
+  /usr/bin/python3 bench/vs_torch.py --suite --suite-rounds 3,3,1 --json-out suite.json
+
+(three rounds at N = 1 too: the N = 2 against N = 1 line compares medians, and one round of either
+is within this machine's +-10-17% noise; about 30 minutes on 2 cores).
 """
 import argparse
 import json
@@ -127,11 +135,17 @@ def torch(a, shape):
     return r["tok_s"], max(r["peak_rss_mib"]), r["peak_rss_mib"], wall
 
 
+def blas_core():
+    """The OpenBLAS kernels both sides were told to use: PyTorch's GEMM speed depends on it (bench/NOTES.md, 2.16)."""
+    return os.environ.get("OPENBLAS_CORETYPE", "(auto-detected)")
+
+
 def compare(a, shape, rounds_wanted):
     """rounds_wanted fsdp4j-then-PyTorch pairs at a.world_size; prints a line per round; returns the rounds."""
     what = "single rank vs PyTorch eager" if a.world_size == 1 else f"FULL_SHARD N={a.world_size} vs PyTorch FSDP"
     print(f"# {what} | layers {shape['layers']} hidden {shape['hidden']} heads {shape['heads']} "
-          f"| batch {a.batch_size} x {a.seq_len} | {a.warmup} warm-up + {a.steps} timed steps | {os.cpu_count()} cores")
+          f"| batch {a.batch_size} x {a.seq_len} | {a.warmup} warm-up + {a.steps} timed steps | {os.cpu_count()} cores "
+          f"| OPENBLAS_CORETYPE {blas_core()}")
     print(f"# {'round':>5} {'fsdp4j tok/s':>13} {'torch tok/s':>12} {'ratio':>7} {'load before/after':>18} "
           f"{'fsdp4j RSS MiB':>15} {'torch RSS/rank MiB':>19}")
     rounds = []
@@ -219,7 +233,7 @@ def suite(a, ap):
     print(f"# targets met on the median: {met} of {len(results)}")
     if a.json_out:
         with open(a.json_out, "w") as f:
-            json.dump(dict(args=vars(a), results=results), f, indent=1)
+            json.dump(dict(args=vars(a), openblas_coretype=blas_core(), results=results), f, indent=1)
 
 
 def main():
@@ -235,12 +249,14 @@ def main():
     ap.add_argument("--world-size", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3, help="fsdp4j-then-PyTorch pairs")
     ap.add_argument("--steps", type=int, default=8, help="timed steps per run (the median is taken)")
-    ap.add_argument("--warmup", type=int, default=8, help="untimed steps per run (fsdp4j's JIT needs ~10)")
+    ap.add_argument("--warmup", type=int, default=15,
+                    help="untimed steps per run, as `fsdp4j bench step`'s default: on 2 cores fsdp4j's JIT "
+                         "needs 10-14 steps, and 8 left compilation in the timed steps (bench/NOTES.md, 2.16)")
     ap.add_argument("--torch-threads", type=int, default=os.cpu_count(), help="PyTorch threads at N = 1")
     ap.add_argument("--json-out", help="write every round and the summary here")
     ap.add_argument("--suite", action="store_true",
                     help="issue 13's configurations at N = 1, 2, 4 (shape and world-size options are then ignored)")
-    ap.add_argument("--suite-rounds", default="1,3,1", help="--suite: rounds at N = 1, 2, 4")
+    ap.add_argument("--suite-rounds", default="3,3,1", help="--suite: rounds at N = 1, 2, 4")
     a = ap.parse_args()
     if a.batch_size % 4 and a.suite:
         ap.error("--suite needs a --batch-size that 4 ranks divide")
@@ -256,7 +272,7 @@ def main():
     ratios = [r["ratio"] for r in rounds]
     if a.json_out:
         with open(a.json_out, "w") as f:
-            json.dump(dict(shape=shape, args=vars(a), rounds=rounds, median_ratio=statistics.median(ratios),
+            json.dump(dict(shape=shape, args=vars(a), openblas_coretype=blas_core(), rounds=rounds, median_ratio=statistics.median(ratios),
                            fsdp4j_processes=per_process), f, indent=1)
 
 
