@@ -76,6 +76,53 @@ public final class Linear {
     }
 
     /**
+     * pre (N, OC) = inp · weightᵀ + bias as {@link #forward} computes it, and out (N, OC) =
+     * GELU(pre) as {@link Ops#geluForward} computes it: the first half of a GELU MLP. An fp32 layer
+     * with a bias issues both as one {@link Ops#gemmThenAddBiasGelu} (a backend may apply the GELU
+     * as it writes pre); any other, the two calls.
+     *
+     * @param backend the operations to issue on
+     * @param inp     (N, IC), any leading dimensions
+     * @param weight  (OC, IC)
+     * @param bias    (OC), or null for none
+     * @param pre     (N, OC), overwritten (the GELU's input, which its backward needs)
+     * @param out     (N, OC), overwritten; not pre
+     */
+    public void forwardGelu(Ops backend, Tensor inp, Tensor weight, Tensor bias, Tensor pre, Tensor out) {
+        int rows = rows(inp, pre, weight, bias);
+        Tensor.requireShape(out, "Linear GELU output", pre.shape());
+        if (bias != null && pre.dtype() == DType.F32) {
+            backend.gemmThenAddBiasGelu(false, true, rows, outFeatures, inFeatures, inp, weight, pre, bias, out);
+            return;
+        }
+        forward(backend, inp, weight, bias, pre);
+        backend.geluForward(pre, out);
+    }
+
+    /**
+     * The backward of a layer whose input was GELU(pre) ({@link #forwardGelu}'s out, fed to this
+     * layer): dpre (N, IC) = GELU'(pre) ⊙ (dout · W), overwritten, through
+     * {@link Ops#gemmThenGeluBackward}; dweight and dbias accumulate as {@link #backward}'s do.
+     *
+     * @param backend the operations to issue on
+     * @param dout    (N, OC), the gradient of the output
+     * @param inp     (N, IC), the forward's input, GELU(pre)
+     * @param pre     (N, IC), the GELU's input
+     * @param weight  (OC, IC)
+     * @param dpre    (N, IC), pre's gradient, overwritten (a fresh buffer needs no zero-fill)
+     * @param dweight (OC, IC), accumulated
+     * @param dbias   (OC), accumulated; null when there is no bias
+     */
+    public void backwardThroughGelu(Ops backend, Tensor dout, Tensor inp, Tensor pre, Tensor weight, Tensor dpre,
+                                    Tensor dweight, Tensor dbias) {
+        int rows = rows(inp, dout, weight, dbias);
+        Tensor.requireShape(pre, "Linear GELU input", inp.shape());
+        Tensor.requireShape(dpre, "Linear GELU input's gradient", inp.shape());
+        backend.gemmThenGeluBackward(false, false, rows, inFeatures, outFeatures, dout, weight, pre, dpre);
+        backward(backend, dout, inp, weight, null, false, dweight, dbias);
+    }
+
+    /**
      * dinp (N, IC) (+)= dout · W, dweight (OC, IC) += doutᵀ · inp, dbias (OC) += column sums of dout
      * (dbias null when there is no bias). The parameter gradients always accumulate; dinp accumulates
      * when {@code accumulateDinp}, and is overwritten otherwise (a fresh buffer then needs no zero-fill).

@@ -248,6 +248,55 @@ public interface Ops {
         addBias(c.reshape(m, n), bias);
     }
 
+    /**
+     * A biased Linear followed by the GELU (an MLP's first half): {@code pre} (m×n) = op(A) · op(B)
+     * + bias as {@link #gemmThenAddBias} computes it, and {@code out} = GELU(pre) as
+     * {@link #geluForward} computes it (the default: those two calls, so the same bits). A backend
+     * may apply the GELU as it writes {@code pre}, saving a pass over it.
+     *
+     * @param transA A is stored k×m and used transposed
+     * @param transB B is stored n×k and used transposed
+     * @param m      rows of op(A) and of pre
+     * @param n      columns of op(B) and of pre
+     * @param k      the contracted dimension
+     * @param a      A: m×k, or k×m when {@code transA}
+     * @param b      B: k×n, or n×k when {@code transB}
+     * @param pre    m×n, overwritten; must not overlap A, B or out
+     * @param bias   (n)
+     * @param out    m×n elements, overwritten
+     */
+    default void gemmThenAddBiasGelu(boolean transA, boolean transB, int m, int n, int k, Tensor a, Tensor b,
+                                     Tensor pre, Tensor bias, Tensor out) {
+        gemmThenAddBias(transA, transB, m, n, k, a, b, pre, bias);
+        geluForward(pre, out);
+    }
+
+    /**
+     * The gradient through a GELU of the product that follows it (an MLP's backward into its
+     * hidden layer): {@code dpre} (m×n) = GELU'(pre) ⊙ (op(A) · op(B)), overwritten. The default
+     * computes the product into a temporary buffer, zeroes dpre and calls {@link #geluBackward}; a
+     * backend may apply GELU' as it writes the product (the same bits), with no temporary, no zero
+     * fill and no pass over the product.
+     *
+     * @param transA A is stored k×m and used transposed
+     * @param transB B is stored n×k and used transposed
+     * @param m      rows of op(A) and of dpre
+     * @param n      columns of op(B) and of dpre
+     * @param k      the contracted dimension
+     * @param a      A: m×k, or k×m when {@code transA}
+     * @param b      B: k×n, or n×k when {@code transB}
+     * @param pre    the GELU's input, m×n elements
+     * @param dpre   m×n, overwritten; must not overlap A, B or pre
+     */
+    default void gemmThenGeluBackward(boolean transA, boolean transB, int m, int n, int k, Tensor a, Tensor b,
+                                      Tensor pre, Tensor dpre) {
+        try (Tensor product = allocate(dpre.dtype(), MemoryCategory.ACTIVATIONS, dpre.shape())) {
+            gemm(transA, transB, m, n, k, 1f, a, b, 0f, product);
+            fill(dpre, 0f);
+            geluBackward(pre, product, dpre);
+        }
+    }
+
     // ------------------------------------------------------------------ elementwise
 
     /**

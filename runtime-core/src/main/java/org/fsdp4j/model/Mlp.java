@@ -39,8 +39,7 @@ final class Mlp {
         long t = inp.dim(1);
         Tensor fcOut = Buffers.activation(backend, inp.dtype(), b, t, 4L * embedDim);     // (B, T, 4C)
         Tensor geluOut = Buffers.activation(backend, inp.dtype(), b, t, 4L * embedDim);   // (B, T, 4C)
-        fc.forward(backend, inp, fcWeight, fcBias, fcOut);
-        backend.geluForward(fcOut, geluOut);
+        fc.forwardGelu(backend, inp, fcWeight, fcBias, fcOut, geluOut);
         return new Saved(fcOut, geluOut);
     }
 
@@ -57,11 +56,9 @@ final class Mlp {
                   Tensor projWeight, Tensor dfcWeight, Tensor dfcBias, Tensor dprojWeight, Tensor dprojBias) {
         long b = inp.dim(0);
         long t = inp.dim(1);
-        Tensor dgelu = Buffers.activation(backend, inp.dtype(), b, t, 4L * embedDim);         // (B, T, 4C), overwritten
-        proj.backward(backend, dout, saved.geluOut(), projWeight, dgelu, false, dprojWeight, dprojBias);
-        Tensor dfc = Buffers.zeroedActivation(backend, inp.dtype(), b, t, 4L * embedDim);     // (B, T, 4C)
-        backend.geluBackward(saved.fcOut(), dgelu, dfc);
-        dgelu.close();
+        Tensor dfc = Buffers.activation(backend, inp.dtype(), b, t, 4L * embedDim);           // (B, T, 4C), overwritten
+        proj.backwardThroughGelu(backend, dout, saved.geluOut(), saved.fcOut(), projWeight, dfc, dprojWeight,
+                dprojBias);
         fc.backward(backend, dfc, inp, fcWeight, dinp, false, dfcWeight, dfcBias);
         dfc.close();
     }

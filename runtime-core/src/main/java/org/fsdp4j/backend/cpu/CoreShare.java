@@ -40,11 +40,6 @@ final class CoreShare {
         return ENABLED && CORES > 1 && chunks > 1;
     }
 
-    /** Whether some thread is blocked in {@link #helpUntil} now (a short loop is posted only then). */
-    static boolean anyoneIdle() {
-        return ENABLED && !IDLE.isEmpty();
-    }
-
     /**
      * Runs {@code chunk} for 0 .. chunks − 1 on this thread and on blocked threads that come to
      * help, each chunk exactly once; returns when all are done and rethrows the first failure.

@@ -199,23 +199,78 @@ public final class CpuBackend implements Backend {
                 a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC, batch, null), a, b, c);
     }
 
-    /** fp32 products that PanelGemm runs get the bias as their C rows are written (the same bits); the rest, the default. */
+    // The fused Linear ops: fp32 products that PanelGemm runs apply their epilogue (GemmEpilogue) to
+    // C's rows as they are written, with the bits of the unfused ops; the rest take the defaults.
+
     @Override
     public void gemmThenAddBias(boolean transA, boolean transB, int m, int n, int k, Tensor a, Tensor b, Tensor c,
                                 Tensor bias) {
         checkOpen();
-        if (a.dtype() != DType.F32 || b.dtype() != DType.F32 || c.dtype() != DType.F32 || bias.dtype() != DType.F32
-                || !PanelGemm.suits(m, n, k)) {
+        if (!fusable(m, n, k, a, b, c, bias)) {
             Backend.super.gemmThenAddBias(transA, transB, m, n, k, a, b, c, bias);
             return;
         }
+        Shapes.bias("gemmThenAddBias", c.reshape(m, n), bias);
+        gemmWithEpilogue(" +bias", transA, transB, m, n, k, a, b, c,
+                () -> GemmEpilogue.bias(Elements.of(bias).loadAll()), bias);
+    }
+
+    @Override
+    public void gemmThenAddBiasGelu(boolean transA, boolean transB, int m, int n, int k, Tensor a, Tensor b,
+                                    Tensor pre, Tensor bias, Tensor out) {
+        checkOpen();
+        if (!fusable(m, n, k, a, b, pre, bias, out)) {
+            Backend.super.gemmThenAddBiasGelu(transA, transB, m, n, k, a, b, pre, bias, out);
+            return;
+        }
+        Shapes.bias("gemmThenAddBiasGelu", pre.reshape(m, n), bias);
+        Shapes.pointwise("gemmThenAddBiasGelu", pre, out);
+        gemmWithEpilogue(" +bias+gelu", transA, transB, m, n, k, a, b, pre, () -> GemmEpilogue.biasGelu(
+                Elements.of(bias).loadAll(), CpuStorage.of(out).floats(), out.offset() - pre.offset()), bias, out);
+    }
+
+    @Override
+    public void gemmThenGeluBackward(boolean transA, boolean transB, int m, int n, int k, Tensor a, Tensor b,
+                                     Tensor pre, Tensor dpre) {
+        checkOpen();
+        if (!fusable(m, n, k, a, b, pre, dpre)) {
+            Backend.super.gemmThenGeluBackward(transA, transB, m, n, k, a, b, pre, dpre);
+            return;
+        }
+        Shapes.pointwise("gemmThenGeluBackward", pre, dpre);
+        gemmWithEpilogue(" +gelu'", transA, transB, m, n, k, a, b, dpre, () -> GemmEpilogue.geluGradient(
+                CpuStorage.of(pre).floats(), pre.offset() - dpre.offset()), pre);
+    }
+
+    /**
+     * Issues C (m×n) = op(A) · op(B) through the epilogue {@code epilogue} makes (on the stream, when
+     * the op runs); {@code others} are the epilogue's tensors. Its op-time key is the GEMM's plus
+     * {@code suffix}.
+     */
+    private void gemmWithEpilogue(String suffix, boolean transA, boolean transB, int m, int n, int k, Tensor a,
+                                  Tensor b, Tensor c, java.util.function.Supplier<GemmEpilogue> epilogue,
+                                  Tensor... others) {
         int lda = transA ? m : k;
         int ldb = transB ? k : n;
         Shapes.gemm(transA, transB, m, n, k, a, lda, 0, b, ldb, 0, c, n, 0, 1);
-        Shapes.bias("gemmThenAddBias", c.reshape(m, n), bias);
-        String timeKey = OpTimes.ENABLED ? OpTiming.gemmKey(transA, transB, m, n, k, 1, "F32,F32->F32") + " +bias" : "gemm";
+        String timeKey = OpTimes.ENABLED ? OpTiming.gemmKey(transA, transB, m, n, k, 1, "F32,F32->F32") + suffix : "gemm";
+        Tensor[] touched = new Tensor[3 + others.length];
+        touched[0] = a;
+        touched[1] = b;
+        touched[2] = c;
+        System.arraycopy(others, 0, touched, 3, others.length);
         issue("gemm", timeKey, 2L * m * n * k, () -> GemmOp.gemm(threads, transA, transB, m, n, k, 1f,
-                a, lda, 0, b, ldb, 0, 0f, c, n, 0, 1, Elements.of(bias).loadAll()), a, b, c, bias);
+                a, lda, 0, b, ldb, 0, 0f, c, n, 0, 1, epilogue.get()), touched);
+    }
+
+    /** Whether an m×n×k product over these tensors runs on PanelGemm with an epilogue: all fp32, Linear-sized. */
+    private static boolean fusable(int m, int n, int k, Tensor... tensors) {
+        for (Tensor t : tensors) {
+            if (t.dtype() != DType.F32) {
+                return false;
+            }
+        }
+        return PanelGemm.suits(m, n, k);
     }
 
     // ------------------------------------------------------------------ elementwise

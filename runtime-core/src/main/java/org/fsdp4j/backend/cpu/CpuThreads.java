@@ -68,7 +68,7 @@ final class CpuThreads implements AutoCloseable {
             throw new IllegalArgumentException("grain must be >= 1, got " + grain);
         }
         int chunks = chunkCount(n, grain);
-        if (pool == null && chunks > 1 && CoreShare.anyoneIdle()) {   // a blocked rank thread may take chunks
+        if (pool == null && CoreShare.worthPosting(chunks)) {   // a blocked rank thread may take chunks
             CoreShare.run(chunks, c -> body.run(c, c * grain, Math.min(n, (c + 1) * grain)));
             return;
         }

@@ -16,10 +16,6 @@ final class ElementwiseOps {
     /** Elements per chunk of a pointwise loop: big enough to amortise a task, small enough for L2. */
     static final long GRAIN = 1 << 14;
 
-    private static final float GELU_SCALE = (float) Math.sqrt(2.0 / Math.PI);
-    private static final float GELU_CUBIC = 0.044715f;
-    private static final float GELU_CUBIC3 = 3f * GELU_CUBIC;   // folded by javac in fp32, as the scalar form was
-
     private ElementwiseOps() {
     }
 
@@ -140,78 +136,19 @@ final class ElementwiseOps {
         sums.addTo(dbias);
     }
 
-    // GELU(v) = ½v(1 + tanh u) with u = √(2/π)(v + 0.044715v³), written as v·σ(2u) = v / (1 + E) with
-    // E = exp(−2u): the same function, but 1 + tanh u never cancels for negative u, and one fp32
-    // exp serves both tanh and its derivative (σ'(2u) = E·σ², no 1 − tanh² cancellation either).
+    // GELU (tanh approximation): the math is Gelu's, which PanelGemm's fused stores share.
 
     static void geluForward(CpuThreads threads, Tensor inp, Tensor out) {
         Shapes.pointwise("geluForward", inp, out);
-        Pointwise.map(threads, new Tensor[] {inp}, new Tensor[] {out}, (xs, n) -> gelu(xs[0], n));
+        Pointwise.map(threads, new Tensor[] {inp}, new Tensor[] {out},
+                (xs, n) -> Gelu.forwardInPlace(xs[0], 0, n, Scratch.floats(1, n)));
     }
 
-    /** dinp += GELU'(inp) · dout, with GELU'(v) = σ + 2v·E·σ²·u'(v) for σ = 1 / (1 + E). */
+    /** dinp += GELU'(inp) · dout. */
     static void geluBackward(CpuThreads threads, Tensor inp, Tensor dout, Tensor dinp) {
         Shapes.pointwise("geluBackward", inp, dout, dinp);
-        Pointwise.map(threads, new Tensor[] {dinp, inp, dout}, new Tensor[] {dinp}, (xs, n) -> geluBackward(xs[0], xs[1], xs[2], n));
-    }
-
-    // GELU in three passes over a chunk in cache: E = exp(−2u) goes through Simd.expInPlace (see
-    // there why the exp is not a vector method called per vector); the passes are methods of
-    // their own, compiled alone (@CompiledAlone, JitDirectives), so that C2 inlines every vector op
-    // of each.
-
-    /** x = GELU(x). */
-    @CompiledAlone
-    private static void gelu(float[] x, int n) {
-        float[] e = Scratch.floats(1, n);
-        minusTwoGeluArg(x, e, n);
-        Simd.expInPlace(e, 0, n);
-        int i = 0;
-        for (; i <= n - Simd.FL; i += Simd.FL) {
-            FloatVector v = FloatVector.fromArray(Simd.F, x, i);
-            v.div(FloatVector.fromArray(Simd.F, e, i).add(1f)).intoArray(x, i);
-        }
-        for (; i < n; i++) {
-            x[i] = x[i] / (1f + e[i]);
-        }
-    }
-
-    /** d += GELU'(x)·g. */
-    @CompiledAlone
-    private static void geluBackward(float[] d, float[] x, float[] g, int n) {
-        float[] es = Scratch.floats(3, n);
-        minusTwoGeluArg(x, es, n);
-        Simd.expInPlace(es, 0, n);   // clamped, so e·σ² below is never ∞·0
-        int i = 0;
-        for (; i <= n - Simd.FL; i += Simd.FL) {
-            FloatVector v = FloatVector.fromArray(Simd.F, x, i);
-            FloatVector e = FloatVector.fromArray(Simd.F, es, i);
-            FloatVector s = FloatVector.broadcast(Simd.F, 1f).div(e.add(1f));
-            FloatVector du = v.mul(GELU_CUBIC3).mul(v).add(1f).mul(GELU_SCALE);
-            FloatVector local = v.mul(2f).mul(e.mul(s)).mul(s).mul(du).add(s);
-            FloatVector.fromArray(Simd.F, d, i).add(local.mul(FloatVector.fromArray(Simd.F, g, i))).intoArray(d, i);
-        }
-        for (; i < n; i++) {
-            float v = x[i];
-            float e = es[i];
-            float s = 1f / (1f + e);
-            float du = GELU_SCALE * (1f + GELU_CUBIC3 * v * v);
-            float local = s + 2f * v * (e * s) * s * du;
-            d[i] += local * g[i];
-        }
-    }
-
-    /** out = −2·u(x), the exp's argument. */
-    @CompiledAlone
-    private static void minusTwoGeluArg(float[] x, float[] out, int n) {
-        int i = 0;
-        for (; i <= n - Simd.FL; i += Simd.FL) {
-            FloatVector v = FloatVector.fromArray(Simd.F, x, i);
-            v.mul(GELU_CUBIC).mul(v).mul(v).add(v).mul(GELU_SCALE).mul(-2f).intoArray(out, i);
-        }
-        for (; i < n; i++) {
-            out[i] = -2f * geluArg(x[i]);
-        }
+        Pointwise.map(threads, new Tensor[] {dinp, inp, dout}, new Tensor[] {dinp},
+                (xs, n) -> Gelu.backward(xs[0], 0, xs[1], 0, xs[2], 0, n, Scratch.floats(3, n)));
     }
 
     // SwiGLU's gate: SiLU(g) = g·σ(g) with σ(g) = 1 / (1 + e^(−g)), e^(−g) from FloatExp (clamped to
@@ -247,11 +184,6 @@ final class ElementwiseOps {
                 du[i] += d[i] * silu;
             }
         });
-    }
-
-    /** u = √(2/π)(v + 0.044715v³), the tanh argument of the GELU. */
-    private static float geluArg(float v) {
-        return GELU_SCALE * (v + GELU_CUBIC * v * v * v);
     }
 
     /** a[from..to) += b[from..to). */

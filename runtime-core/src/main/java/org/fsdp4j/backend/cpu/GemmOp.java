@@ -46,7 +46,7 @@ final class GemmOp {
 
     static void gemm(CpuThreads threads, boolean transA, boolean transB, int m, int n, int k, float alpha,
                      Tensor a, int lda, long strideA, Tensor b, int ldb, long strideB,
-                     float beta, Tensor c, int ldc, long strideC, int batch, float[] bias) {
+                     float beta, Tensor c, int ldc, long strideC, int batch, GemmEpilogue epilogue) {
         threads.checkOpen();
         Shapes.gemm(transA, transB, m, n, k, a, lda, strideA, b, ldb, strideB, c, ldc, strideC, batch);
         if (m == 0 || n == 0 || batch == 0) {
@@ -65,9 +65,10 @@ final class GemmOp {
         double flopsPerTask = 2.0 * rowsPerTile * colsPerTile * Math.max(1, k);
         long grain = Math.max(1, (long) (MIN_FLOPS_PER_CHUNK / flopsPerTask));
         boolean panel = !pa.half && !pb.half && !pc.half && PanelGemm.suits(m, n, k);
-        if (bias != null && !(panel && alpha == 1f && beta == 0f && batch == 1 && bias.length == n)) {
-            throw new IllegalArgumentException("a bias is added as C is written only by a single fp32 PanelGemm product"
-                    + " with alpha 1 and beta 0 (Ops.gemmThenAddBias)");
+        if (epilogue != null && !(panel && alpha == 1f && beta == 0f && batch == 1 && epilogue.fits(n))) {
+            throw new IllegalArgumentException("an epilogue (a bias, a GELU) is applied as C is written only by a single"
+                    + " fp32 PanelGemm product with alpha 1 and beta 0 (Ops.gemmThenAddBias, gemmThenAddBiasGelu,"
+                    + " gemmThenGeluBackward)");
         }
         boolean share = threads.threads() == 1;   // one thread: a call's row blocks may go to blocked ranks (CoreShare)
         threads.forChunks((long) batch * perBatch, grain, (chunk, from, to) -> {
@@ -82,7 +83,7 @@ final class GemmOp {
                     PanelGemm.sgemm(transA, transB, rows, cols, k, alpha,
                             pa.floats, pa.offset + p * strideA + (transA ? i0 : (long) i0 * lda), lda,
                             pb.floats, pb.offset + p * strideB + (transB ? (long) j0 * ldb : j0), ldb,
-                            beta, pc.floats, pc.offset + p * strideC + (long) i0 * ldc + j0, ldc, share, bias, j0);
+                            beta, pc.floats, pc.offset + p * strideC + (long) i0 * ldc + j0, ldc, share, epilogue, j0);
                     continue;
                 }
                 // op(A) rows [i0, i0+rows) × k: stored rows (N) or columns (T) of A_p

@@ -32,7 +32,7 @@ final class JitDirectives {
 
     /** The classes whose @CompiledAlone methods are kept out of their callers. */
     static final List<Class<?>> KERNEL_CLASSES = List.of(Simd.class, LayerNormOps.class, ElementwiseOps.class,
-            AttentionOps.class, OptimizerOps.class, TileGemm.class);
+            Gelu.class, AttentionOps.class, OptimizerOps.class, TileGemm.class);
 
     /** The callers the directive applies to: every class of this package (lambdas included). */
     static final String CALLERS = "org/fsdp4j/backend/cpu/*.*";

@@ -17,7 +17,8 @@
 //
 // A column block's row blocks are the unit of work: a one-thread caller offers them to blocked
 // in-process rank threads (CoreShare), which read its packed op(B) and use their own A and C
-// buffers. A bias (Ops.gemmThenAddBias) is added to a block's rows just before they go out.
+// buffers. A GemmEpilogue (a bias, a GELU, the GELU's gradient: the fused Linear ops) takes a
+// block's rows just before they go out.
 //
 // Bits: every element of C is one fused multiply-add chain over p = 0 .. k−1 in order, started
 // from 0 (from β·C when α = 1 and β ≠ 0), then scaled by α and added to β·C when α ≠ 1. It does
@@ -79,15 +80,16 @@ final class PanelGemm {
     }
 
     /**
-     * As above, and with a {@code bias} (α = 1, β = 0 only): C(i, j) = (op(A) · op(B))(i, j) +
-     * bias[biasOff + j], the sum rounded in fp32 after the product is, as a separate addBias would
-     * (the same bits), but while C's rows are in cache.
+     * As above, and with an {@code epilogue} (α = 1, β = 0 only) that writes each finished row block
+     * of C; {@code col} is this call's first column in the product the epilogue was made for (a
+     * bias's index). A bias is added in fp32 after the product is rounded, as a separate addBias
+     * would (the same bits), but while C's rows are in cache.
      */
     static void sgemm(boolean transA, boolean transB, int m, int n, int k, float alpha,
                       FloatBuffer a, long aOff, int lda, FloatBuffer b, long bOff, int ldb,
-                      float beta, FloatBuffer c, long cOff, int ldc, boolean share, float[] bias, int biasOff) {
-        if (bias != null && (alpha != 1f || beta != 0f)) {
-            throw new IllegalArgumentException("a bias needs alpha 1 and beta 0, got " + alpha + " and " + beta);
+                      float beta, FloatBuffer c, long cOff, int ldc, boolean share, GemmEpilogue epilogue, int col) {
+        if (epilogue != null && (alpha != 1f || beta != 0f)) {
+            throw new IllegalArgumentException("an epilogue needs alpha 1 and beta 0, got " + alpha + " and " + beta);
         }
         if (m <= 0 || n <= 0) {
             return;
@@ -105,7 +107,7 @@ final class PanelGemm {
                 packB(b, bOff + jc, ldb, k, nb, bp);
             }
             ColumnBlock block = new ColumnBlock(transA, m, k, alpha, a, aOff, lda, bp, nb, nbp, fromC, beta, c,
-                    cOff + jc, ldc, bias, biasOff + jc);
+                    cOff + jc, ldc, epilogue, col + jc);
             if (share) {
                 CoreShare.run(rowBlocks, block::rows);
             } else {
@@ -119,7 +121,7 @@ final class PanelGemm {
     /** One column block of a call, op(B) packed: its row blocks of MC rows, run by any thread. */
     private record ColumnBlock(boolean transA, int m, int k, float alpha, FloatBuffer a, long aOff, int lda,
                                float[] bp, int nb, int nbp, boolean fromC, float beta, FloatBuffer c, long cOff,
-                               int ldc, float[] bias, int biasOff) {
+                               int ldc, GemmEpilogue epilogue, int col) {
 
         /** Rows [r·MC, r·MC + MC) of this block's C, with the running thread's A and C buffers. */
         void rows(int r) {
@@ -166,10 +168,9 @@ final class PanelGemm {
                 }
             }
             // the block's k-sums are complete: whole rows out, one bulk put each (2.13)
-            if (bias != null) {                                             // α = 1, β = 0: C = cs + bias
-                for (int i = 0; i < mb; i++) {
-                    Simd.addAt(cs, i * nbp, bias, biasOff, nb);
-                }
+            if (epilogue != null) {                                         // α = 1, β = 0
+                epilogue.finish(cs, nbp, mb, nb, c, cOff + (long) ic * ldc, ldc, col);
+                return;
             }
             storeC(cs, nbp, fromC ? 1f : alpha, fromC ? 0f : beta, c, cOff + (long) ic * ldc, ldc, mb, nb);
         }

@@ -6,7 +6,7 @@ package org.fsdp4j.backend.cpu;
 
 final class Scratch {
 
-    static final int SLOTS = 6;
+    static final int SLOTS = 7;
 
     private static final ThreadLocal<float[][]> FLOATS = ThreadLocal.withInitial(() -> new float[SLOTS][]);
     private static final ThreadLocal<int[]> INTS = ThreadLocal.withInitial(() -> new int[0]);

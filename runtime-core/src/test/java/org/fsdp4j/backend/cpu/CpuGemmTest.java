@@ -157,6 +157,51 @@ class CpuGemmTest {
         }
     }
 
+    /**
+     * gemmThenAddBiasGelu and gemmThenGeluBackward have the bits of the unfused ops (gemm, addBias,
+     * geluForward; gemm, a zeroed dpre, geluBackward): on PanelGemm (the GELU or its gradient applied
+     * as C is written) and off it, with pre and out at offsets inside larger buffers.
+     */
+    @Test
+    void aGeluAppliedAsCIsWrittenHasTheBitsOfTheUnfusedOps() {
+        for (int threads : new int[] {1, 2}) {
+            try (CpuTestSupport s = new CpuTestSupport(threads)) {
+                int[][] shapes = {{200, 150, 64}, {300, 290, 400}, {200, 300, 600}, {5, 7, 3}};   // as above
+                for (int[] sh : shapes) {
+                    int m = sh[0];
+                    int n = sh[1];
+                    int k = sh[2];
+                    String what = threads + " thread(s), " + m + "x" + n + "x" + k;
+                    double[][] v = new double[1][];
+                    try (Tensor a = s.random(DType.F32, 1, v, m, k);
+                         Tensor w = s.random(DType.F32, 1, v, n, k);
+                         Tensor wt = s.random(DType.F32, 1, v, k, n);
+                         Tensor bias = s.random(DType.F32, 1, v, n);
+                         Tensor fusedAll = s.poisoned(DType.F32, 3 * m * n + 5);
+                         Tensor pre = s.poisoned(DType.F32, m, n);
+                         Tensor out = s.poisoned(DType.F32, m, n);
+                         Tensor product = s.poisoned(DType.F32, m, n);
+                         Tensor dpre = s.backend.zeros(DType.F32, MemoryCategory.ACTIVATIONS, m, n)) {
+                        Tensor fusedPre = fusedAll.view(3, m, n);
+                        Tensor fusedOut = fusedAll.view(3 + m * n + 1, m, n);
+                        Tensor fusedDpre = fusedAll.view(3 + 2 * m * n + 2, m, n);
+                        s.backend.gemmThenAddBiasGelu(false, true, m, n, k, a, w, fusedPre, bias, fusedOut);
+                        s.backend.gemm(false, true, m, n, k, 1f, a, w, 0f, pre);
+                        s.backend.addBias(pre, bias);
+                        s.backend.geluForward(pre, out);
+                        assertArrayEquals(s.backend.toHost(pre), s.backend.toHost(fusedPre), what + ": pre");
+                        assertArrayEquals(s.backend.toHost(out), s.backend.toHost(fusedOut), what + ": GELU(pre)");
+
+                        s.backend.gemmThenGeluBackward(false, false, m, n, k, a, wt, pre, fusedDpre);
+                        s.backend.gemm(false, false, m, n, k, 1f, a, wt, 0f, product);
+                        s.backend.geluBackward(pre, product, dpre);
+                        assertArrayEquals(s.backend.toHost(dpre), s.backend.toHost(fusedDpre), what + ": dpre");
+                    }
+                }
+            }
+        }
+    }
+
     @Test
     void emptyKScalesCByBeta() {
         try (CpuTestSupport s = new CpuTestSupport()) {
