@@ -38,8 +38,8 @@ each), then prints one markdown table with the targets (N = 1 >= 1.5x PyTorch ea
 
   /usr/bin/python3 bench/vs_torch.py --suite --suite-rounds 3,3,1 --json-out suite.json
 
-(three rounds at N = 1 too: the N = 2 against N = 1 line compares medians, and one round of either
-is within this machine's +-10-17% noise; about 30 minutes on 2 cores).
+(three rounds at N = 1 too, so that the N = 2 against N = 1 line compares medians: single runs of
+one configuration differ by 10-20% on a 2-core machine; about 30 minutes there).
 """
 import argparse
 import json
