@@ -38,8 +38,15 @@ each), then prints one markdown table with the targets (N = 1 >= 1.5x PyTorch ea
 
   /usr/bin/python3 bench/vs_torch.py --suite --suite-rounds 3,3,1 --json-out suite.json
 
-(three rounds at N = 1 too, so that the N = 2 against N = 1 line compares medians: single runs of
-one configuration differ by 10-20% on a 2-core machine; about 30 minutes there).
+(three rounds at N = 1 too; about 30 minutes on 2 cores). After the table it checks fsdp4j's N = 2
+against its own N = 1 with --self-pairs pairs per configuration: N = 1 and N = 2 back to back, the
+order flipped every round and the configurations interleaved, so that both sides of a pair see the
+same machine. Single runs of one configuration differ by 10-20% on a 2-core machine, so only the
+median of such paired ratios says which is faster (the suite's unpaired N = 1 rounds ran minutes
+before its N = 2 rounds; bench/NOTES.md 12e). --self-scaling runs that check alone, without PyTorch
+(about 12 minutes for 6 pairs on 2 cores):
+
+  /usr/bin/python3 bench/vs_torch.py --self-scaling --self-pairs 6 --json-out self.json
 """
 import argparse
 import json
@@ -175,6 +182,41 @@ def compare(a, shape, rounds_wanted):
     return rounds, per_process
 
 
+def self_scaling(a, pairs):
+    """fsdp4j N = 2 against its own N = 1 on the suite's configurations, paired and alternated; returns the rows."""
+    print(f"## fsdp4j N = 2 against its own N = 1, paired | {pairs} pair(s) per configuration, order flipped each round "
+          f"| batch {a.batch_size} | {a.warmup} warm-up + {a.steps} timed steps | {os.cpu_count()} cores", flush=True)
+    print(f"# {'round':>5} {'configuration':<22} {'N=1 tok/s':>10} {'N=2 tok/s':>10} {'N2/N1':>7} {'load before/after':>18}")
+    pairs_of = {label: [] for label, *_ in SUITE}
+    with tempfile.TemporaryDirectory(prefix="vs_torch_self_") as tmp:
+        for i in range(pairs):
+            for c, (label, preset, overrides, seq_len) in enumerate(SUITE):
+                a.preset, a.seq_len = preset, seq_len
+                shape = shape_of(a, preset, overrides)
+                l0 = loadavg()
+                tok = {}
+                for n in ((1, 2) if i % 2 == 0 else (2, 1)):
+                    a.world_size = n
+                    tok[n], _, _, _ = fsdp4j(a, shape, os.path.join(tmp, f"p{i}-c{c}-n{n}"))
+                l1 = loadavg()
+                pairs_of[label].append(dict(n1_tok_s=tok[1], n2_tok_s=tok[2], ratio=tok[2] / tok[1],
+                                            first=1 if i % 2 == 0 else 2, load_before=l0, load_after=l1))
+                print(f"  {i + 1:5d} {label:<22} {tok[1]:10.0f} {tok[2]:10.0f} {tok[2] / tok[1]:7.3f} "
+                      f"{l0:8.2f} / {l1:<7.2f}", flush=True)
+    rows = []
+    print()
+    print("fsdp4j N = 2 against its own N = 1 (tokens/s, N2/N1 per pair; >= 1.00 on the median: no slower):")
+    for label, ps in pairs_of.items():
+        ratios = [p["ratio"] for p in ps]
+        med = statistics.median(ratios)
+        rows.append(dict(config=label, pairs=ps, median_ratio=med, no_slower=med >= 1.0))
+        print(f"  {label}: median {med:.3f}, range {min(ratios):.3f}-{max(ratios):.3f} "
+              f"({', '.join(f'{r:.3f}' for r in ratios)}) -> {'no slower' if med >= 1.0 else 'slower'}")
+    print(f"# N = 2 no slower than N = 1 on the median of the pairs: {sum(r['no_slower'] for r in rows)} of {len(rows)}",
+          flush=True)
+    return rows
+
+
 def shape_of(a, preset, overrides):
     shape = dict(PRESETS[preset])
     shape.update(overrides)
@@ -221,19 +263,16 @@ def suite(a, ap):
         print(f"| {res['config']} | {res['N']} | {f_toks} | {t_toks} | {span} "
               f"| >= {target} ({'yes' if med >= target else 'no'}) | {min(loads):.1f}–{max(loads):.1f} "
               f"| {max(r['fsdp4j_rss_mib'] for r in rs):.0f} vs {t_rank:.0f} ({t_sum:.0f}) | {processes} |")
-    print()
-    print("fsdp4j N = 2 against its own N = 1 (tokens/s, median of the rounds):")
-    for label, *_ in SUITE:
-        one = next(r for r in results if r["config"] == label and r["N"] == 1)
-        two = next(r for r in results if r["config"] == label and r["N"] == 2)
-        m1 = statistics.median(r["fsdp4j_tok_s"] for r in one["rounds"])
-        m2 = statistics.median(r["fsdp4j_tok_s"] for r in two["rounds"])
-        print(f"  {label}: N = 2 {m2:.0f} vs N = 1 {m1:.0f} ({m2 / m1:.2f}x)")
     met = sum(r["meets_target"] for r in results)
-    print(f"# targets met on the median: {met} of {len(results)}")
+    print(f"# targets met on the median: {met} of {len(results)}", flush=True)
+    scaling = None
+    if a.self_pairs > 0:
+        print()
+        scaling = self_scaling(a, a.self_pairs)
     if a.json_out:
         with open(a.json_out, "w") as f:
-            json.dump(dict(args=vars(a), openblas_coretype=blas_core(), results=results), f, indent=1)
+            json.dump(dict(args=vars(a), openblas_coretype=blas_core(), results=results, self_scaling=scaling),
+                      f, indent=1)
 
 
 def main():
@@ -257,11 +296,27 @@ def main():
     ap.add_argument("--suite", action="store_true",
                     help="issue 13's configurations at N = 1, 2, 4 (shape and world-size options are then ignored)")
     ap.add_argument("--suite-rounds", default="3,3,1", help="--suite: rounds at N = 1, 2, 4")
+    ap.add_argument("--self-scaling", action="store_true",
+                    help="only fsdp4j N = 2 against its own N = 1 on the suite's configurations, paired (no PyTorch)")
+    ap.add_argument("--self-pairs", type=int, default=6,
+                    help="--suite and --self-scaling: N = 1 / N = 2 pairs per configuration (0: none, --suite only)")
     a = ap.parse_args()
+    if a.self_pairs < 0 or (a.self_scaling and a.self_pairs < 1):
+        ap.error(f"--self-pairs must be >= 1 with --self-scaling (>= 0 with --suite), got {a.self_pairs}")
     if a.batch_size % 4 and a.suite:
         ap.error("--suite needs a --batch-size that 4 ranks divide")
+    if a.batch_size % 2 and a.self_scaling:
+        ap.error("--self-scaling needs a --batch-size that 2 ranks divide")
+    if a.suite and a.self_scaling:
+        ap.error("--suite already ends with the --self-scaling check: give one of them")
     if a.suite:
         suite(a, ap)
+        return
+    if a.self_scaling:
+        rows = self_scaling(a, a.self_pairs)
+        if a.json_out:
+            with open(a.json_out, "w") as f:
+                json.dump(dict(args=vars(a), self_scaling=rows), f, indent=1)
         return
     overrides = {k: getattr(a, k) for k in ("layers", "hidden", "heads", "context") if getattr(a, k) is not None}
     shape = shape_of(a, a.preset, overrides)
