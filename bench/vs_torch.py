@@ -195,12 +195,13 @@ def self_scaling(a, pairs):
                 shape = shape_of(a, preset, overrides)
                 l0 = loadavg()
                 tok = {}
-                for n in ((1, 2) if i % 2 == 0 else (2, 1)):
+                order = (1, 2) if i % 2 == 0 else (2, 1)
+                for n in order:
                     a.world_size = n
                     tok[n], _, _, _ = fsdp4j(a, shape, os.path.join(tmp, f"p{i}-c{c}-n{n}"))
                 l1 = loadavg()
                 pairs_of[label].append(dict(n1_tok_s=tok[1], n2_tok_s=tok[2], ratio=tok[2] / tok[1],
-                                            first=1 if i % 2 == 0 else 2, load_before=l0, load_after=l1))
+                                            first=order[0], load_before=l0, load_after=l1))
                 print(f"  {i + 1:5d} {label:<22} {tok[1]:10.0f} {tok[2]:10.0f} {tok[2] / tok[1]:7.3f} "
                       f"{l0:8.2f} / {l1:<7.2f}", flush=True)
     rows = []
