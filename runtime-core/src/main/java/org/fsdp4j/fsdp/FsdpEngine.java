@@ -2,14 +2,16 @@
 // training step as docs/ARCHITECTURE.md ("One step as streams and events") draws it, through the
 // model's unit hooks (a unit may run in several segments each way: see UnitHooks). The host
 // thread only issues work; streams run it, and cross-stream order comes from events alone:
-//   preForward   compute waits for this unit's all-gather (issued now if no prefetch did), bind
-//                views, then prefetch the next `prefetchDepth` units in forward order (the order
-//                the previous pass ran its forward segments in; the unit list on the first pass)
+//   preForward   issue this unit's all-gather (if no prefetch did) and prefetch the next
+//                `prefetchDepth` units in forward order (the order the previous pass ran its
+//                forward segments in; the unit list on the first pass), then compute waits for
+//                this unit's gather and its views are bound
 //   postForward  free the gathered params (FULL/HYBRID), except after the root's last forward
-//                segment: the backward starts with it, as FSDP2's root does
+//                segment (the backward starts with it, as FSDP2's root does) and, at prefetch
+//                depth >= 1, after the last block's (its backward comes next; torchtitan's default)
 //   preBackward  gather again if freed (not for a gradients-only segment), bind the unsharded
 //                gradient, prefetch the next units in backward order (the reverse of the order of
-//                the units' last forward segments)
+//                the units' last forward segments), then wait for this unit's gather
 //   postBackward free the gathered params; on the last micro-batch queue the gradient's
 //                reduction on the reduce stream, after the unit's last segment or, under the
 //                ROOT_GRAD_SPLIT plan, after every segment
@@ -26,7 +28,8 @@
 // prefetched: two at the default depth). Gathered params plus unsharded gradients stay within
 // the UnitBufferPlan's budget: two gathered units + one unit's gradient at the default depth.
 // One reduction is in flight at a time (compute waits for the previous one before the next is
-// queued, as FSDP2 does), which bounds the unsharded gradients; under ROOT_GRAD_SPLIT the one in
+// queued, as FSDP2 does; not before the step's last, which has nothing beside it to bound), which
+// bounds the unsharded gradients; under ROOT_GRAD_SPLIT the one in
 // flight is freed as soon as the next prefetch needs its room, and that all-gather waits for it.
 //
 // Streams: compute (the model's), all-gather, reduce-scatter and, for HYBRID_SHARD, an all-reduce
@@ -112,7 +115,9 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     private List<ShardedUnit> forwardOrder = new ArrayList<>();          // this pass's forward segments, in order
     private List<ShardedUnit> lastForwardOrder = List.of();              // the previous pass's
     private final List<ShardedUnit> postForwardOrder = new ArrayList<>(); // units by their last forward segment
+    private ShardedUnit keptForBackward;          // the last block, left gathered after its forward (keepsForBackward)
     private InFlightReduction inFlight;                 // the last reduction queued whose gradient is still held
+    private int unitsReduced;                     // units whose last reduction of the step is queued
     private Backend.Event lastReduction;          // the event after the last reduction queued (this step)
     private boolean lastMicroBatch;
     private Tensor normSquared;                  // (1) F32 on the device: Σ g² of the finished shards (offload)
@@ -313,6 +318,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         float scale = lossScaler.scale();
         int m = microBatches.size();
         units.forEach(u -> u.gradShardWritten = false);
+        unitsReduced = 0;
         float[] metrics = new float[2];
         // (M + 2) F32: each micro-batch's mean loss (the model's outputs, tracked with the
         // activations), then the step's (Σ loss / (M·N), Σ grad² / R), all-reduced and read at the end
@@ -422,13 +428,15 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     @Override
     public void preForward(Unit unit) {
         ShardedUnit u = units.get(unit.index());
-        unshard(u);
+        releaseKeptUnless(u);
+        prefetch(u, null);
         int at = forwardOrder.size();
         forwardOrder.add(u);
         List<ShardedUnit> order = lastForwardOrder.isEmpty() ? units : lastForwardOrder;
         for (int k = 1; k <= config.prefetchDepth() && at + k < order.size(); k++) {
             prefetch(order.get(at + k), null);
         }
+        unshard(u);   // waits only now: the prefetches above queued behind u's gather without a wait between
     }
 
     @Override
@@ -437,16 +445,53 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         if (last) {
             postForwardOrder.add(u);
         }
-        if (config.strategy().reshardsAfterForward() && !(last && u.isRoot())) {
+        if (!config.strategy().reshardsAfterForward() || (last && u.isRoot())) {
+            return;
+        }
+        if (last && keepsForBackward(u)) {
+            keptForBackward = u;
+        } else {
             u.reshard();
+        }
+    }
+
+    /**
+     * Whether u, having run its last forward segment, stays gathered into the backward: it is the
+     * last block of the forward order (the previous pass's; the unit list on the first pass), so
+     * its backward comes first after the root's head and its prefetch would start right away. Only
+     * with a prefetch depth of at least 1, where that prefetch already counts toward the budget:
+     * the head runs with the root and this block gathered either way (torchtitan's default).
+     */
+    private boolean keepsForBackward(ShardedUnit u) {
+        if (u.isRoot() || config.prefetchDepth() < 1) {
+            return false;
+        }
+        List<ShardedUnit> order = lastForwardOrder.isEmpty() ? units : lastForwardOrder;
+        for (int k = order.size() - 1; k >= 0; k--) {
+            if (!order.get(k).isRoot()) {
+                return order.get(k) == u;
+            }
+        }
+        return false;
+    }
+
+    /** Frees the block kept gathered after its forward when another block runs first (a pass in another order). */
+    private void releaseKeptUnless(ShardedUnit u) {
+        if (keptForBackward != null && keptForBackward != u && !u.isRoot()) {
+            keptForBackward.reshard();
+            keptForBackward = null;
         }
     }
 
     @Override
     public void preBackward(Unit unit, boolean readsParams) {
         ShardedUnit u = units.get(unit.index());
+        releaseKeptUnless(u);
+        if (keptForBackward == u) {
+            keptForBackward = null;   // its backward starts: from here it is freed as any unit is
+        }
         if (readsParams) {
-            unshard(u);
+            prefetch(u, null);   // u's own gather first (if no prefetch issued it); the wait comes after the prefetches
         }
         unit.bindGrads(u.layout.views(u.beginGradAccumulation()));
         if (!readsParams) {
@@ -469,6 +514,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         for (int k = 1; at >= 0 && k <= config.prefetchDepth() && at + k < backwardOrder.size(); k++) {
             prefetch(backwardOrder.get(at + k), after);
         }
+        unshard(u);
     }
 
     @Override
@@ -484,8 +530,17 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
             if (!reducer.hasWork(u, grad)) {
                 return;   // one rank, fp32: the backward accumulated straight into the gradient shard
             }
-            if (inFlight != null) {   // one reduction in flight at a time bounds the unsharded gradients
-                waitFor(compute, inFlight.done(), Wait.COMPUTE_ON_PREVIOUS_REDUCTION);
+            if (last) {
+                unitsReduced++;
+            }
+            if (inFlight != null) {
+                // One reduction in flight at a time bounds the unsharded gradients while the backward
+                // goes on allocating. The step's last reduction has nothing left to run beside it, so
+                // it queues right behind the previous one (whose gradient the reduce stream was
+                // recorded on: freed now, its block is reused only after that reduction).
+                if (!(last && unitsReduced == units.size())) {
+                    waitFor(compute, inFlight.done(), Wait.COMPUTE_ON_PREVIOUS_REDUCTION);
+                }
                 inFlight.grad().close();
                 inFlight = null;
             }

@@ -240,15 +240,18 @@ public final class Planner implements StepCostModel {
             case HYBRID_SHARD:
                 if (shards > 1) {
                     // forward: every unit (the root twice: embedding, then head, which stays gathered for the
-                    // backward); backward: every block again
-                    long gathered = 2 * units;
+                    // backward); backward: every block again but the last, which stays gathered from its
+                    // forward when a prefetch depth of 1 or more would have fetched it at once
+                    long keptBlock = in.prefetch() >= 1 && unitBytes.length > 1 ? unitBytes[unitBytes.length - 1] : 0;
+                    long gathered = 2 * units - keptBlock;
                     UnitBufferPlan plan = UnitBufferPlan.of(unitBytes, in.prefetch(), true);
                     long reduced = unitElems + (plan.reducesEachSegment() ? root / pb : 0);
                     allGather = (long) (mb * gathered * ag);
                     reduceScatter = (long) (reduced * rb * ag);
                     allReduce = (long) (ar * (shardElems + (plan.reducesEachSegment() ? root / pb / shards : 0)) * rb);
-                    how = f("all-gather 2 × Σ units × (S−1)/S per micro-batch (forward; backward again, the root kept), "
-                            + "reduce-scatter Σ units × (S−1)/S%s%s", plan.reducesEachSegment()
+                    how = f("all-gather (2 × Σ units%s) × (S−1)/S per micro-batch (forward; backward again, the root%s "
+                            + "kept), reduce-scatter Σ units × (S−1)/S%s%s", keptBlock > 0 ? " − the last block" : "",
+                            keptBlock > 0 ? " and the last block" : "", plan.reducesEachSegment()
                             ? " (the root's twice: root_grad_split)" : "", replicas > 1 ? ", then all-reduce the shard "
                             + "across R: 2(R−1)/R × P′/S" : "");
                 } else {

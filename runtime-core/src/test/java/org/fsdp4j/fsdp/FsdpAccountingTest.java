@@ -177,7 +177,8 @@ class FsdpAccountingTest {
     /**
      * Expected bytes this rank sends per step: computed from the unit sizes and the strategy.
      * FULL_SHARD and HYBRID_SHARD gather the root twice in forward (embedding, head) and each
-     * block in both passes; under ROOT_GRAD_SPLIT the root's gradient is reduced twice.
+     * block in both passes but the last, which stays gathered from its forward into its backward
+     * (prefetch depth 1 or more); under ROOT_GRAD_SPLIT the root's gradient is reduced twice.
      */
     private static long[] expectedSentPerStep(FsdpConfig c, int layers, boolean rootGradSplit) {
         int n = c.worldSize();
@@ -195,7 +196,8 @@ class FsdpAccountingTest {
             switch (c.strategy()) {
                 case FULL_SHARD:
                 case HYBRID_SHARD:
-                    ag += (long) c.microBatches() * 2 * (s - 1) * shard * p;
+                    int gathers = u == units.length - 1 && c.prefetchDepth() >= 1 ? 1 : 2;
+                    ag += (long) c.microBatches() * gathers * (s - 1) * shard * p;
                     rs += reductions * (s - 1) * shard * red;
                     ar += r > 1 ? reductions * 2L * (r - 1) * shard * red / r : 0;
                     break;
@@ -228,6 +230,8 @@ class FsdpAccountingTest {
                 .withPrecision(new MixedPrecisionPolicy(DType.BF16, DType.BF16)));
         configs.add(FsdpTestSupport.config(8, ShardingStrategy.HYBRID_SHARD)
                 .withPrecision(new MixedPrecisionPolicy(DType.BF16, DType.F32)));
+        configs.add(FsdpTestSupport.config(2, ShardingStrategy.FULL_SHARD).withPrefetchDepth(0));   // last block freed too
+        configs.add(FsdpTestSupport.config(2, ShardingStrategy.FULL_SHARD).withPrefetchDepth(2));
         System.out.println("bytes sent per step per rank (received is equal):");
         for (FsdpConfig c : configs) {
             try (LocalFsdpGroup g = group(c)) {
@@ -245,8 +249,8 @@ class FsdpAccountingTest {
                         assertEquals(b.sentBytes(), b.receivedBytes(), ctx);
                     }
                 }
-                System.out.printf("  %-15s N=%d S=%d M=%d %-38s all-gather %7d  reduce-scatter %6d  all-reduce %6d%n",
-                        c.strategy().cliName(), c.worldSize(), c.shardSize(), c.microBatches(), c.precision(),
+                System.out.printf("  %-15s N=%d S=%d M=%d prefetch %d %-38s all-gather %7d  reduce-scatter %6d  all-reduce %6d%n",
+                        c.strategy().cliName(), c.worldSize(), c.shardSize(), c.microBatches(), c.prefetchDepth(), c.precision(),
                         expected[0], expected[1], expected[2]);
             }
         }

@@ -58,9 +58,10 @@ class PlannerTest {
         // gathered blocks + one gradient (3b), so the root's gradient is reduced per segment
         // (root_grad_split) and the peak is the budget itself, bf16: 2 · 3b
         assertEquals(2 * 3 * block, plan.memory().unitBuffers());
-        // communication: all-gather every unit twice (bf16), reduce-scatter every unit once and the
-        // root a second time (its two segments), (N-1)/N of each
-        assertEquals((long) (2 * 2 * p * ((n - 1) / (double) n)), plan.comm().allGatherBytes());
+        // communication: all-gather every unit twice (bf16) but the last block, kept gathered from its
+        // forward into its backward, reduce-scatter every unit once and the root a second time (its
+        // two segments), (N-1)/N of each
+        assertEquals((long) (2 * (2 * p - block) * ((n - 1) / (double) n)), plan.comm().allGatherBytes());
         assertEquals((long) (2 * (p + root) * ((n - 1) / (double) n)), plan.comm().reduceScatterBytes());
         assertEquals(plan.comm().total(), plan.comm().interNodeBytes(), "a ring over 8+ nodes runs at network speed");
         // compute: (6P + 12·L·C·T) per token, 2048 tokens per GPU, × 4/3 for the recompute, at 50% of 312 TFLOP/s
