@@ -4,8 +4,11 @@
 // at 130–170 on one core (hot), with its operands in per-thread scratch that stays in cache.
 //
 // C[i, j] (+)= Σ_p A(i, p)·B[p, j], with A read through strides (so Aᵀ costs nothing), B and C row
-// major. The kernel holds an MR × NR tile of C in registers (MR = 6 rows × 4 vectors: 24 of the
-// 32 AVX-512 registers) and walks p once, broadcasting A's six elements against B's four vectors.
+// major. The kernel holds an MR × NR tile of C in registers and walks p once, broadcasting A's six
+// elements against B's NV vectors. Its width follows the machine's register file: MR = 6 rows × 4
+// vectors (24 of AVX-512's, or an ARM core's, 32 vector registers), or 6 × 2 (12 of AVX2's 16: the
+// 24 accumulators of the wide tile do not fit there, and C2 spilled them, which ran the Linear
+// GEMMs at 21–30 GFLOP/s against OpenBLAS's 75–84 on one Zen 3 core; bench/NOTES.md 2.18).
 // Callers size their scratch so that every tile lies inside it: m a multiple of MR, n of NR; rows
 // and columns of the padding are computed and ignored.
 //
@@ -21,13 +24,32 @@ final class TileGemm {
 
     /** Rows of a C tile. */
     static final int MR = 6;
-    /** Columns of a C tile: four vectors. */
-    static final int NR = 4 * Simd.FL;
+    /** Vectors in a row of a C tile: 4 where the ISA has 32 vector registers, 2 where it has 16. */
+    static final int NV = vectorsPerRow(System.getProperty("os.arch", ""), Simd.FL,
+            System.getProperty("fsdp4j.tileVectors", ""));
+    /** Columns of a C tile. */
+    static final int NR = NV * Simd.FL;
 
     private static final VectorSpecies<Float> F = Simd.F;
     private static final int FL = Simd.FL;
 
     private TileGemm() {
+    }
+
+    /**
+     * The tile's vectors per row: 2 on x86 below AVX-512 (16 vector registers: 12 accumulators, two
+     * of B and A's broadcast fit), otherwise 4 (AVX-512 and AArch64 have 32). {@code -Dfsdp4j.tileVectors=2|4}
+     * picks one (for comparing the two on one machine); the bits do not depend on it.
+     */
+    static int vectorsPerRow(String arch, int floatLanes, String override) {
+        if (!override.isEmpty()) {
+            if (!override.equals("2") && !override.equals("4")) {
+                throw new IllegalArgumentException("-Dfsdp4j.tileVectors must be 2 or 4, got '" + override + "'");
+            }
+            return Integer.parseInt(override);
+        }
+        boolean x86 = arch.equals("amd64") || arch.equals("x86_64") || arch.equals("x86") || arch.equals("i386");
+        return x86 && floatLanes < 16 ? 2 : 4;
     }
 
     /** The smallest multiple of {@code unit} that is at least n. */
@@ -49,13 +71,23 @@ final class TileGemm {
         }
     }
 
+    /** One MR × NR tile of C (see multiply), at a[aOff], b[bOff] and c[cOff], on the machine's tile. */
+    static void tile(int k, float[] a, int aOff, int ars, int acs, float[] b, int bOff, int ldb, float[] c, int cOff,
+                     int ldc, boolean accumulate) {
+        if (NV == 4) {
+            tile4(k, a, aOff, ars, acs, b, bOff, ldb, c, cOff, ldc, accumulate);
+        } else {
+            tile2(k, a, aOff, ars, acs, b, bOff, ldb, c, cOff, ldc, accumulate);
+        }
+    }
+
     /**
-     * One MR × NR tile of C (see multiply), at a[aOff], b[bOff] and c[cOff]. The 24 accumulators are
-     * written out one by one on purpose: C2 keeps named vector locals in registers, where an array
-     * of vectors (or a loop over them) would be objects on the heap.
+     * A 6 × 4-vector tile (see tile). The 24 accumulators are written out one by one on purpose: C2
+     * keeps named vector locals in registers, where an array of vectors (or a loop over them) would
+     * be objects on the heap.
      */
     @CompiledAlone
-    static void tile(int k, float[] a, int aOff, int ars, int acs, float[] b, int bOff, int ldb, float[] c, int cOff,
+    static void tile4(int k, float[] a, int aOff, int ars, int acs, float[] b, int bOff, int ldb, float[] c, int cOff,
                      int ldc, boolean accumulate) {
         int r1 = cOff + ldc;
         int r2 = r1 + ldc;
@@ -199,5 +231,91 @@ final class TileGemm {
         c51.intoArray(c, r5 + FL);
         c52.intoArray(c, r5 + 2 * FL);
         c53.intoArray(c, r5 + 3 * FL);
+    }
+
+    /** A 6 × 2-vector tile (see tile4): 12 accumulators, two vectors of B and A's broadcast in 16 registers. */
+    @CompiledAlone
+    static void tile2(int k, float[] a, int aOff, int ars, int acs, float[] b, int bOff, int ldb, float[] c, int cOff,
+                      int ldc, boolean accumulate) {
+        int r1 = cOff + ldc;
+        int r2 = r1 + ldc;
+        int r3 = r2 + ldc;
+        int r4 = r3 + ldc;
+        int r5 = r4 + ldc;
+        FloatVector c00;
+        FloatVector c01;
+        FloatVector c10;
+        FloatVector c11;
+        FloatVector c20;
+        FloatVector c21;
+        FloatVector c30;
+        FloatVector c31;
+        FloatVector c40;
+        FloatVector c41;
+        FloatVector c50;
+        FloatVector c51;
+        if (accumulate) {
+            c00 = FloatVector.fromArray(F, c, cOff);
+            c01 = FloatVector.fromArray(F, c, cOff + FL);
+            c10 = FloatVector.fromArray(F, c, r1);
+            c11 = FloatVector.fromArray(F, c, r1 + FL);
+            c20 = FloatVector.fromArray(F, c, r2);
+            c21 = FloatVector.fromArray(F, c, r2 + FL);
+            c30 = FloatVector.fromArray(F, c, r3);
+            c31 = FloatVector.fromArray(F, c, r3 + FL);
+            c40 = FloatVector.fromArray(F, c, r4);
+            c41 = FloatVector.fromArray(F, c, r4 + FL);
+            c50 = FloatVector.fromArray(F, c, r5);
+            c51 = FloatVector.fromArray(F, c, r5 + FL);
+        } else {
+            c00 = FloatVector.zero(F);
+            c01 = c00;
+            c10 = c00;
+            c11 = c00;
+            c20 = c00;
+            c21 = c00;
+            c30 = c00;
+            c31 = c00;
+            c40 = c00;
+            c41 = c00;
+            c50 = c00;
+            c51 = c00;
+        }
+        for (int p = 0; p < k; p++) {
+            int bp = bOff + p * ldb;
+            FloatVector b0 = FloatVector.fromArray(F, b, bp);
+            FloatVector b1 = FloatVector.fromArray(F, b, bp + FL);
+            int ap = aOff + p * acs;
+            FloatVector a0 = FloatVector.broadcast(F, a[ap]);
+            c00 = a0.fma(b0, c00);
+            c01 = a0.fma(b1, c01);
+            FloatVector a1 = FloatVector.broadcast(F, a[ap + ars]);
+            c10 = a1.fma(b0, c10);
+            c11 = a1.fma(b1, c11);
+            FloatVector a2 = FloatVector.broadcast(F, a[ap + 2 * ars]);
+            c20 = a2.fma(b0, c20);
+            c21 = a2.fma(b1, c21);
+            FloatVector a3 = FloatVector.broadcast(F, a[ap + 3 * ars]);
+            c30 = a3.fma(b0, c30);
+            c31 = a3.fma(b1, c31);
+            FloatVector a4 = FloatVector.broadcast(F, a[ap + 4 * ars]);
+            c40 = a4.fma(b0, c40);
+            c41 = a4.fma(b1, c41);
+            FloatVector a5 = FloatVector.broadcast(F, a[ap + 5 * ars]);
+            c50 = a5.fma(b0, c50);
+            c51 = a5.fma(b1, c51);
+        }
+        c00.intoArray(c, cOff);
+        c01.intoArray(c, cOff + FL);
+        c10.intoArray(c, r1);
+        c11.intoArray(c, r1 + FL);
+        c20.intoArray(c, r2);
+        c21.intoArray(c, r2 + FL);
+        c30.intoArray(c, r3);
+        c31.intoArray(c, r3 + FL);
+        c40.intoArray(c, r4);
+        c41.intoArray(c, r4 + FL);
+        c50.intoArray(c, r5);
+        c51.intoArray(c, r5 + FL);
     }
 }

@@ -1,9 +1,12 @@
 // TileGemm, the fused attention's register-tiled product, against a plain fp64 reference: A read
 // straight and transposed through its strides, C overwritten and accumulated, k from 1 to beyond
-// a tile's worth, and C's tiles placed inside a wider row (ldc > n) without touching the rest.
+// a tile's worth, and C's tiles placed inside a wider row (ldc > n) without touching the rest; the
+// two tile widths (4 vectors a row for 32-register ISAs, 2 for AVX2) give the same bits.
 package org.fsdp4j.backend.cpu;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.Random;
@@ -21,6 +24,39 @@ class TileGemmTest {
                 }
             }
         }
+    }
+
+    @Test
+    void theTwoTileWidthsGiveTheSameBits() {
+        Random r = new Random(5);
+        int fl = Simd.FL;
+        int n = 4 * fl;                             // one wide tile, two narrow ones
+        for (int k : new int[] {1, 9, 200}) {
+            for (boolean accumulate : new boolean[] {false, true}) {
+                int ldc = n + 3;
+                float[] a = random(r, TileGemm.MR * (k + 1));
+                float[] b = random(r, k * n);
+                float[] wide = random(r, TileGemm.MR * ldc);
+                float[] narrow = wide.clone();
+                TileGemm.tile4(k, a, 1, k + 1, 1, b, 0, n, wide, 0, ldc, accumulate);
+                TileGemm.tile2(k, a, 1, k + 1, 1, b, 0, n, narrow, 0, ldc, accumulate);
+                TileGemm.tile2(k, a, 1, k + 1, 1, b, 2 * fl, n, narrow, 2 * fl, ldc, accumulate);
+                assertArrayEquals(wide, narrow, "k " + k + (accumulate ? " +=" : " ="));
+            }
+        }
+    }
+
+    @Test
+    void theTileIsNarrowOnlyOnX86BelowAvx512() {
+        assertEquals(2, TileGemm.vectorsPerRow("amd64", 8, ""));     // AVX2: 16 registers
+        assertEquals(4, TileGemm.vectorsPerRow("amd64", 16, ""));    // AVX-512: 32
+        assertEquals(4, TileGemm.vectorsPerRow("aarch64", 4, ""));   // NEON: 32
+        assertEquals(4, TileGemm.vectorsPerRow("amd64", 8, "4"));
+        assertEquals(2, TileGemm.vectorsPerRow("aarch64", 4, "2"));
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> TileGemm.vectorsPerRow("amd64", 8, "3"));
+        assertTrue(e.getMessage().contains("must be 2 or 4"), e.getMessage());
+        assertEquals(TileGemm.NV * Simd.FL, TileGemm.NR);
     }
 
     private static void check(Random r, int m, int n, int k, boolean transA, boolean accumulate) {
