@@ -1,5 +1,5 @@
 // The CPU backend's fp32 GEMM for Linear-sized products, in Java (bench/NOTES.md, 2.12): TileGemm's
-// 6 × NR register tile (NR = 64 with AVX-512, 16 with AVX2) over op(B) packed into panels of NR
+// MR × NR register tile (6 × 64 with AVX-512, 4 × 24 with AVX2) over op(B) packed into panels of NR
 // columns (NR floats per k) and op(A) staged in rows (or, transposed, in runs of the rows), in
 // per-thread float[] (Scratch). On the
 // Zen 4 machine of bench/NOTES.md (section 7) the tile runs the Linear shapes of `small` at
@@ -14,7 +14,7 @@
 // panel) of the block's C accumulates in a per-thread float[] (MC × NC); the block goes to C when
 // its k-sums are complete, a whole row per bulk put (a put per row and 64-column panel, ~28 ns
 // each, took twice as long in all, 2.13). MC × KC of A (192 KiB) and one KC × NR panel of B
-// (128 KiB; 32 KiB with AVX2's 16 columns) fit in a core's L2 (staged rows beyond KC wait in L2
+// (128 KiB; 48 KiB with AVX2's 24 columns) fit in a core's L2 (staged rows beyond KC wait in L2
 // or L3).
 //
 // A column block's row blocks are the unit of work: a one-thread caller offers them to blocked
@@ -33,7 +33,7 @@ import java.util.Arrays;
 
 final class PanelGemm {
 
-    /** Rows of op(A) staged at once (a multiple of TileGemm.MR). */
+    /** Rows of op(A) staged at once (a multiple of TileGemm.MR, 4 or 6). */
     static final int MC = 96;
     /** Depth of op(A) staged at once. */
     static final int KC = 512;

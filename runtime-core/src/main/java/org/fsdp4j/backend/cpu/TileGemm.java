@@ -4,11 +4,12 @@
 // at 130–170 on one core (hot), with its operands in per-thread scratch that stays in cache.
 //
 // C[i, j] (+)= Σ_p A(i, p)·B[p, j], with A read through strides (so Aᵀ costs nothing), B and C row
-// major. The kernel holds an MR × NR tile of C in registers and walks p once, broadcasting A's six
-// elements against B's NV vectors. Its width follows the machine's register file: MR = 6 rows × 4
-// vectors (24 of AVX-512's, or an ARM core's, 32 vector registers), or 6 × 2 (12 of AVX2's 16: the
-// 24 accumulators of the wide tile do not fit there, and C2 spilled them, which ran the Linear
-// GEMMs at 21–30 GFLOP/s against OpenBLAS's 75–84 on one Zen 3 core; bench/NOTES.md 2.18).
+// major. The kernel holds an MR × NR tile of C in registers and walks p once, broadcasting A's MR
+// elements against B's NV vectors. Its shape follows the machine's register file: 6 rows × 4
+// vectors (24 accumulators of AVX-512's, or an ARM core's, 32 vector registers), or 4 × 3 (12 of
+// AVX2's 16, with three of B and A's broadcast). The wide tile's 24 accumulators do not fit in 16
+// registers, and C2 spilled them: one Zen 3 core ran whole GEMMs at 21–33 GFLOP/s with it, 65–67
+// with 4 × 3 (6 × 2: 57–62), OpenBLAS 71–79 (bench/NOTES.md, 2.18).
 // Callers size their scratch so that every tile lies inside it: m a multiple of MR, n of NR; rows
 // and columns of the padding are computed and ignored.
 //
@@ -22,11 +23,13 @@ import jdk.incubator.vector.VectorSpecies;
 
 final class TileGemm {
 
+    /** Whether this machine takes the 4 × 3-vector tile (16 vector registers) instead of 6 × 4. */
+    static final boolean NARROW = narrow(System.getProperty("os.arch", ""), Simd.FL,
+            System.getProperty("fsdp4j.tile", ""));
     /** Rows of a C tile. */
-    static final int MR = 6;
-    /** Vectors in a row of a C tile: 4 where the ISA has 32 vector registers, 2 where it has 16. */
-    static final int NV = vectorsPerRow(System.getProperty("os.arch", ""), Simd.FL,
-            System.getProperty("fsdp4j.tileVectors", ""));
+    static final int MR = NARROW ? 4 : 6;
+    /** Vectors in a row of a C tile. */
+    static final int NV = NARROW ? 3 : 4;
     /** Columns of a C tile. */
     static final int NR = NV * Simd.FL;
 
@@ -37,19 +40,19 @@ final class TileGemm {
     }
 
     /**
-     * The tile's vectors per row: 2 on x86 below AVX-512 (16 vector registers: 12 accumulators, two
-     * of B and A's broadcast fit), otherwise 4 (AVX-512 and AArch64 have 32). {@code -Dfsdp4j.tileVectors=2|4}
-     * picks one (for comparing the two on one machine); the bits do not depend on it.
+     * Whether the tile is 4 × 3 vectors: on x86 below AVX-512 (16 vector registers), unless
+     * {@code -Dfsdp4j.tile=6x4|4x3} picks one (for comparing the two on one machine); the bits do
+     * not depend on it. AVX-512 and AArch64 (32 registers) take 6 × 4.
      */
-    static int vectorsPerRow(String arch, int floatLanes, String override) {
+    static boolean narrow(String arch, int floatLanes, String override) {
         if (!override.isEmpty()) {
-            if (!override.equals("2") && !override.equals("4")) {
-                throw new IllegalArgumentException("-Dfsdp4j.tileVectors must be 2 or 4, got '" + override + "'");
+            if (!override.equals("6x4") && !override.equals("4x3")) {
+                throw new IllegalArgumentException("-Dfsdp4j.tile must be 6x4 or 4x3, got '" + override + "'");
             }
-            return Integer.parseInt(override);
+            return override.equals("4x3");
         }
         boolean x86 = arch.equals("amd64") || arch.equals("x86_64") || arch.equals("x86") || arch.equals("i386");
-        return x86 && floatLanes < 16 ? 2 : 4;
+        return x86 && floatLanes < 16;
     }
 
     /** The smallest multiple of {@code unit} that is at least n. */
@@ -74,10 +77,10 @@ final class TileGemm {
     /** One MR × NR tile of C (see multiply), at a[aOff], b[bOff] and c[cOff], on the machine's tile. */
     static void tile(int k, float[] a, int aOff, int ars, int acs, float[] b, int bOff, int ldb, float[] c, int cOff,
                      int ldc, boolean accumulate) {
-        if (NV == 4) {
-            tile4(k, a, aOff, ars, acs, b, bOff, ldb, c, cOff, ldc, accumulate);
+        if (NARROW) {
+            tile4x3(k, a, aOff, ars, acs, b, bOff, ldb, c, cOff, ldc, accumulate);
         } else {
-            tile2(k, a, aOff, ars, acs, b, bOff, ldb, c, cOff, ldc, accumulate);
+            tile6x4(k, a, aOff, ars, acs, b, bOff, ldb, c, cOff, ldc, accumulate);
         }
     }
 
@@ -87,8 +90,8 @@ final class TileGemm {
      * be objects on the heap.
      */
     @CompiledAlone
-    static void tile4(int k, float[] a, int aOff, int ars, int acs, float[] b, int bOff, int ldb, float[] c, int cOff,
-                     int ldc, boolean accumulate) {
+    static void tile6x4(int k, float[] a, int aOff, int ars, int acs, float[] b, int bOff, int ldb, float[] c, int cOff,
+                       int ldc, boolean accumulate) {
         int r1 = cOff + ldc;
         int r2 = r1 + ldc;
         int r3 = r2 + ldc;
@@ -233,89 +236,86 @@ final class TileGemm {
         c53.intoArray(c, r5 + 3 * FL);
     }
 
-    /** A 6 × 2-vector tile (see tile4): 12 accumulators, two vectors of B and A's broadcast in 16 registers. */
+    /** A 4 × 3-vector tile (see tile6x4): 12 accumulators, three vectors of B and A's broadcast in 16 registers. */
     @CompiledAlone
-    static void tile2(int k, float[] a, int aOff, int ars, int acs, float[] b, int bOff, int ldb, float[] c, int cOff,
-                      int ldc, boolean accumulate) {
+    static void tile4x3(int k, float[] a, int aOff, int ars, int acs, float[] b, int bOff, int ldb, float[] c, int cOff,
+                        int ldc, boolean accumulate) {
         int r1 = cOff + ldc;
         int r2 = r1 + ldc;
         int r3 = r2 + ldc;
-        int r4 = r3 + ldc;
-        int r5 = r4 + ldc;
         FloatVector c00;
         FloatVector c01;
+        FloatVector c02;
         FloatVector c10;
         FloatVector c11;
+        FloatVector c12;
         FloatVector c20;
         FloatVector c21;
+        FloatVector c22;
         FloatVector c30;
         FloatVector c31;
-        FloatVector c40;
-        FloatVector c41;
-        FloatVector c50;
-        FloatVector c51;
+        FloatVector c32;
         if (accumulate) {
             c00 = FloatVector.fromArray(F, c, cOff);
             c01 = FloatVector.fromArray(F, c, cOff + FL);
+            c02 = FloatVector.fromArray(F, c, cOff + 2 * FL);
             c10 = FloatVector.fromArray(F, c, r1);
             c11 = FloatVector.fromArray(F, c, r1 + FL);
+            c12 = FloatVector.fromArray(F, c, r1 + 2 * FL);
             c20 = FloatVector.fromArray(F, c, r2);
             c21 = FloatVector.fromArray(F, c, r2 + FL);
+            c22 = FloatVector.fromArray(F, c, r2 + 2 * FL);
             c30 = FloatVector.fromArray(F, c, r3);
             c31 = FloatVector.fromArray(F, c, r3 + FL);
-            c40 = FloatVector.fromArray(F, c, r4);
-            c41 = FloatVector.fromArray(F, c, r4 + FL);
-            c50 = FloatVector.fromArray(F, c, r5);
-            c51 = FloatVector.fromArray(F, c, r5 + FL);
+            c32 = FloatVector.fromArray(F, c, r3 + 2 * FL);
         } else {
             c00 = FloatVector.zero(F);
             c01 = c00;
+            c02 = c00;
             c10 = c00;
             c11 = c00;
+            c12 = c00;
             c20 = c00;
             c21 = c00;
+            c22 = c00;
             c30 = c00;
             c31 = c00;
-            c40 = c00;
-            c41 = c00;
-            c50 = c00;
-            c51 = c00;
+            c32 = c00;
         }
         for (int p = 0; p < k; p++) {
             int bp = bOff + p * ldb;
             FloatVector b0 = FloatVector.fromArray(F, b, bp);
             FloatVector b1 = FloatVector.fromArray(F, b, bp + FL);
+            FloatVector b2 = FloatVector.fromArray(F, b, bp + 2 * FL);
             int ap = aOff + p * acs;
             FloatVector a0 = FloatVector.broadcast(F, a[ap]);
             c00 = a0.fma(b0, c00);
             c01 = a0.fma(b1, c01);
+            c02 = a0.fma(b2, c02);
             FloatVector a1 = FloatVector.broadcast(F, a[ap + ars]);
             c10 = a1.fma(b0, c10);
             c11 = a1.fma(b1, c11);
+            c12 = a1.fma(b2, c12);
             FloatVector a2 = FloatVector.broadcast(F, a[ap + 2 * ars]);
             c20 = a2.fma(b0, c20);
             c21 = a2.fma(b1, c21);
+            c22 = a2.fma(b2, c22);
             FloatVector a3 = FloatVector.broadcast(F, a[ap + 3 * ars]);
             c30 = a3.fma(b0, c30);
             c31 = a3.fma(b1, c31);
-            FloatVector a4 = FloatVector.broadcast(F, a[ap + 4 * ars]);
-            c40 = a4.fma(b0, c40);
-            c41 = a4.fma(b1, c41);
-            FloatVector a5 = FloatVector.broadcast(F, a[ap + 5 * ars]);
-            c50 = a5.fma(b0, c50);
-            c51 = a5.fma(b1, c51);
+            c32 = a3.fma(b2, c32);
         }
         c00.intoArray(c, cOff);
         c01.intoArray(c, cOff + FL);
+        c02.intoArray(c, cOff + 2 * FL);
         c10.intoArray(c, r1);
         c11.intoArray(c, r1 + FL);
+        c12.intoArray(c, r1 + 2 * FL);
         c20.intoArray(c, r2);
         c21.intoArray(c, r2 + FL);
+        c22.intoArray(c, r2 + 2 * FL);
         c30.intoArray(c, r3);
         c31.intoArray(c, r3 + FL);
-        c40.intoArray(c, r4);
-        c41.intoArray(c, r4 + FL);
-        c50.intoArray(c, r5);
-        c51.intoArray(c, r5 + FL);
+        c32.intoArray(c, r3 + 2 * FL);
     }
 }

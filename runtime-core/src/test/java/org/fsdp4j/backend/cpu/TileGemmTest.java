@@ -1,11 +1,12 @@
 // TileGemm, the fused attention's register-tiled product, against a plain fp64 reference: A read
 // straight and transposed through its strides, C overwritten and accumulated, k from 1 to beyond
 // a tile's worth, and C's tiles placed inside a wider row (ldc > n) without touching the rest; the
-// two tile widths (4 vectors a row for 32-register ISAs, 2 for AVX2) give the same bits.
+// two tile shapes (6 × 4 vectors for 32-register ISAs, 4 × 3 for AVX2) give the same bits.
 package org.fsdp4j.backend.cpu;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -27,36 +28,50 @@ class TileGemmTest {
     }
 
     @Test
-    void theTwoTileWidthsGiveTheSameBits() {
+    void theTwoTileShapesGiveTheSameBits() {
         Random r = new Random(5);
         int fl = Simd.FL;
-        int n = 4 * fl;                             // one wide tile, two narrow ones
+        int m = 12;                                 // 2 tiles of 6 rows, 3 of 4
+        int n = 12 * fl;                            // 3 tiles of 4 vectors, 4 of 3
         for (int k : new int[] {1, 9, 200}) {
-            for (boolean accumulate : new boolean[] {false, true}) {
-                int ldc = n + 3;
-                float[] a = random(r, TileGemm.MR * (k + 1));
-                float[] b = random(r, k * n);
-                float[] wide = random(r, TileGemm.MR * ldc);
-                float[] narrow = wide.clone();
-                TileGemm.tile4(k, a, 1, k + 1, 1, b, 0, n, wide, 0, ldc, accumulate);
-                TileGemm.tile2(k, a, 1, k + 1, 1, b, 0, n, narrow, 0, ldc, accumulate);
-                TileGemm.tile2(k, a, 1, k + 1, 1, b, 2 * fl, n, narrow, 2 * fl, ldc, accumulate);
-                assertArrayEquals(wide, narrow, "k " + k + (accumulate ? " +=" : " ="));
+            for (boolean transA : new boolean[] {false, true}) {
+                for (boolean accumulate : new boolean[] {false, true}) {
+                    int ldc = n + 3;
+                    int lda = transA ? m + 2 : k + 1;
+                    int ars = transA ? 1 : lda;
+                    int acs = transA ? lda : 1;
+                    float[] a = random(r, (transA ? k : m) * lda);
+                    float[] b = random(r, k * n);
+                    float[] wide = random(r, m * ldc);
+                    float[] narrow = wide.clone();
+                    for (int i = 0; i < m; i += 6) {
+                        for (int j = 0; j < n; j += 4 * fl) {
+                            TileGemm.tile6x4(k, a, i * ars, ars, acs, b, j, n, wide, i * ldc + j, ldc, accumulate);
+                        }
+                    }
+                    for (int i = 0; i < m; i += 4) {
+                        for (int j = 0; j < n; j += 3 * fl) {
+                            TileGemm.tile4x3(k, a, i * ars, ars, acs, b, j, n, narrow, i * ldc + j, ldc, accumulate);
+                        }
+                    }
+                    assertArrayEquals(wide, narrow, "k " + k + (transA ? " Aᵀ" : " A") + (accumulate ? " +=" : " ="));
+                }
             }
         }
     }
 
     @Test
     void theTileIsNarrowOnlyOnX86BelowAvx512() {
-        assertEquals(2, TileGemm.vectorsPerRow("amd64", 8, ""));     // AVX2: 16 registers
-        assertEquals(4, TileGemm.vectorsPerRow("amd64", 16, ""));    // AVX-512: 32
-        assertEquals(4, TileGemm.vectorsPerRow("aarch64", 4, ""));   // NEON: 32
-        assertEquals(4, TileGemm.vectorsPerRow("amd64", 8, "4"));
-        assertEquals(2, TileGemm.vectorsPerRow("aarch64", 4, "2"));
+        assertTrue(TileGemm.narrow("amd64", 8, ""));        // AVX2: 16 registers
+        assertFalse(TileGemm.narrow("amd64", 16, ""));      // AVX-512: 32
+        assertFalse(TileGemm.narrow("aarch64", 4, ""));     // NEON: 32
+        assertFalse(TileGemm.narrow("amd64", 8, "6x4"));
+        assertTrue(TileGemm.narrow("aarch64", 4, "4x3"));
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-                () -> TileGemm.vectorsPerRow("amd64", 8, "3"));
-        assertTrue(e.getMessage().contains("must be 2 or 4"), e.getMessage());
+                () -> TileGemm.narrow("amd64", 8, "6x2"));
+        assertTrue(e.getMessage().contains("must be 6x4 or 4x3"), e.getMessage());
         assertEquals(TileGemm.NV * Simd.FL, TileGemm.NR);
+        assertEquals(TileGemm.NARROW ? 4 : 6, TileGemm.MR);
     }
 
     private static void check(Random r, int m, int n, int k, boolean transA, boolean accumulate) {
