@@ -66,7 +66,8 @@ final class FsdpTestSupport {
      */
     static final BackendOptions RANK_BACKEND = new BackendOptions(1, true);
 
-    final long seed = System.nanoTime();
+    /** New each run; a failure prints it, and {@code -Dfsdp4j.testSeed=S} replays that run's data and weights. */
+    final long seed = Long.getLong("fsdp4j.testSeed", System.nanoTime());
     final Random random = new Random(seed);
     final int[][] tokens = new int[STEPS][];
     final int[][] targets = new int[STEPS][];

@@ -5,7 +5,9 @@
 // Zen 4 machine of bench/NOTES.md (section 7) the tile runs the Linear shapes of `small` at
 // 114–115 GFLOP/s on one core once its operands are in float[] (the core's peak is 116), the
 // whole call (staging, packing and stores included) at 102–108 with operands from memory (2.13);
-// OpenBLAS 0.3.31 ran these calls at 92–103 with operands in cache (2.12).
+// OpenBLAS 0.3.31 ran these calls at 92–103 with operands in cache (2.12). With AVX2 only (16
+// registers, 4 × 24 tile) it reaches ~0.8 of OpenBLAS, so there fp32 products stay OpenBLAS's by
+// default (2.19; ENABLED).
 //
 // Blocking (GotoBLAS's, with C kept in a float[] block while its k-sum runs): for each block of
 // ≤ NC columns, op(B) is packed whole (k × NC); for each block of MC rows, op(A) is staged (its
@@ -30,6 +32,7 @@ package org.fsdp4j.backend.cpu;
 
 import java.nio.FloatBuffer;
 import java.util.Arrays;
+import java.util.Locale;
 
 final class PanelGemm {
 
@@ -44,10 +47,30 @@ final class PanelGemm {
     private static final int NR = TileGemm.NR;
 
     /**
-     * Whether fp32 GEMMs take this kernel: on unless {@code -Dfsdp4j.cpuGemm=openblas} (for
-     * comparing the two on one build).
+     * Whether fp32 GEMMs take this kernel (see {@link #enabled}); {@code -Dfsdp4j.cpuGemm=java|openblas}
+     * picks one (for comparing the two on one build).
      */
-    static final boolean ENABLED = !"openblas".equalsIgnoreCase(System.getProperty("fsdp4j.cpuGemm", ""));
+    static final boolean ENABLED = enabled(System.getProperty("fsdp4j.cpuGemm", ""),
+            TileGemm.narrow(System.getProperty("os.arch", ""), Simd.FL, ""));
+
+    /**
+     * By default this kernel where the register tile has 32 vector registers (AVX-512, AArch64),
+     * OpenBLAS on x86 below AVX-512 ({@code narrowIsa}): there the 4 × 3 tile over 16 registers
+     * runs whole GEMMs at ~0.8 of OpenBLAS's assembly, and whole training steps went 21–35% faster
+     * on OpenBLAS (bench/NOTES.md 2.19). {@code choice} is "java", "openblas" or empty (the default).
+     */
+    static boolean enabled(String choice, boolean narrowIsa) {
+        switch (choice.toLowerCase(Locale.ROOT)) {
+            case "":
+                return !narrowIsa;
+            case "java":
+                return true;
+            case "openblas":
+                return false;
+            default:
+                throw new IllegalArgumentException("-Dfsdp4j.cpuGemm must be java or openblas, got '" + choice + "'");
+        }
+    }
 
     /** Scratch slots (per thread; a GemmOp task runs nothing else that holds one). */
     private static final int A_ROWS = 0;

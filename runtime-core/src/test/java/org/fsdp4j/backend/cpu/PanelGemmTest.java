@@ -8,6 +8,7 @@ package org.fsdp4j.backend.cpu;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.FloatBuffer;
@@ -58,6 +59,18 @@ class PanelGemmTest {
         for (float x : c) {
             assertFalse(Float.isNaN(x), "β = 0 read C's NaN");
         }
+    }
+
+    @Test
+    void theJavaKernelIsTheDefaultOnlyWhereTheTileHas32Registers() {
+        assertTrue(PanelGemm.enabled("", false));           // AVX-512, AArch64
+        assertFalse(PanelGemm.enabled("", true));           // x86 below AVX-512: OpenBLAS
+        assertTrue(PanelGemm.enabled("java", true));
+        assertTrue(PanelGemm.enabled("JAVA", true));
+        assertFalse(PanelGemm.enabled("openblas", false));
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> PanelGemm.enabled("mkl", false));
+        assertTrue(e.getMessage().contains("must be java or openblas"), e.getMessage());
+        assertEquals(PanelGemm.ENABLED, PanelGemm.suits(256, 256, 256));    // a Linear-sized product
     }
 
     @Test
