@@ -59,6 +59,7 @@ public final class CpuBackend implements Backend {
     public CpuBackend(MemoryTracker tracker, int cpuThreads, boolean debugStreams, HostBlocks blocks) {
         this.tracker = Objects.requireNonNull(tracker, "tracker");
         VectorModule.require();
+        CpuKernelChoice.check();
         JitDirectives.installOnce();
         OpenBlas.load();
         OpenBlas.useCallerThreadOnly();

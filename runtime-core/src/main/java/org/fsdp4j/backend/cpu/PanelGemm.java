@@ -32,7 +32,6 @@ package org.fsdp4j.backend.cpu;
 
 import java.nio.FloatBuffer;
 import java.util.Arrays;
-import java.util.Locale;
 
 final class PanelGemm {
 
@@ -47,30 +46,11 @@ final class PanelGemm {
     private static final int NR = TileGemm.NR;
 
     /**
-     * Whether fp32 GEMMs take this kernel (see {@link #enabled}); {@code -Dfsdp4j.cpuGemm=java|openblas}
-     * picks one (for comparing the two on one build).
+     * Whether fp32 GEMMs take this kernel: by default where the tile has 32 vector registers, and
+     * not on x86 below AVX-512 ({@link CpuKernelChoice#javaGemm(String, boolean)});
+     * {@code -Dfsdp4j.cpuGemm=java|openblas} picks one (for comparing the two on one build).
      */
-    static final boolean ENABLED = enabled(System.getProperty("fsdp4j.cpuGemm", ""),
-            TileGemm.narrow(System.getProperty("os.arch", ""), Simd.FL, ""));
-
-    /**
-     * By default this kernel where the register tile has 32 vector registers (AVX-512, AArch64),
-     * OpenBLAS on x86 below AVX-512 ({@code narrowIsa}): there the 4 × 3 tile over 16 registers
-     * runs whole GEMMs at ~0.8 of OpenBLAS's assembly, and whole training steps went 21–35% faster
-     * on OpenBLAS (bench/NOTES.md 2.19). {@code choice} is "java", "openblas" or empty (the default).
-     */
-    static boolean enabled(String choice, boolean narrowIsa) {
-        switch (choice.toLowerCase(Locale.ROOT)) {
-            case "":
-                return !narrowIsa;
-            case "java":
-                return true;
-            case "openblas":
-                return false;
-            default:
-                throw new IllegalArgumentException("-Dfsdp4j.cpuGemm must be java or openblas, got '" + choice + "'");
-        }
-    }
+    static final boolean ENABLED = CpuKernelChoice.javaGemm();
 
     /** Scratch slots (per thread; a GemmOp task runs nothing else that holds one). */
     private static final int A_ROWS = 0;

@@ -23,9 +23,8 @@ import jdk.incubator.vector.VectorSpecies;
 
 final class TileGemm {
 
-    /** Whether this machine takes the 4 × 3-vector tile (16 vector registers) instead of 6 × 4. */
-    static final boolean NARROW = narrow(System.getProperty("os.arch", ""), Simd.FL,
-            System.getProperty("fsdp4j.tile", ""));
+    /** Whether this machine takes the 4 × 3-vector tile (16 vector registers) instead of 6 × 4 (CpuKernelChoice). */
+    static final boolean NARROW = CpuKernelChoice.narrowTile();
     /** Rows of a C tile. */
     static final int MR = NARROW ? 4 : 6;
     /** Vectors in a row of a C tile. */
@@ -37,22 +36,6 @@ final class TileGemm {
     private static final int FL = Simd.FL;
 
     private TileGemm() {
-    }
-
-    /**
-     * Whether the tile is 4 × 3 vectors: on x86 below AVX-512 (16 vector registers), unless
-     * {@code -Dfsdp4j.tile=6x4|4x3} picks one (for comparing the two on one machine); the bits do
-     * not depend on it. AVX-512 and AArch64 (32 registers) take 6 × 4.
-     */
-    static boolean narrow(String arch, int floatLanes, String override) {
-        if (!override.isEmpty()) {
-            if (!override.equals("6x4") && !override.equals("4x3")) {
-                throw new IllegalArgumentException("-Dfsdp4j.tile must be 6x4 or 4x3, got '" + override + "'");
-            }
-            return override.equals("4x3");
-        }
-        boolean x86 = arch.equals("amd64") || arch.equals("x86_64") || arch.equals("x86") || arch.equals("i386");
-        return x86 && floatLanes < 16;
     }
 
     /** The smallest multiple of {@code unit} that is at least n. */

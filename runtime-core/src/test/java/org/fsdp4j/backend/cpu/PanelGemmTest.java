@@ -14,6 +14,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.nio.FloatBuffer;
 import java.util.Arrays;
 import java.util.Random;
+import org.fsdp4j.api.MemoryTracker;
 import org.junit.jupiter.api.Test;
 
 class PanelGemmTest {
@@ -63,14 +64,36 @@ class PanelGemmTest {
 
     @Test
     void theJavaKernelIsTheDefaultOnlyWhereTheTileHas32Registers() {
-        assertTrue(PanelGemm.enabled("", false));           // AVX-512, AArch64
-        assertFalse(PanelGemm.enabled("", true));           // x86 below AVX-512: OpenBLAS
-        assertTrue(PanelGemm.enabled("java", true));
-        assertTrue(PanelGemm.enabled("JAVA", true));
-        assertFalse(PanelGemm.enabled("openblas", false));
-        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> PanelGemm.enabled("mkl", false));
+        assertTrue(CpuKernelChoice.javaGemm("", false));           // AVX-512, AArch64
+        assertFalse(CpuKernelChoice.javaGemm("", true));           // x86 below AVX-512: OpenBLAS
+        assertTrue(CpuKernelChoice.javaGemm("java", true));
+        assertTrue(CpuKernelChoice.javaGemm("JAVA", true));
+        assertFalse(CpuKernelChoice.javaGemm("openblas", false));
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> CpuKernelChoice.javaGemm("mkl", false));
         assertTrue(e.getMessage().contains("must be java or openblas"), e.getMessage());
         assertEquals(PanelGemm.ENABLED, PanelGemm.suits(256, 256, 256));    // a Linear-sized product
+    }
+
+    @Test
+    void aBadKernelChoiceStopsTheBackendWhenItIsMade() {
+        // Checked in CpuBackend's constructor, before any GEMM initialises TileGemm or PanelGemm:
+        // the command line then prints the message as one line (bad input), not a class-init trace.
+        for (String[] bad : new String[][] {{CpuKernelChoice.GEMM_PROPERTY, "mkl", "must be java or openblas, got 'mkl'"},
+                {CpuKernelChoice.TILE_PROPERTY, "6x2", "must be 6x4 or 4x3, got '6x2'"}}) {
+            String before = System.getProperty(bad[0]);
+            System.setProperty(bad[0], bad[1]);
+            try {
+                IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                        () -> new CpuBackend(new MemoryTracker("choice"), 1).close());
+                assertTrue(e.getMessage().contains(bad[2]), e.getMessage());
+            } finally {
+                if (before == null) {
+                    System.clearProperty(bad[0]);
+                } else {
+                    System.setProperty(bad[0], before);
+                }
+            }
+        }
     }
 
     @Test

@@ -62,13 +62,13 @@ class TileGemmTest {
 
     @Test
     void theTileIsNarrowOnlyOnX86BelowAvx512() {
-        assertTrue(TileGemm.narrow("amd64", 8, ""));        // AVX2: 16 registers
-        assertFalse(TileGemm.narrow("amd64", 16, ""));      // AVX-512: 32
-        assertFalse(TileGemm.narrow("aarch64", 4, ""));     // NEON: 32
-        assertFalse(TileGemm.narrow("amd64", 8, "6x4"));
-        assertTrue(TileGemm.narrow("aarch64", 4, "4x3"));
+        assertTrue(CpuKernelChoice.narrowTile("amd64", 8, ""));        // AVX2: 16 registers
+        assertFalse(CpuKernelChoice.narrowTile("amd64", 16, ""));      // AVX-512: 32
+        assertFalse(CpuKernelChoice.narrowTile("aarch64", 4, ""));     // NEON: 32
+        assertFalse(CpuKernelChoice.narrowTile("amd64", 8, "6x4"));
+        assertTrue(CpuKernelChoice.narrowTile("aarch64", 4, "4x3"));
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-                () -> TileGemm.narrow("amd64", 8, "6x2"));
+                () -> CpuKernelChoice.narrowTile("amd64", 8, "6x2"));
         assertTrue(e.getMessage().contains("must be 6x4 or 4x3"), e.getMessage());
         assertEquals(TileGemm.NV * Simd.FL, TileGemm.NR);
         assertEquals(TileGemm.NARROW ? 4 : 6, TileGemm.MR);
