@@ -16,7 +16,7 @@ import java.util.OptionalDouble;
  * @param localRanks         ranks this process runs (all N unless the run spans processes)
  * @param parameterCount     parameters of the model, unpadded
  * @param paddedParameterCount parameters plus the flat layout's alignment and shard padding (P′)
- * @param backendName        rank 0's backend, in words ("cpu (OpenBLAS ..., 4 threads)")
+ * @param backendName        rank 0's backend, in words ("cpu (PanelGemm 6x4 + OpenBLAS, 4 threads)")
  * @param peakTflopsPerRank  one rank's dense GEMM peak in the compute dtype, where the device is known (GPUs)
  * @param gatherSchedule     how gathered parameters and unsharded gradients are scheduled; empty when nothing is gathered
  */

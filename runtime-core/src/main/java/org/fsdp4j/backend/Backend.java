@@ -27,7 +27,7 @@ import org.fsdp4j.api.Tensor;
 
 public interface Backend extends Ops, AutoCloseable {
 
-    /** Short name for logs: "cpu (OpenBLAS Haswell, 2 threads)", "cuda:0 (NVIDIA H200)". */
+    /** Short name for logs: "cpu (PanelGemm 6x4 + OpenBLAS, 2 threads)", "cuda:0 (NVIDIA H200)". */
     String name();
 
     /** The tracker every allocation of this backend reports to. */

@@ -254,7 +254,9 @@ final class FsdpTestSupport {
      * Tolerances of one comparison. Elementwise (the default): each element's error relative to
      * its value plus the tensor's largest magnitude. Normwise: each parameter's (and gradient's)
      * ‖got − ref‖₂ / ‖ref‖₂ over the whole tensor, gathered from every shard — the measure for
-     * half precision, whose per-element rounding is noise that only the norm averages fairly.
+     * half precision, whose per-element rounding is noise that only the norm averages fairly; a
+     * gradient's ‖ref‖₂ is taken as at least its median over the steps (a cancelling step, see
+     * assertMatches).
      */
     record Tolerance(double lossRtol, double paramRtol, double gradRtol, boolean normwise) {
         Tolerance(double lossRtol, double paramRtol, double gradRtol) {
@@ -332,10 +334,17 @@ final class FsdpTestSupport {
         if (tol.normwise()) {
             param = 0;
             grad = 0;
+            // A step whose reference gradient nearly cancels (a LayerNorm weight's sum over every
+            // position came out at a tenth of its other steps' norm in one seed, its error at the
+            // usual size) is measured against the parameter's median gradient norm over the steps:
+            // the rounding of a sum scales with the terms summed, not with the result (as the
+            // elementwise measure uses the tensor's largest magnitude). Never tighter than ‖ref‖.
+            java.util.Map<String, Double> medianGradNorm = medianGradNorms(norms);
             for (java.util.Map.Entry<String, double[]> e : norms.entrySet()) {
                 double[] acc = e.getValue();
                 double pe = Math.sqrt(acc[0] / acc[1]);
-                double ge = acc[3] == 0 ? Math.sqrt(acc[2]) : Math.sqrt(acc[2] / acc[3]);
+                double gNorm = Math.max(Math.sqrt(acc[3]), medianGradNorm.get(parameterOf(e.getKey())));
+                double ge = gNorm == 0 ? Math.sqrt(acc[2]) : Math.sqrt(acc[2]) / gNorm;
                 if (!(ge <= grad)) {
                     where = "worst gradient at step/parameter " + e.getKey();
                 }
@@ -350,6 +359,26 @@ final class FsdpTestSupport {
                     + " (" + tol.paramRtol() + "; " + where + "), gradients " + grad + " (" + tol.gradRtol() + ")");
         }
         return w;
+    }
+
+    /** "step/parameter" → "parameter". */
+    private static String parameterOf(String stepAndParameter) {
+        return stepAndParameter.substring(stepAndParameter.indexOf('/') + 1);
+    }
+
+    /** Per parameter, the median over steps of ‖ref gradient‖₂ (norms as assertMatches sums them). */
+    private static java.util.Map<String, Double> medianGradNorms(java.util.Map<String, double[]> norms) {
+        java.util.Map<String, List<Double>> byParameter = new java.util.TreeMap<>();
+        for (java.util.Map.Entry<String, double[]> e : norms.entrySet()) {
+            byParameter.computeIfAbsent(parameterOf(e.getKey()), k -> new ArrayList<>()).add(Math.sqrt(e.getValue()[3]));
+        }
+        java.util.Map<String, Double> median = new java.util.TreeMap<>();
+        byParameter.forEach((name, list) -> {
+            java.util.Collections.sort(list);
+            int n = list.size();
+            median.put(name, n % 2 == 1 ? list.get(n / 2) : (list.get(n / 2 - 1) + list.get(n / 2)) / 2);
+        });
+        return median;
     }
 
     private static double maxAbs(float[] x) {

@@ -77,8 +77,7 @@ public final class CpuBackend implements Backend {
 
     @Override
     public String name() {
-        String core = System.getenv("OPENBLAS_CORETYPE");
-        return "cpu (OpenBLAS" + (core == null ? "" : " " + core) + ", " + threads.threads()
+        return "cpu (" + CpuKernelChoice.gemmWords() + ", " + threads.threads()
                 + (threads.threads() == 1 ? " thread" : " threads") + (memoryKind == null ? "" : ", " + memoryKind + " memory")
                 + (debugStreams ? ", debug streams" : "") + ")";
     }

@@ -67,6 +67,22 @@ final class CpuKernelChoice {
         }
     }
 
+    /**
+     * The GEMM kernels in words, for the backend's name in logs and bench JSON: "PanelGemm 6x4 +
+     * OpenBLAS" where Linear-sized fp32 products run on PanelGemm (OpenBLAS keeps the small ones
+     * and the half-precision ones), "OpenBLAS" where it runs them all; {@code core} is
+     * OPENBLAS_CORETYPE's value, or null when it is not set.
+     */
+    static String gemmWords(boolean javaGemm, boolean narrowTile, String core) {
+        String blas = "OpenBLAS" + (core == null || core.isEmpty() ? "" : " " + core);
+        return javaGemm ? "PanelGemm " + (narrowTile ? "4x3" : "6x4") + " + " + blas : blas;
+    }
+
+    /** gemmWords for this JVM's choices and environment. */
+    static String gemmWords() {
+        return gemmWords(javaGemm(), narrowTile(), System.getenv("OPENBLAS_CORETYPE"));
+    }
+
     private static String arch() {
         return System.getProperty("os.arch", "");
     }

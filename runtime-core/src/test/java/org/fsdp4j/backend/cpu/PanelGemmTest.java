@@ -75,6 +75,18 @@ class PanelGemmTest {
     }
 
     @Test
+    void theBackendsNameSaysWhichKernelRunsTheLinearProducts() {
+        assertEquals("PanelGemm 6x4 + OpenBLAS", CpuKernelChoice.gemmWords(true, false, null));
+        assertEquals("PanelGemm 4x3 + OpenBLAS Haswell", CpuKernelChoice.gemmWords(true, true, "Haswell"));
+        assertEquals("OpenBLAS", CpuKernelChoice.gemmWords(false, true, ""));
+        assertEquals("OpenBLAS Zen", CpuKernelChoice.gemmWords(false, true, "Zen"));
+        try (CpuBackend b = new CpuBackend(new MemoryTracker("name"), 1)) {
+            assertTrue(b.name().startsWith("cpu (" + CpuKernelChoice.gemmWords() + ", 1 thread"), b.name());
+            assertEquals(PanelGemm.ENABLED, b.name().contains("PanelGemm"), b.name());
+        }
+    }
+
+    @Test
     void aBadKernelChoiceStopsTheBackendWhenItIsMade() {
         // Checked in CpuBackend's constructor, before any GEMM initialises TileGemm or PanelGemm:
         // the command line then prints the message as one line (bad input), not a class-init trace.
