@@ -98,9 +98,11 @@ final class OpTimes {
         e.nanos.add(ns);
     }
 
+    private static final String HELPED = "issuing threads: of which running other ranks' chunks";
+
     /** Counts {@code chunks} of other threads' loops run in {@code ns} by a thread blocked on an event (CoreShare). */
     static void helped(int chunks, long ns) {
-        Entry e = WAITS.computeIfAbsent("issuing threads: of which running other ranks' chunks", k -> new Entry());
+        Entry e = WAITS.computeIfAbsent(HELPED, k -> new Entry());
         e.calls.add(chunks);
         e.nanos.add(ns);
     }
@@ -121,6 +123,11 @@ final class OpTimes {
         }
         StringBuilder sb = new StringBuilder();
         sb.append(String.format(Locale.ROOT, "# fsdp4j CPU op times (all ranks, all threads that ran ops; waits apart, below)%n"));
+        if (WAITS.containsKey(HELPED)) {
+            // bench/NOTES.md 2.20: at L8, N = 2, the GEMMs read 5-20% slower with helping on than off, at the same step time
+            sb.append(String.format(Locale.ROOT, "# blocked ranks ran other ranks' GEMM row blocks (CoreShare): GEMM times are the"
+                    + " issuing thread's wall time, not per-core rates; -Dfsdp4j.coreShare=false gives those%n"));
+        }
         sb.append(String.format(Locale.ROOT, "# %-58s %9s %11s %7s %9s %12s%n", "op", "calls", "total(ms)", "share", "GFLOP/s",
                 "KiB/call"));
         for (Map.Entry<String, Entry> r : rows) {

@@ -153,4 +153,18 @@ class CoreShareTest {
         helper.join(20_000);
         assertEquals(5, calls.get());
     }
+
+    @Test
+    void theOpTableSaysItsGemmTimesAreNotPerCoreOnceARankHelped() {
+        OpTimes.reset();
+        try {
+            assertTrue(!OpTimes.table().contains("CoreShare"), OpTimes.table());
+            OpTimes.helped(3, 1_000_000);
+            String table = OpTimes.table();
+            assertTrue(table.contains("not per-core rates; -Dfsdp4j.coreShare=false gives those"), table);
+            assertTrue(table.contains("waits of issuing threads: of which running other ranks' chunks"), table);
+        } finally {
+            OpTimes.reset();
+        }
+    }
 }
