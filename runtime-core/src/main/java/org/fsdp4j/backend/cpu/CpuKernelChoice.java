@@ -78,9 +78,9 @@ final class CpuKernelChoice {
         return javaGemm ? "PanelGemm " + (narrowTile ? "4x3" : "6x4") + " + " + blas : blas;
     }
 
-    /** gemmWords for this JVM's choices and environment. */
+    /** gemmWords for the kernels this JVM runs (PanelGemm.ENABLED, TileGemm.NARROW) and its environment. */
     static String gemmWords() {
-        return gemmWords(javaGemm(), narrowTile(), System.getenv("OPENBLAS_CORETYPE"));
+        return gemmWords(PanelGemm.ENABLED, TileGemm.NARROW, System.getenv("OPENBLAS_CORETYPE"));
     }
 
     private static String arch() {
