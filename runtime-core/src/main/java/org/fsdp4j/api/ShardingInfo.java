@@ -31,8 +31,10 @@ public record ShardingInfo(FsdpOptions options, Device device, int worldSize, in
      * @param budgetBytes   the bytes the schedule is bounded by (0 when unbounded)
      * @param peakBytes     the most bytes of gathered parameters and gradients alive at once
      * @param keptPeakBytes of those, the bytes kept across forward and backward
+     * @param inPlace       the in-process ranks read one shared copy of the fp32 masters instead of
+     *                      gathering into buffers of their own (no gathered bytes)
      */
-    public record GatherSchedule(String name, long budgetBytes, long peakBytes, long keptPeakBytes) {
+    public record GatherSchedule(String name, long budgetBytes, long peakBytes, long keptPeakBytes, boolean inPlace) {
 
         /**
          * Whether the peak stays within the budget.

@@ -19,8 +19,10 @@
 //   host on a GPU.
 package org.fsdp4j.backend;
 
+import java.util.List;
 import java.util.OptionalDouble;
 import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.Ops;
 import org.fsdp4j.api.Tensor;
@@ -32,6 +34,16 @@ public interface Backend extends Ops, AutoCloseable {
 
     /** The tracker every allocation of this backend reports to. */
     MemoryTracker memory();
+
+    /**
+     * A buffer that several in-process ranks read and write in place (one group's all-gather
+     * output, LocalCommunicator.sharedBuffer), charged in equal parts to {@code charged}, one
+     * tracker per rank. Not stream-ordered: whoever closes it does so once every rank's streams
+     * are done with it. Backends whose ranks cannot share memory (a device each) refuse it.
+     */
+    default Tensor allocateShared(DType dtype, MemoryCategory category, List<MemoryTracker> charged, long... shape) {
+        throw new UnsupportedOperationException(name() + " cannot hold a buffer that several ranks share");
+    }
 
     /**
      * The device's dense peak for GEMMs with {@code operands}-typed inputs and fp32 accumulation,

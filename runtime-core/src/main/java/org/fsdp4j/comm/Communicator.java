@@ -18,6 +18,8 @@
 //   so no other rank waits for the timeout.
 package org.fsdp4j.comm;
 
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
 
@@ -55,6 +57,28 @@ public interface Communicator extends AutoCloseable {
 
     /** Bytes sent and received by this rank on this communicator so far. */
     CommCounters counters();
+
+    /**
+     * Whether the ranks of this group share one address space and can all hold one buffer
+     * ({@link #sharedBuffer}): in-process CPU ranks. An all-gather whose inputs are the chunks of
+     * such a buffer, given as its output, then moves nothing: the ranks read each other's chunks
+     * in place once they have met. False for groups of processes or devices.
+     */
+    default boolean sharesAddressSpace() {
+        return false;
+    }
+
+    /**
+     * Collective set-up, only where {@link #sharesAddressSpace()}: one buffer of {@code numel}
+     * elements (a multiple of size()) that every rank of the group holds at the same address,
+     * charged to each rank's memory tracker in equal parts. Every rank calls it, in the same order
+     * relative to the other collectives; it blocks the host until each rank has its handle. A rank
+     * closes its handle once its own streams are done with the buffer; the last close frees it.
+     */
+    default SharedBuffer sharedBuffer(DType dtype, MemoryCategory category, long numel) {
+        throw new UnsupportedOperationException("communicator '" + name() + "': its ranks do not share an address"
+                + " space, so they cannot hold one buffer (check sharesAddressSpace() first)");
+    }
 
     /**
      * Poisons the whole group (and every group split from the same root) because of {@code cause}

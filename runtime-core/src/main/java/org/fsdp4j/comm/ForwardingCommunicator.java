@@ -3,6 +3,8 @@
 // tests' recording communicators are written on it, so each says only what it changes.
 package org.fsdp4j.comm;
 
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
 
@@ -57,6 +59,16 @@ public abstract class ForwardingCommunicator implements Communicator {
     @Override
     public void barrier(Backend.Stream stream) {
         collective(CommOp.BARRIER, stream, () -> inner.barrier(stream));
+    }
+
+    @Override
+    public boolean sharesAddressSpace() {
+        return inner.sharesAddressSpace();
+    }
+
+    @Override
+    public SharedBuffer sharedBuffer(DType dtype, MemoryCategory category, long numel) {
+        return inner.sharedBuffer(dtype, category, numel);
     }
 
     @Override

@@ -12,11 +12,17 @@
 //                   as ordinary ops, and it waits for the others' "done reading" events before its
 //                   later work. The host never waits for device work; it only meets the other hosts.
 // A group of one never meets anyone: its collectives are plain backend ops on the stream.
+// CPU ranks share the process's memory: sharedBuffer gives them one buffer, and a copy whose
+// source already is its destination (an all-gather into such a buffer from its own chunks) is
+// skipped, so that collective is only its two meetings.
 package org.fsdp4j.comm;
 
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
 
@@ -26,7 +32,10 @@ final class LocalCommunicator implements Communicator {
      * What every rank deposits for a collective: the call's signature (checked to match), its
      * buffer and, under STREAM_EVENTS, the event after which its stream has the buffer ready.
      */
-    private record Deposit(String signature, Tensor buffer, Backend.Event ready, int color, int key) {
+    private record Deposit(String signature, Tensor buffer, Backend.Event ready, int color, int key, Object extra) {
+        Deposit(String signature, Tensor buffer, Backend.Event ready, int color, int key) {
+            this(signature, buffer, ready, color, key, null);
+        }
     }
 
     /** A collective's reading phase, given every rank's buffer (index = rank); it issues backend ops. */
@@ -99,8 +108,9 @@ final class LocalCommunicator implements Communicator {
                 if (q == rank && inPlace) {
                     continue;
                 }
-                if (n > 0) {
-                    backend.copy(inputs[q].reshape(n), output.view(q * n, n));
+                Tensor chunk = output.view(q * n, n);
+                if (n > 0 && !sameBytes(inputs[q], chunk)) {
+                    backend.copy(inputs[q].reshape(n), chunk);
                 }
             }
         });
@@ -182,6 +192,9 @@ final class LocalCommunicator implements Communicator {
         long seq = issued.incrementAndGet();
         String where = label(CommOp.SPLIT, seq);
         Communicator[] made = new Communicator[1];
+        if (dispatch == LocalGroup.Dispatch.STREAM_EVENTS) {
+            bound = null;                      // the ranks meet on the host now, in issue order
+        }
         Runnable body = () -> made[0] = guarded(where, () -> {
             Object[] all = group.exchange(rank, new Deposit("split()", null, null, color, key), where);
             checkSignatures(all, where);
@@ -201,13 +214,64 @@ final class LocalCommunicator implements Communicator {
                     k -> new Rendezvous(subName, globalRanks, group.timeout(), group.fate()));
             return new LocalCommunicator(sub, members.indexOf(rank), backend, dispatch);
         });
-        if (bound == null || dispatch == LocalGroup.Dispatch.STREAM_EVENTS) {
-            body.run();                        // the ranks meet on the host now, in issue order
-        } else {
-            bound.launchHostFunc(body);        // after the collectives already queued on its stream
-            bound.synchronize();
-        }
+        meetOnHost(bound, body);
         return made[0];
+    }
+
+    @Override
+    public boolean sharesAddressSpace() {
+        return dispatch == LocalGroup.Dispatch.HOST_FUNCTIONS && backend.device().isCpu();
+    }
+
+    @Override
+    public SharedBuffer sharedBuffer(DType dtype, MemoryCategory category, long numel) {
+        if (!sharesAddressSpace()) {
+            return Communicator.super.sharedBuffer(dtype, category, numel);
+        }
+        if (numel < 0 || numel % size() != 0) {
+            throw new IllegalArgumentException("communicator '" + name() + "': a shared buffer is charged to its "
+                    + size() + " ranks in equal parts, so its " + numel + " elements must be a multiple of " + size());
+        }
+        checkOpen();
+        Backend.Stream bound;
+        synchronized (this) {
+            bound = stream;
+        }
+        String where = "sharedBuffer #" + issued.incrementAndGet() + " on '" + name() + "' at rank "
+                + group.globalRank(rank) + CommTag.suffix();
+        String signature = "sharedBuffer(" + dtype.shortName() + ", " + numel + ", " + category.label() + ")";
+        SharedBuffer[] mine = new SharedBuffer[1];
+        meetOnHost(bound, () -> mine[0] = guarded(where, () -> {
+            Object[] all = exchange(new Deposit(signature, null, null, 0, 0, backend.memory()), where);
+            List<SharedBuffer> handles = null;
+            if (rank == 0) {
+                List<MemoryTracker> charged = new ArrayList<>();
+                for (Object d : all) {
+                    charged.add((MemoryTracker) ((Deposit) d).extra());
+                }
+                handles = SharedBuffer.handles(backend.allocateShared(dtype, category, charged, numel), size());
+            }
+            Object[] made = group.exchange(rank, handles, where + " (hand-out)");
+            @SuppressWarnings("unchecked")
+            List<SharedBuffer> given = (List<SharedBuffer>) made[0];
+            return given.get(rank);
+        }));
+        return mine[0];
+    }
+
+    /**
+     * Runs {@code body}, in which the ranks meet on the host (set-up calls), in this rank's
+     * collective order: at once if no collective was issued yet, or under STREAM_EVENTS (whose
+     * meetings are on the host anyway); else after the collectives already queued on the stream,
+     * the host waiting for it.
+     */
+    private static void meetOnHost(Backend.Stream bound, Runnable body) {
+        if (bound == null) {
+            body.run();
+            return;
+        }
+        bound.launchHostFunc(body);
+        bound.synchronize();
     }
 
     @Override
@@ -322,6 +386,11 @@ final class LocalCommunicator implements Communicator {
         Object[] all = group.exchange(rank, mine, where);
         checkSignatures(all, where);
         return all;
+    }
+
+    /** Whether a and b are the same bytes of the same storage (a copy between them would change nothing). */
+    private static boolean sameBytes(Tensor a, Tensor b) {
+        return a.rawStorage() == b.rawStorage() && a.byteOffset() == b.byteOffset() && a.numBytes() == b.numBytes();
     }
 
     private static Tensor[] buffers(Object[] deposits) {

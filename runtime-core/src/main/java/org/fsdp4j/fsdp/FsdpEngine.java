@@ -93,6 +93,14 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     private record InFlightReduction(Tensor grad, Backend.Event done) {
     }
 
+    /**
+     * Whether ranks that share an address space (in-process CPU ranks) keep a unit's fp32
+     * masters side by side in one buffer and gather by reading it in place (on by default;
+     * {@code -Dfsdp4j.inPlaceGather=false} gives every gather its own buffer and copies, as
+     * separate processes do, for comparison: bench/NOTES.md 2.21).
+     */
+    static final boolean IN_PLACE_GATHER = !"false".equals(System.getProperty("fsdp4j.inPlaceGather"));
+
     private final TrainableModel model;
     private final Backend device;
     private final Backend optimizerBackend;
@@ -175,11 +183,12 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
             List<ParamSpec> specs = new ArrayList<>();
             model.units().forEach(u -> specs.addAll(u.params()));
             initialValues.check(specs);     // a source that cannot give every parameter fails here, before any fill
+            Communicator sharesMasters = IN_PLACE_GATHER && mesh.shard().sharesAddressSpace() ? mesh.shard() : null;
             for (Unit unit : model.units()) {
                 FlatParamLayout layout = FlatParamLayout.of(unit.params(), config.precision().paramDtype(),
                         config.shardSize());
                 built.add(new ShardedUnit(unit, layout, mesh.shard().rank(), config.strategy().replicatesParams(),
-                        device, optimizerBackend, optimizer.stateBuffersPerParam(), initialValues));
+                        device, optimizerBackend, optimizer.stateBuffersPerParam(), initialValues, sharesMasters));
             }
             this.units = List.copyOf(built);
             handOffToDevice();
@@ -194,7 +203,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         List<ParamSegment> segs = new ArrayList<>();
         units.forEach(u -> segs.addAll(u.segments));
         this.segments = List.copyOf(segs);
-        this.plan = UnitBufferPlan.of(layouts(), config);
+        this.plan = UnitBufferPlan.of(layouts(), config, gathersInPlace());
     }
 
     private Backend.Stream open(List<Backend.Stream> made, String name) {
@@ -206,6 +215,11 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     /** How gathered parameters and unsharded gradients are scheduled to fit the memory model. */
     public UnitBufferPlan plan() {
         return plan;
+    }
+
+    /** Whether this rank's units gather in place, reading the shard group's shared fp32 masters (see issueGather). */
+    public boolean gathersInPlace() {
+        return units.stream().anyMatch(u -> u.shared != null);
     }
 
     /** P′: parameters plus alignment and shard padding, summed over units. */
@@ -582,10 +596,14 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     /**
      * Queues u's all-gather on the all-gather stream into a buffer allocated for the compute
      * stream (which reads it and frees it), after the compute issued so far and, if given,
-     * after {@code after}.
+     * after {@code after}. Where the group keeps u's masters in one shared buffer, that buffer
+     * is the output and the all-gather only meets the other ranks: from then on each rank's
+     * update of its own chunk (the step's optimizer) is already done, and the next one comes only
+     * after this step's last reduce-scatter, which no rank reaches before its backward has read
+     * the parameters for the last time.
      */
     private void issueGather(ShardedUnit u, Backend.Event after) {
-        Tensor out = device.allocate(u.layout.paramDtype(), MemoryCategory.GATHERED, u.layout.numel());
+        Tensor out = u.newGathered();
         waitFor(gatherStream, compute.record(), Wait.ALL_GATHER_ON_COMPUTE);
         if (after != null) {
             waitFor(gatherStream, after, Wait.ALL_GATHER_ON_REDUCTION);

@@ -61,7 +61,7 @@ public final class LocalShardedModel implements ShardedModel {
             this.info = new ShardingInfo(options, device, n, ranks.firstRank(), here, count, group.paddedParams(),
                     backendName(group.backendName(), devices), group.peakTflops(config.precision().paramDtype()),
                     Optional.of(new ShardingInfo.GatherSchedule(plan.schedule().cliName(), plan.budgetBytes(),
-                            plan.peakBytes(), plan.keptPeakBytes())));
+                            plan.peakBytes(), plan.keptPeakBytes(), plan.inPlace())));
         } catch (RuntimeException e) {
             group.close();
             throw e;

@@ -6,6 +6,9 @@
 //
 //   master      (shardNumel) fp32, optimizer backend   — what the optimizer updates
 //   gatherInput (shardNumel) param dtype, device        — = master when fp32 on the device
+//   shared      (numel)      fp32, one for the group    — in-process fp32 ranks only: every rank's
+//                                                         master is its chunk, and the all-gather's
+//                                                         output is this buffer itself (no copy)
 //   full        (numel)      param dtype, device        — replicated params only (else gathered per use)
 //   gradShard   (shardNumel) fp32, optimizer backend    — reduced gradient of this shard
 //   state[k]    (shardNumel) fp32, optimizer backend    — AdamW m, v / SGD momentum, padding included
@@ -19,6 +22,8 @@ import org.fsdp4j.api.ParamSource;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.api.Unit;
 import org.fsdp4j.backend.Backend;
+import org.fsdp4j.comm.Communicator;
+import org.fsdp4j.comm.SharedBuffer;
 import org.fsdp4j.optim.ParamSegment;
 
 final class ShardedUnit implements AutoCloseable {
@@ -34,6 +39,8 @@ final class ShardedUnit implements AutoCloseable {
     final Tensor master;
     final Tensor gatherInput;
     final Tensor full;                 // null unless persistent
+    /** Where the group's ranks hold their masters side by side, each gather reading it in place; else null. */
+    final SharedBuffer shared;
     final Tensor gradShard;
     /** The optimizer's state buffers (AdamW m, v), each (shardNumel) fp32, padding included. */
     final List<Tensor> optimizerState;
@@ -64,7 +71,7 @@ final class ShardedUnit implements AutoCloseable {
      * (the engine issues it: it is a collective).
      */
     ShardedUnit(Unit unit, FlatParamLayout layout, int shardIndex, boolean replicated, Backend device,
-                Backend optimizerBackend, int optimizerBuffers, ParamSource initialValues) {
+                Backend optimizerBackend, int optimizerBuffers, ParamSource initialValues, Communicator sharesMasters) {
         this.unit = unit;
         this.layout = layout;
         this.shardIndex = shardIndex;
@@ -73,8 +80,15 @@ final class ShardedUnit implements AutoCloseable {
         long shardNumel = layout.shardNumel();
         boolean fp32OnDevice = paramDtype == DType.F32 && optimizerBackend == device;
         this.persistent = replicated || layout.shardCount() == 1;
+        SharedBuffer sharedMasters = null;
         try {
-            if (persistent) {
+            if (!persistent && fp32OnDevice && sharesMasters != null) {
+                // collective: every rank of the shard group builds its units in the same order
+                sharedMasters = sharesMasters.sharedBuffer(DType.F32, MemoryCategory.PARAMS, layout.numel());
+                this.full = null;
+                this.master = sharedMasters.tensor().view(shardIndex * shardNumel, shardNumel);
+                this.gatherInput = master;
+            } else if (persistent) {
                 this.full = own(device.allocate(paramDtype, MemoryCategory.PARAMS, layout.numel()));
                 this.gatherInput = full.view(shardIndex * shardNumel, shardNumel);
                 this.master = fp32OnDevice ? gatherInput
@@ -85,6 +99,7 @@ final class ShardedUnit implements AutoCloseable {
                 this.gatherInput = fp32OnDevice ? master
                         : own(device.allocate(paramDtype, MemoryCategory.PARAMS, shardNumel));
             }
+            this.shared = sharedMasters;
             this.gradShard = own(optimizerBackend.zeros(DType.F32, MemoryCategory.GRADS, shardNumel));
             this.accumulatesIntoGradShard = layout.shardCount() == 1 && fp32OnDevice;
             List<Tensor> state = new ArrayList<>();
@@ -115,7 +130,10 @@ final class ShardedUnit implements AutoCloseable {
                 this.state = ShardState.SHARDED;
             }
         } catch (RuntimeException e) {
-            close();
+            owned.forEach(Tensor::close);
+            if (sharedMasters != null) {
+                sharedMasters.close();
+            }
             throw e;
         }
     }
@@ -155,9 +173,21 @@ final class ShardedUnit implements AutoCloseable {
             return;
         }
         unit.unbindParams();
-        gathered.close();
+        releaseGathered(gathered);
         gathered = null;
         state = ShardState.SHARDED;
+    }
+
+    /** A gathered buffer for u's parameters: the shared masters themselves, or a new one. */
+    Tensor newGathered() {
+        return shared != null ? shared.tensor()
+                : device.allocate(layout.paramDtype(), MemoryCategory.GATHERED, layout.numel());
+    }
+
+    private void releaseGathered(Tensor t) {
+        if (shared == null) {
+            t.close();
+        }
     }
 
     /**
@@ -169,11 +199,11 @@ final class ShardedUnit implements AutoCloseable {
         unit.unbindParams();
         unit.unbindGrads();
         if (!persistent && gathered != null) {
-            gathered.close();
+            releaseGathered(gathered);
             gathered = null;
         }
         if (pendingGather != null) {
-            pendingGather.output().close();   // a prefetch nobody waited for
+            releaseGathered(pendingGather.output());   // a prefetch nobody waited for
             pendingGather = null;
         }
         if (unshardedGrad != null && unshardedGrad != gradShard) {
@@ -185,5 +215,8 @@ final class ShardedUnit implements AutoCloseable {
         }
         unshardedGrad = null;
         owned.forEach(Tensor::close);
+        if (shared != null) {
+            shared.close();
+        }
     }
 }

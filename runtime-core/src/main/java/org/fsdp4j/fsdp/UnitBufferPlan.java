@@ -17,6 +17,13 @@
 //                    is either one gradient being reduced or the prefetched params, never both.
 //                    Costs one more reduce-scatter of the root per step.
 //
+// Where the ranks gather in place (in-process fp32 ranks: FsdpEngine, docs/ARCHITECTURE.md), a
+// gathered unit takes no memory of its own and only the unsharded gradients count. The schedule
+// is still chosen as for gathered buffers, so that a run behaves (and is tested) the same either
+// way. The peak counted is what is alive where the activations peak (the head's and the last
+// block's backward): the root's gradient and the last block's, r + b. The gradients' own peak
+// comes later (ROOT_GRAD_KEPT: r + 2b, a block further on), once a block's activations are freed.
+//
 // Only strategies that free parameters after forward and shard them (FULL_SHARD, HYBRID_SHARD
 // with S > 1) have a bound to keep; the others hold whole parameters by design and keep FSDP2's
 // schedule. Unsharded gradients accumulated over micro-batches are outside the bound (every
@@ -31,8 +38,9 @@ import java.util.List;
  * @param budgetBytes        (1 + depth) largest gathered units + the largest unit's gradient; 0 when no bound applies
  * @param peakBytes          the most gathered-parameter plus unsharded-gradient bytes the schedule holds at once
  * @param keptPeakBytes      the same for ROOT_GRAD_KEPT, for the record
+ * @param inPlace            the ranks gather in place: a gathered unit is their shared fp32 masters, no buffer
  */
-public record UnitBufferPlan(Schedule schedule, long budgetBytes, long peakBytes, long keptPeakBytes) {
+public record UnitBufferPlan(Schedule schedule, long budgetBytes, long peakBytes, long keptPeakBytes, boolean inPlace) {
 
     public enum Schedule {
         ROOT_GRAD_KEPT, ROOT_GRAD_SPLIT;
@@ -62,19 +70,24 @@ public record UnitBufferPlan(Schedule schedule, long budgetBytes, long peakBytes
      * {@code config}. Unit sizes are the padded flat sizes in the param dtype; the unsharded
      * gradient has the same size.
      */
-    public static UnitBufferPlan of(List<FlatParamLayout> layouts, FsdpConfig config) {
+    public static UnitBufferPlan of(List<FlatParamLayout> layouts, FsdpConfig config, boolean gathersInPlace) {
         long[] bytes = new long[layouts.size()];
         for (int u = 0; u < bytes.length; u++) {
             bytes[u] = layouts.get(u).numel() * layouts.get(u).paramDtype().byteSize();
         }
         return of(bytes, config.prefetchDepth(),
-                config.strategy().reshardsAfterForward() && config.shardSize() > 1);
+                config.strategy().reshardsAfterForward() && config.shardSize() > 1, gathersInPlace);
     }
 
-    /** As above from unit byte sizes (root first): what a planner can compute before building anything. */
+    /** As above from unit byte sizes (root first), gathering into buffers: what a planner can compute before building anything. */
     public static UnitBufferPlan of(long[] unitBytes, int prefetchDepth, boolean bounded) {
+        return of(unitBytes, prefetchDepth, bounded, false);
+    }
+
+    /** As above; {@code gathersInPlace}: a gathered unit is the ranks' shared masters, which take no memory of their own. */
+    public static UnitBufferPlan of(long[] unitBytes, int prefetchDepth, boolean bounded, boolean gathersInPlace) {
         if (!bounded || unitBytes.length == 0) {
-            return new UnitBufferPlan(Schedule.ROOT_GRAD_KEPT, 0, 0, 0);
+            return new UnitBufferPlan(Schedule.ROOT_GRAD_KEPT, 0, 0, 0, false);
         }
         long r = unitBytes[0];
         long b = 0;                                      // the largest block
@@ -93,9 +106,11 @@ public record UnitBufferPlan(Schedule schedule, long budgetBytes, long peakBytes
         long head = 2 * r + dh * b;                      // root params + root grad + prefetched blocks
         long kept = Math.max(head, r + (3 + db) * b);    // root grad + running params, grad, grad in flight, prefetches
         long split = Math.max(head, Math.max(r + 2 * b, 2 * b + Math.max(b, db * b)));
-        if (kept <= budget) {
-            return new UnitBufferPlan(Schedule.ROOT_GRAD_KEPT, budget, kept, kept);
+        Schedule schedule = kept <= budget ? Schedule.ROOT_GRAD_KEPT : Schedule.ROOT_GRAD_SPLIT;
+        if (gathersInPlace) {
+            long atActivationsPeak = r + b;              // the root's gradient and the last block's
+            return new UnitBufferPlan(schedule, budget, atActivationsPeak, atActivationsPeak, true);
         }
-        return new UnitBufferPlan(Schedule.ROOT_GRAD_SPLIT, budget, split, kept);
+        return new UnitBufferPlan(schedule, budget, schedule == Schedule.ROOT_GRAD_KEPT ? kept : split, kept, false);
     }
 }

@@ -45,7 +45,16 @@ public final class Planner implements StepCostModel {
 
     @Override
     public StepCost estimate(TrainConfig config, boolean onGpu) {
-        Plan p = plan(PlanInput.of(config), false, onGpu);
+        return estimate(config, onGpu, false);
+    }
+
+    /**
+     * As above, for a run whose ranks are built: {@code gathersInPlace} when they are in-process
+     * fp32 ranks that read shared masters instead of gathering into buffers (the engine's
+     * UnitBufferPlan says so), which the memory then counts as no gathered bytes.
+     */
+    public StepCost estimate(TrainConfig config, boolean onGpu, boolean gathersInPlace) {
+        Plan p = plan(PlanInput.of(config), false, onGpu, gathersInPlace);
         Plan.Memory m = p.memory();
         return new StepCost(m.total(), m.persistent(), m.unitBuffers() + m.workspace(), m.activations(),
                 p.hostBytesPerGpu(), p.largestBufferBytes(), p.flopsPerGpu() * p.input().worldSize());
@@ -53,11 +62,11 @@ public final class Planner implements StepCostModel {
 
     /** The plan for {@code in}, with recommendations. */
     public Plan plan(PlanInput in) {
-        return plan(in, true, in.gpu().isPresent());
+        return plan(in, true, in.gpu().isPresent(), false);
     }
 
     /** {@code onGpu}: the run's backend is a GPU's (a plan's GpuSpec, or a resolved device without one). */
-    private Plan plan(PlanInput in, boolean recommend, boolean onGpu) {
+    private Plan plan(PlanInput in, boolean recommend, boolean onGpu, boolean gathersInPlace) {
         List<String> why = new ArrayList<>();
         ModelConfig m = in.model();
         int n = in.worldSize();
@@ -125,9 +134,13 @@ public final class Planner implements StepCostModel {
         boolean accumulatesIntoShard = shards == 1 && fp32OnDevice;
         long unitTemps;
         if (in.strategy().reshardsAfterForward() && shards > 1) {
-            UnitBufferPlan plan = UnitBufferPlan.of(unitBytes, in.prefetch(), true);
+            UnitBufferPlan plan = UnitBufferPlan.of(unitBytes, in.prefetch(), true, gathersInPlace);
             unitTemps = plan.peakBytes();
-            why.add(f("unit buffers: %s schedule, gathered params + unsharded grads peak at %s (budget: %d gathered units "
+            why.add(gathersInPlace
+                    ? f("unit buffers: %s schedule; the in-process ranks read their shared fp32 masters in place (no"
+                            + " gathered buffers): the root's and the last block's unsharded grads where the activations"
+                            + " peak, %s", plan.schedule().cliName(), gib(unitTemps))
+                    : f("unit buffers: %s schedule, gathered params + unsharded grads peak at %s (budget: %d gathered units "
                     + "+ one gradient = %s)", plan.schedule().cliName(), gib(unitTemps), 1 + in.prefetch(),
                     gib(plan.budgetBytes())));
         } else if (!replicated) {
@@ -324,7 +337,7 @@ public final class Planner implements StepCostModel {
             candidates.add(c.withCheckpointActivations(!in.checkpointActivations()));
         }
         for (PlanInput c : candidates) {
-            Plan p = plan(c, false, true);
+            Plan p = plan(c, false, true, false);
             if (Boolean.TRUE.equals(p.fits())) {
                 options.add(new Option(c, p, Math.max(p.computeTimeS(), p.commTimeS())));
             }
@@ -334,7 +347,7 @@ public final class Planner implements StepCostModel {
                 .thenComparing(o -> o.input().checkpointActivations()));
         if (!Boolean.TRUE.equals(fits)) {
             if (options.isEmpty()) {
-                Plan off = plan(in.withOffload(true).withCheckpointActivations(true), false, true);
+                Plan off = plan(in.withOffload(true).withCheckpointActivations(true), false, true, false);
                 out.add(Boolean.TRUE.equals(off.fits())
                         ? f("does not fit in any strategy on the GPU alone: --offload with --checkpoint-activations fits "
                         + "(%s per GPU, %s on the host per GPU)", gib(off.memory().total()), gib(off.hostBytesPerGpu()))

@@ -56,6 +56,11 @@ public interface StepExecutor extends AutoCloseable {
         return Optional.empty();
     }
 
+    /** Whether the ranks gather in place (in-process fp32 ranks reading shared masters): no gathered buffers. */
+    default boolean gathersInPlace() {
+        return gatherSchedule().map(ShardingInfo.GatherSchedule::inPlace).orElse(false);
+    }
+
     /** Bytes each rank sent during the last step (received is equal under the ring convention), by rank. */
     default long[] commBytesPerRank() {
         return new long[worldSize()];

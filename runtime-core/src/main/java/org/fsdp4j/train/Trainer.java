@@ -137,7 +137,7 @@ public final class Trainer implements AutoCloseable {
         this.watch = new DivergenceWatch(config.onNonFinite(), config.precision().needsLossScaling());
         this.losses = new float[Math.min(config.steps(), 1024)];
         this.stepTimesMs = new double[losses.length];
-        this.predicted = new Planner().estimate(config, !device.isCpu());
+        this.predicted = new Planner().estimate(config, !device.isCpu(), executor.gathersInPlace());
         try {
             this.resumedFrom = checkpoints.resume().map(r -> resume(Checkpointer.resolve(r, checkpoints.saveDir(), log)))
                     .orElse(null);

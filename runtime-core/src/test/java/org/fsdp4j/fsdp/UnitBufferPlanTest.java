@@ -78,16 +78,32 @@ class UnitBufferPlanTest {
     }
 
     @Test
+    void gatheringInPlaceKeepsTheScheduleAndCountsOnlyGradients() {
+        for (String preset : List.of("tiny", "gpt2-124m")) {
+            long[] bytes = unitBytes(preset, DType.F32, 2);
+            long root = bytes[0];
+            long block = bytes[1];
+            UnitBufferPlan buffers = UnitBufferPlan.of(bytes, 1, true);
+            UnitBufferPlan inPlace = UnitBufferPlan.of(bytes, 1, true, true);
+            assertEquals(buffers.schedule(), inPlace.schedule(), preset + ": the same schedule, so the same step");
+            assertEquals(buffers.budgetBytes(), inPlace.budgetBytes(), preset);
+            assertEquals(root + block, inPlace.peakBytes(), preset + ": the gradients alive where the activations peak");
+            assertTrue(inPlace.inPlace() && !buffers.inPlace(), preset);
+            assertTrue(inPlace.peakBytes() < buffers.peakBytes(), preset + ": no gathered units");
+        }
+    }
+
+    @Test
     void strategiesThatKeepParametersHaveNoBudget() {
         for (ShardingStrategy s : List.of(ShardingStrategy.SHARD_GRAD_OP, ShardingStrategy.OPTIMIZER_ONLY,
                 ShardingStrategy.NO_SHARD)) {
             FsdpConfig c = FsdpTestSupport.config(4, s);
-            UnitBufferPlan p = UnitBufferPlan.of(unitLayouts(c), c);
+            UnitBufferPlan p = UnitBufferPlan.of(unitLayouts(c), c, false);
             assertEquals(0, p.budgetBytes(), s.cliName());
             assertEquals(UnitBufferPlan.Schedule.ROOT_GRAD_KEPT, p.schedule(), s.cliName());
         }
         FsdpConfig one = FsdpTestSupport.config(1, ShardingStrategy.FULL_SHARD);
-        assertEquals(0, UnitBufferPlan.of(unitLayouts(one), one).budgetBytes(), "one rank gathers nothing");
+        assertEquals(0, UnitBufferPlan.of(unitLayouts(one), one, false).budgetBytes(), "one rank gathers nothing");
     }
 
     private static List<FlatParamLayout> unitLayouts(FsdpConfig c) {

@@ -1,6 +1,7 @@
 // The planner against the runtime's own tracker, one real step each: its persistent prediction
 // equals the measured bytes exactly, and its peak is within 10% of the measured peak, for the GPT's
 // tiny and small at N = 1, 2 and 4, with and without activation checkpointing, and for the Llama's.
+// These in-process fp32 ranks gather in place (no gathered buffers), and the run says so.
 package org.fsdp4j.plan;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -26,11 +27,14 @@ class PlannerRuntimeTest {
     void predictionMatchesTheMeasuredMemory(String family, String preset, int worldSize, boolean checkpointed) {
         TrainConfig config = TrainConfig.builder().family(ModelFamily.parse(family)).preset(preset).worldSize(worldSize)
                 .batchSize(4).steps(1).checkpointActivations(checkpointed).device("cpu").cpuThreads(2).build();
-        StepCost predicted = new Planner().estimate(config);
+        boolean inPlace = worldSize > 1;       // in-process CPU ranks, fp32 parameters, full_shard
+        StepCost predicted = new Planner().estimate(config, false, inPlace);
         MemoryCheck check;
         try (Trainer trainer = new Trainer(config, line -> { })) {
             trainer.step();
             check = trainer.memoryCheck().orElseThrow();
+            assertEquals(inPlace, trainer.info().gatherSchedule().map(s -> s.inPlace()).orElse(false),
+                    "whether the ranks gathered in place");
         }
         String what = family + " " + preset + " at N = " + worldSize + (checkpointed ? " with" : " without") + " checkpointing";
         for (long measured : check.measuredPersistentBytesPerRank()) {

@@ -40,6 +40,7 @@ public final class CpuBackend implements Backend {
     private final AtomicLong hostSyncs = new AtomicLong();
     private final AtomicLong promotedCopies = new AtomicLong();
     private final CpuAllocator allocator;
+    private final HostBlocks blocks;            // where the allocator and shared buffers get memory
     private final CpuStream compute;
     private final List<CpuStream> streams = new ArrayList<>();     // every open stream, compute first
     private final ThreadLocal<CpuStream> current;
@@ -67,6 +68,7 @@ public final class CpuBackend implements Backend {
         this.debugStreams = debugStreams;
         this.memoryKind = blocks.name();
         this.allocator = new CpuAllocator(debugStreams, blocks);
+        this.blocks = blocks;
         this.compute = open("compute", !debugStreams);
         this.current = ThreadLocal.withInitial(() -> compute);
     }
@@ -104,6 +106,13 @@ public final class CpuBackend implements Backend {
         checkOpen();
         long numBytes = Math.multiplyExact(Tensor.numelOf(shape), dtype.byteSize());
         return Tensor.owning(CpuStorage.allocate(numBytes, category, tracker, allocator, stream()), dtype, shape);
+    }
+
+    @Override
+    public Tensor allocateShared(DType dtype, MemoryCategory category, List<MemoryTracker> charged, long... shape) {
+        checkOpen();
+        long numBytes = Math.multiplyExact(Tensor.numelOf(shape), dtype.byteSize());
+        return Tensor.owning(CpuStorage.allocateShared(numBytes, category, charged, blocks, debugStreams), dtype, shape);
     }
 
     @Override

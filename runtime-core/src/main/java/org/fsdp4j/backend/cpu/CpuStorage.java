@@ -5,6 +5,9 @@
 // stream named with recordStream, may still have work queued that uses it.
 // Java code reads and writes it through native-order NIO views with absolute get/put; those
 // views index with ints, hence the 2^31-1 byte limit per storage.
+// A shared storage (allocateShared: a buffer the in-process ranks of one group all read in
+// place) comes straight from the host blocks, outside every rank's allocator, and goes back
+// there when it is closed: its owner closes it only once every rank's streams are done with it.
 package org.fsdp4j.backend.cpu;
 
 import java.nio.ByteBuffer;
@@ -32,20 +35,22 @@ public final class CpuStorage extends Storage {
 
     private final Pointer block;        // what the allocator handed out
     private final BytePointer pointer;
-    private final CpuAllocator allocator;
-    private final CpuStream stream;     // the stream it was allocated for
+    private final CpuAllocator allocator;   // null for a shared storage
+    private final HostBlocks sharedBlocks;  // a shared storage's source; null otherwise
+    private final CpuStream stream;     // the stream it was allocated for (null: shared)
     private final Set<CpuStream> users = new LinkedHashSet<>();   // other streams named with recordStream
     private final ByteBuffer bytes;     // the whole block, native byte order
     private final FloatBuffer floats;   // element e of an F32 tensor at element offset o: floats.get(o + e)
     private final ShortBuffer shorts;   // F16 / BF16 bits, indexed the same way
     private final IntBuffer ints;       // I32
 
-    private CpuStorage(Pointer block, long numBytes, MemoryCategory category, MemoryTracker tracker,
-                       CpuAllocator allocator, CpuStream stream) {
-        super(Device.CPU, numBytes, category, tracker);
+    private CpuStorage(Pointer block, long numBytes, MemoryCategory category, List<MemoryTracker> charged,
+                       CpuAllocator allocator, HostBlocks sharedBlocks, CpuStream stream) {
+        super(Device.CPU, numBytes, category, charged);
         this.block = block;
         this.pointer = new BytePointer(block).capacity(Math.max(1, numBytes));
         this.allocator = allocator;
+        this.sharedBlocks = sharedBlocks;
         this.stream = stream;
         this.bytes = pointer.asByteBuffer().order(ByteOrder.nativeOrder());
         this.floats = bytes.asFloatBuffer();
@@ -56,6 +61,46 @@ public final class CpuStorage extends Storage {
     /** Allocates {@code numBytes} of uninitialised host memory for work on {@code stream} and reports it to {@code tracker}. */
     static CpuStorage allocate(long numBytes, MemoryCategory category, MemoryTracker tracker, CpuAllocator allocator,
                                CpuStream stream) {
+        checkSize(numBytes, category);
+        boolean inWork = CpuStream.inStreamWork();
+        Pointer raw = allocator.allocate(numBytes, stream, inWork);
+        if (raw == null) {
+            throw new OutOfMemoryError("malloc of " + numBytes + " bytes of host memory for "
+                    + category.label() + " failed (" + tracker + ")");
+        }
+        try {
+            return new CpuStorage(raw, numBytes, category, List.of(tracker), allocator, null, stream);
+        } catch (RuntimeException | Error e) {
+            allocator.free(raw, numBytes, stream, List.of(), inWork);
+            throw e;
+        }
+    }
+
+    /**
+     * {@code numBytes} of uninitialised host memory that several in-process ranks share, charged
+     * in equal parts to {@code charged} (one tracker per rank) and given back to {@code blocks}
+     * when closed; poisoned first when {@code poison} (the debug mode).
+     */
+    static CpuStorage allocateShared(long numBytes, MemoryCategory category, List<MemoryTracker> charged,
+                                     HostBlocks blocks, boolean poison) {
+        checkSize(numBytes, category);
+        Pointer raw = blocks.allocate(numBytes);
+        if (raw == null || raw.isNull()) {
+            throw new OutOfMemoryError("malloc of " + numBytes + " bytes of shared host memory for "
+                    + category.label() + " failed (" + charged + ")");
+        }
+        if (poison) {
+            Pointer.memset(raw, 0xFF, Math.max(1, numBytes));
+        }
+        try {
+            return new CpuStorage(raw, numBytes, category, charged, null, blocks, null);
+        } catch (RuntimeException | Error e) {
+            blocks.free(raw);
+            throw e;
+        }
+    }
+
+    private static void checkSize(long numBytes, MemoryCategory category) {
         if (numBytes < 0) {
             throw new IllegalArgumentException("negative allocation of " + numBytes + " bytes");
         }
@@ -65,18 +110,6 @@ public final class CpuStorage extends Storage {
                     + (category == MemoryCategory.ACTIVATIONS
                             ? "lower --batch-size or --seq-len, or raise --micro-batches, so that one micro-batch fits"
                             : "split it (e.g. shard over more ranks, or smaller units) or use the CUDA backend"));
-        }
-        boolean inWork = CpuStream.inStreamWork();
-        Pointer raw = allocator.allocate(numBytes, stream, inWork);
-        if (raw == null) {
-            throw new OutOfMemoryError("malloc of " + numBytes + " bytes of host memory for "
-                    + category.label() + " failed (" + tracker + ")");
-        }
-        try {
-            return new CpuStorage(raw, numBytes, category, tracker, allocator, stream);
-        } catch (RuntimeException | Error e) {
-            allocator.free(raw, numBytes, stream, List.of(), inWork);
-            throw e;
         }
     }
 
@@ -111,7 +144,7 @@ public final class CpuStorage extends Storage {
     /** Also used by {@code other} (not the stream it was allocated for): see Backend.recordStream. */
     void recordStream(CpuStream other) {
         checkOpen();
-        if (other != stream) {
+        if (allocator != null && other != stream) {
             synchronized (users) {
                 users.add(other);
             }
@@ -161,6 +194,10 @@ public final class CpuStorage extends Storage {
 
     @Override
     protected void release() {
+        if (allocator == null) {
+            sharedBlocks.free(block);   // its owner closes it once no rank's stream uses it
+            return;
+        }
         List<CpuEvent> pendingUsers = new ArrayList<>();
         synchronized (users) {
             for (CpuStream u : users) {
