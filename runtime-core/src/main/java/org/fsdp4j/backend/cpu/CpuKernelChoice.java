@@ -1,11 +1,15 @@
 // The CPU backend's kernel choices that follow the machine, and the -D properties that override
 // them (for comparing the choices on one build): the register tile's shape (bench/NOTES.md 2.18)
-// and whether Linear-sized fp32 GEMMs run on PanelGemm or on OpenBLAS (2.19). Pure functions of
+// and whether Linear-sized fp32 GEMMs run on PanelGemm or on OpenBLAS (2.19, 2.21). Pure functions of
 // their inputs, so the tests can ask for other machines; no state of its own, so CpuBackend can
 // check the properties when it is made: a bad value is then a one-line error before the first step,
 // not a failed initialisation of TileGemm or PanelGemm in the middle of one.
 package org.fsdp4j.backend.cpu;
 
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
 import java.util.Locale;
 
 final class CpuKernelChoice {
@@ -23,7 +27,9 @@ final class CpuKernelChoice {
 
     /** Whether this machine's Linear-sized fp32 GEMMs run on PanelGemm (PanelGemm.ENABLED). */
     static boolean javaGemm() {
-        return javaGemm(System.getProperty(GEMM_PROPERTY, ""), narrowTile(arch(), Simd.FL, ""));
+        String[] cpu = vendorAndFamily();
+        return javaGemm(System.getProperty(GEMM_PROPERTY, ""), narrowTile(arch(), Simd.FL, ""),
+                wideBlas(arch(), Simd.FL, System.getenv("OPENBLAS_CORETYPE"), cpu[0], cpu[1]));
     }
 
     /** Throws IllegalArgumentException, naming the property and its values, if either property is bad. */
@@ -49,15 +55,18 @@ final class CpuKernelChoice {
     }
 
     /**
-     * By default PanelGemm where the register tile has 32 vector registers (AVX-512, AArch64),
-     * OpenBLAS on x86 below AVX-512 ({@code narrowIsa}): there the 4 × 3 tile over 16 registers
-     * runs whole GEMMs at ~0.8 of OpenBLAS's assembly, and whole training steps went 21–35% faster
-     * on OpenBLAS (bench/NOTES.md 2.19). {@code choice} is "java", "openblas" or empty (the default).
+     * By default PanelGemm where the register tile has 32 vector registers (AVX-512, AArch64) and
+     * OpenBLAS has no faster kernel; OpenBLAS on x86 below AVX-512 ({@code narrowIsa}), where the
+     * 4 × 3 tile over 16 registers runs whole GEMMs at ~0.8 of OpenBLAS's assembly and whole
+     * training steps went 21–35% faster on OpenBLAS (bench/NOTES.md 2.19), and where OpenBLAS runs
+     * its AVX-512 kernels on a core with two 512-bit FMA pipes ({@code wideBlas}): one thread
+     * 149–184 GFLOP/s against PanelGemm's 98–129, steps 12–17% faster (2.21). {@code choice} is
+     * "java", "openblas" or empty (the default).
      */
-    static boolean javaGemm(String choice, boolean narrowIsa) {
+    static boolean javaGemm(String choice, boolean narrowIsa, boolean wideBlas) {
         switch (choice.toLowerCase(Locale.ROOT)) {
             case "":
-                return !narrowIsa;
+                return !narrowIsa && !wideBlas;
             case "java":
                 return true;
             case "openblas":
@@ -65,6 +74,54 @@ final class CpuKernelChoice {
             default:
                 throw new IllegalArgumentException("-Dfsdp4j.cpuGemm must be java or openblas, got '" + choice + "'");
         }
+    }
+
+    /**
+     * Whether OpenBLAS runs AVX-512 kernels on a core that issues two 512-bit FMAs a cycle: x86
+     * with 16 fp32 lanes, {@code coreType} (OPENBLAS_CORETYPE, null when unset: OpenBLAS then
+     * detects an AVX-512 core itself) unset or naming an AVX-512 core, and not AMD family 25
+     * (Zen 4 runs a 512-bit FMA as two halves, and PanelGemm measured faster there: 2.20). Intel's
+     * server cores and Zen 5 (family 26) have the two pipes.
+     */
+    static boolean wideBlas(String arch, int floatLanes, String coreType, String vendor, String family) {
+        boolean x86 = arch.equals("amd64") || arch.equals("x86_64");
+        if (!x86 || floatLanes < 16) {
+            return false;
+        }
+        if (coreType != null && !coreType.isEmpty()
+                && !WIDE_CORES.contains(coreType.toLowerCase(Locale.ROOT))) {
+            return false;                        // told to use older kernels (Haswell, Zen, ...)
+        }
+        return !("AuthenticAMD".equals(vendor) && "25".equals(family));
+    }
+
+    /** OpenBLAS's core names whose kernels use 512-bit FMAs. */
+    private static final List<String> WIDE_CORES = List.of("skylakex", "cooperlake", "sapphirerapids");
+
+    /** /proc/cpuinfo's vendor_id and cpu family, or empty strings where it cannot be read. */
+    private static String[] vendorAndFamily() {
+        String vendor = "";
+        String family = "";
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/cpuinfo"))) {
+                int colon = line.indexOf(':');
+                if (colon < 0) {
+                    continue;
+                }
+                String key = line.substring(0, colon).trim();
+                if (key.equals("vendor_id") && vendor.isEmpty()) {
+                    vendor = line.substring(colon + 1).trim();
+                } else if (key.equals("cpu family") && family.isEmpty()) {
+                    family = line.substring(colon + 1).trim();
+                }
+                if (!vendor.isEmpty() && !family.isEmpty()) {
+                    break;
+                }
+            }
+        } catch (IOException | SecurityException e) {
+            // not Linux: no vendor known, so only the ISA and OPENBLAS_CORETYPE decide
+        }
+        return new String[] {vendor, family};
     }
 
     /**

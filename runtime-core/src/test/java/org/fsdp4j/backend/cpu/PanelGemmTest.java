@@ -63,15 +63,29 @@ class PanelGemmTest {
     }
 
     @Test
-    void theJavaKernelIsTheDefaultOnlyWhereTheTileHas32Registers() {
-        assertTrue(CpuKernelChoice.javaGemm("", false));           // AVX-512, AArch64
-        assertFalse(CpuKernelChoice.javaGemm("", true));           // x86 below AVX-512: OpenBLAS
-        assertTrue(CpuKernelChoice.javaGemm("java", true));
-        assertTrue(CpuKernelChoice.javaGemm("JAVA", true));
-        assertFalse(CpuKernelChoice.javaGemm("openblas", false));
-        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> CpuKernelChoice.javaGemm("mkl", false));
+    void theJavaKernelIsTheDefaultWhereTheTileHas32RegistersAndOpenBlasIsNotWider() {
+        assertTrue(CpuKernelChoice.javaGemm("", false, false));           // Zen 4, AArch64
+        assertFalse(CpuKernelChoice.javaGemm("", true, false));           // x86 below AVX-512: OpenBLAS
+        assertFalse(CpuKernelChoice.javaGemm("", false, true));           // two 512-bit FMA pipes: OpenBLAS
+        assertTrue(CpuKernelChoice.javaGemm("java", true, true));
+        assertTrue(CpuKernelChoice.javaGemm("JAVA", true, false));
+        assertFalse(CpuKernelChoice.javaGemm("openblas", false, false));
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> CpuKernelChoice.javaGemm("mkl", false, false));
         assertTrue(e.getMessage().contains("must be java or openblas"), e.getMessage());
         assertEquals(PanelGemm.ENABLED, PanelGemm.suits(256, 256, 256));    // a Linear-sized product
+    }
+
+    @Test
+    void openBlasIsWiderOnlyWithAvx512KernelsOnTwoFmaPipes() {
+        assertTrue(CpuKernelChoice.wideBlas("amd64", 16, null, "GenuineIntel", "6"));          // Intel server core
+        assertTrue(CpuKernelChoice.wideBlas("amd64", 16, "SkylakeX", "GenuineIntel", "6"));
+        assertTrue(CpuKernelChoice.wideBlas("amd64", 16, "cooperlake", "GenuineIntel", "6"));
+        assertTrue(CpuKernelChoice.wideBlas("amd64", 16, null, "AuthenticAMD", "26"));         // Zen 5
+        assertFalse(CpuKernelChoice.wideBlas("amd64", 16, null, "AuthenticAMD", "25"));        // Zen 4: halves
+        assertFalse(CpuKernelChoice.wideBlas("amd64", 16, "Haswell", "GenuineIntel", "6"));    // told AVX2 kernels
+        assertFalse(CpuKernelChoice.wideBlas("amd64", 8, null, "GenuineIntel", "6"));          // no AVX-512
+        assertFalse(CpuKernelChoice.wideBlas("aarch64", 16, null, "", ""));
     }
 
     @Test
