@@ -208,8 +208,9 @@ public final class CpuBackend implements Backend {
                 a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC, batch, null), a, b, c);
     }
 
-    // The fused Linear ops: fp32 products that PanelGemm runs apply their epilogue (GemmEpilogue) to
-    // C's rows as they are written, with the bits of the unfused ops; the rest take the defaults.
+    // The fused Linear ops: fp32 products apply their epilogue (GemmEpilogue) to C's rows as they
+    // are written (PanelGemm) or right after each OpenBLAS tile (GemmOp), with the bits of the
+    // unfused ops; other dtypes take the defaults.
 
     @Override
     public void gemmThenAddBias(boolean transA, boolean transB, int m, int n, int k, Tensor a, Tensor b, Tensor c,
@@ -272,14 +273,14 @@ public final class CpuBackend implements Backend {
                 a, lda, 0, b, ldb, 0, 0f, c, n, 0, 1, epilogue.get()), touched);
     }
 
-    /** Whether an m×n×k product over these tensors runs on PanelGemm with an epilogue: all fp32, Linear-sized. */
+    /** Whether an m×n×k product over these tensors runs with an epilogue: all fp32. */
     private static boolean fusable(int m, int n, int k, Tensor... tensors) {
         for (Tensor t : tensors) {
             if (t.dtype() != DType.F32) {
                 return false;
             }
         }
-        return PanelGemm.suits(m, n, k);
+        return true;
     }
 
     // ------------------------------------------------------------------ elementwise

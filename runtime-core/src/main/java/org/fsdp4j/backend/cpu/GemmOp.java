@@ -65,9 +65,10 @@ final class GemmOp {
         double flopsPerTask = 2.0 * rowsPerTile * colsPerTile * Math.max(1, k);
         long grain = Math.max(1, (long) (MIN_FLOPS_PER_CHUNK / flopsPerTask));
         boolean panel = !pa.half && !pb.half && !pc.half && PanelGemm.suits(m, n, k);
-        if (epilogue != null && !(panel && alpha == 1f && beta == 0f && batch == 1 && epilogue.fits(n))) {
+        boolean fp32 = !pa.half && !pb.half && !pc.half;
+        if (epilogue != null && !(fp32 && alpha == 1f && beta == 0f && batch == 1 && epilogue.fits(n))) {
             throw new IllegalArgumentException("an epilogue (a bias, a GELU) is applied as C is written only by a single"
-                    + " fp32 PanelGemm product with alpha 1 and beta 0 (Ops.gemmThenAddBias, gemmThenAddBiasGelu,"
+                    + " fp32 product with alpha 1 and beta 0 (Ops.gemmThenAddBias, gemmThenAddBiasGelu,"
                     + " gemmThenGeluBackward)");
         }
         boolean share = threads.threads() == 1;   // one thread: a call's row blocks may go to blocked ranks (CoreShare)
@@ -101,9 +102,26 @@ final class GemmOp {
                 OpenBlas.sgemm(transA, transB, rows, cols, k, alpha, ap, ldA, bp, ldB, beta, cp, ldC);
                 if (pc.half) {
                     pc.unpack(cp, offC, ldc, rows, cols);
+                } else if (epilogue != null) {
+                    finishTile(epilogue, pc.floats, pc.offset + offC, ldc, rows, cols, j0);
                 }
             }
         });
+    }
+
+    /**
+     * Applies {@code epilogue} to a tile OpenBLAS has just written (rows × cols at c[at ..], row
+     * stride ldc; the product's columns from col), a row at a time through the thread's scratch,
+     * as PanelGemm hands it its row blocks: the bits of the unfused ops, one pass over C fewer.
+     */
+    private static void finishTile(GemmEpilogue epilogue, FloatBuffer c, long at, int ldc, int rows, int cols,
+                                   int col) {
+        float[] row = Scratch.floats(0, cols);      // slot 0: PanelGemm's and half operands', neither runs here
+        for (int i = 0; i < rows; i++) {
+            long from = at + (long) i * ldc;
+            c.get((int) from, row, 0, cols);
+            epilogue.finish(row, cols, 1, cols, c, from, ldc, col);
+        }
     }
 
     /**
