@@ -30,9 +30,11 @@ final class LocalCommunicator implements Communicator {
 
     /**
      * What every rank deposits for a collective: the call's signature (checked to match), its
-     * buffer and, under STREAM_EVENTS, the event after which its stream has the buffer ready.
+     * buffer and, under STREAM_EVENTS, the event after which its stream has the buffer ready;
+     * for sharedBuffer, the tracker its part is charged to.
      */
-    private record Deposit(String signature, Tensor buffer, Backend.Event ready, int color, int key, Object extra) {
+    private record Deposit(String signature, Tensor buffer, Backend.Event ready, int color, int key,
+                           MemoryTracker tracker) {
         Deposit(String signature, Tensor buffer, Backend.Event ready, int color, int key) {
             this(signature, buffer, ready, color, key, null);
         }
@@ -185,16 +187,9 @@ final class LocalCommunicator implements Communicator {
     @Override
     public Communicator split(int color, int key, String name) {
         checkOpen();
-        Backend.Stream bound;
-        synchronized (this) {
-            bound = stream;
-        }
         long seq = issued.incrementAndGet();
         String where = label(CommOp.SPLIT, seq);
         Communicator[] made = new Communicator[1];
-        if (dispatch == LocalGroup.Dispatch.STREAM_EVENTS) {
-            bound = null;                      // the ranks meet on the host now, in issue order
-        }
         Runnable body = () -> made[0] = guarded(where, () -> {
             Object[] all = group.exchange(rank, new Deposit("split()", null, null, color, key), where);
             checkSignatures(all, where);
@@ -214,7 +209,7 @@ final class LocalCommunicator implements Communicator {
                     k -> new Rendezvous(subName, globalRanks, group.timeout(), group.fate()));
             return new LocalCommunicator(sub, members.indexOf(rank), backend, dispatch);
         });
-        meetOnHost(bound, body);
+        meetOnHost(body);
         return made[0];
     }
 
@@ -233,21 +228,17 @@ final class LocalCommunicator implements Communicator {
                     + size() + " ranks in equal parts, so its " + numel + " elements must be a multiple of " + size());
         }
         checkOpen();
-        Backend.Stream bound;
-        synchronized (this) {
-            bound = stream;
-        }
         String where = "sharedBuffer #" + issued.incrementAndGet() + " on '" + name() + "' at rank "
                 + group.globalRank(rank) + CommTag.suffix();
         String signature = "sharedBuffer(" + dtype.shortName() + ", " + numel + ", " + category.label() + ")";
         SharedBuffer[] mine = new SharedBuffer[1];
-        meetOnHost(bound, () -> mine[0] = guarded(where, () -> {
+        meetOnHost(() -> mine[0] = guarded(where, () -> {
             Object[] all = exchange(new Deposit(signature, null, null, 0, 0, backend.memory()), where);
             List<SharedBuffer> handles = null;
             if (rank == 0) {
                 List<MemoryTracker> charged = new ArrayList<>();
                 for (Object d : all) {
-                    charged.add((MemoryTracker) ((Deposit) d).extra());
+                    charged.add(((Deposit) d).tracker());
                 }
                 handles = SharedBuffer.handles(backend.allocateShared(dtype, category, charged, numel), size());
             }
@@ -265,12 +256,16 @@ final class LocalCommunicator implements Communicator {
      * meetings are on the host anyway); else after the collectives already queued on the stream,
      * the host waiting for it.
      */
-    private static void meetOnHost(Backend.Stream bound, Runnable body) {
-        if (bound == null) {
-            body.run();
+    private void meetOnHost(Runnable body) {
+        Backend.Stream bound;
+        synchronized (this) {
+            bound = stream;
+        }
+        if (bound == null || dispatch == LocalGroup.Dispatch.STREAM_EVENTS) {
+            body.run();                        // the ranks meet on the host now, in issue order
             return;
         }
-        bound.launchHostFunc(body);
+        bound.launchHostFunc(body);            // after the collectives already queued on its stream
         bound.synchronize();
     }
 

@@ -50,8 +50,7 @@ final class CpuKernelChoice {
             }
             return override.equals("4x3");
         }
-        boolean x86 = arch.equals("amd64") || arch.equals("x86_64") || arch.equals("x86") || arch.equals("i386");
-        return x86 && floatLanes < 16;
+        return x86(arch) && floatLanes < 16;
     }
 
     /**
@@ -60,7 +59,7 @@ final class CpuKernelChoice {
      * 4 × 3 tile over 16 registers runs whole GEMMs at ~0.8 of OpenBLAS's assembly and whole
      * training steps went 21–35% faster on OpenBLAS (bench/NOTES.md 2.19), and where OpenBLAS runs
      * its AVX-512 kernels on a core with two 512-bit FMA pipes ({@code wideBlas}): one thread
-     * 149–184 GFLOP/s against PanelGemm's 98–129, steps 12–17% faster (2.21). {@code choice} is
+     * 149–184 GFLOP/s against PanelGemm's 98–129, steps 12–15% faster (2.21). {@code choice} is
      * "java", "openblas" or empty (the default).
      */
     static boolean javaGemm(String choice, boolean narrowIsa, boolean wideBlas) {
@@ -84,8 +83,7 @@ final class CpuKernelChoice {
      * server cores and Zen 5 (family 26) have the two pipes.
      */
     static boolean wideBlas(String arch, int floatLanes, String coreType, String vendor, String family) {
-        boolean x86 = arch.equals("amd64") || arch.equals("x86_64");
-        if (!x86 || floatLanes < 16) {
+        if (!x86(arch) || floatLanes < 16) {
             return false;
         }
         if (coreType != null && !coreType.isEmpty()
@@ -138,6 +136,10 @@ final class CpuKernelChoice {
     /** gemmWords for the kernels this JVM runs (PanelGemm.ENABLED, TileGemm.NARROW) and its environment. */
     static String gemmWords() {
         return gemmWords(PanelGemm.ENABLED, TileGemm.NARROW, System.getenv("OPENBLAS_CORETYPE"));
+    }
+
+    private static boolean x86(String arch) {
+        return arch.equals("amd64") || arch.equals("x86_64") || arch.equals("x86") || arch.equals("i386");
     }
 
     private static String arch() {

@@ -47,7 +47,8 @@ final class PanelGemm {
 
     /**
      * Whether fp32 GEMMs take this kernel: by default where the tile has 32 vector registers, and
-     * not on x86 below AVX-512 ({@link CpuKernelChoice#javaGemm(String, boolean)});
+     * not on x86 below AVX-512 nor where OpenBLAS's AVX-512 kernels are faster
+     * ({@link CpuKernelChoice#javaGemm(String, boolean, boolean)});
      * {@code -Dfsdp4j.cpuGemm=java|openblas} picks one (for comparing the two on one build).
      */
     static final boolean ENABLED = CpuKernelChoice.javaGemm();
