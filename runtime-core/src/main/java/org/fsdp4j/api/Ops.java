@@ -627,6 +627,18 @@ public interface Ops {
     void causalSoftmaxBackward(Tensor att, Tensor datt, Tensor dpreatt, float scale);
 
     /**
+     * The shape of {@code att}, what causal attention keeps for its backward, for b sequences of
+     * h query heads and T positions in {@code dtype}. By default the probabilities (B, H, T, T),
+     * zero above the diagonal, as the composite writes and reads them. A backend that never reads
+     * the masked half may keep only the lower triangle: (B, H, T·(T + 1)/2), row i of a head's
+     * matrix (its i + 1 probabilities) starting at i·(i + 1)/2 (the CPU backend does for fp32,
+     * which its fused attention serves; it also takes the square layout).
+     */
+    default long[] causalAttentionSavedShape(DType dtype, long b, long h, long t) {
+        return new long[] {b, h, t, t};
+    }
+
+    /**
      * Causal attention over head-major heads: att = softmax over {@code j <= i} of
      * scale · q·kᵀ (zero above the diagonal), kept for the backward, and yHeads = att · v. Query
      * heads g·j .. g·j + g − 1 (g = H / Hkv) share key/value head j (grouped-query attention; Hkv = H
@@ -637,7 +649,7 @@ public interface Ops {
      * @param k      (B, Hkv, T, D), Hkv dividing H
      * @param v      (B, Hkv, T, D)
      * @param scale  the scores' factor, usually 1/√D
-     * @param att    (B, H, T, T), overwritten with the probabilities
+     * @param att    shaped as {@link #causalAttentionSavedShape} gives, overwritten with the probabilities
      * @param yHeads (B, H, T, D), overwritten with att · v
      */
     default void causalAttentionForward(Tensor q, Tensor k, Tensor v, float scale, Tensor att, Tensor yHeads) {
@@ -652,7 +664,7 @@ public interface Ops {
      * @param q       (B, H, T, D), the forward's input
      * @param k       (B, Hkv, T, D), the forward's input
      * @param v       (B, Hkv, T, D), the forward's input
-     * @param att     (B, H, T, T), the forward's probabilities
+     * @param att     the forward's probabilities ({@link #causalAttentionSavedShape})
      * @param dyHeads (B, H, T, D), the gradient of yHeads
      * @param scale   the forward's scale
      * @param dq      (B, H, T, D), overwritten
@@ -674,7 +686,8 @@ public interface Ops {
      * @param numHeads   H, the query heads
      * @param numKvHeads Hkv, the key/value heads, dividing H (H for multi-head attention)
      * @param scale      the scores' factor, usually 1/√D
-     * @param att        (B, H, T, T), overwritten with the probabilities (keep it for the backward)
+     * @param att        shaped as {@link #causalAttentionSavedShape} gives, overwritten with the
+     *                   probabilities (keep it for the backward)
      * @param y          (B, T, H·D), overwritten
      */
     default void causalSelfAttentionForward(Tensor qkv, int numHeads, int numKvHeads, float scale, Tensor att,
@@ -686,7 +699,7 @@ public interface Ops {
      * The gradient of {@link #causalSelfAttentionForward} with respect to its fused projection.
      *
      * @param qkv        (B, T, (H + 2·Hkv)·D), the forward's input
-     * @param att        (B, H, T, T), the forward's probabilities
+     * @param att        the forward's probabilities ({@link #causalAttentionSavedShape})
      * @param dy         (B, T, H·D), the gradient of y
      * @param numHeads   H
      * @param numKvHeads Hkv

@@ -323,6 +323,15 @@ public final class Shapes {
      */
     public static AttentionSizes attention(String op, Tensor q, Tensor k, Tensor v, Tensor att, Tensor[] qShaped,
                                            Tensor... kvShaped) {
+        return attention(op, false, q, k, v, att, qShaped, kvShaped);
+    }
+
+    /**
+     * {@link #attention}, where att may also be the lower triangle (B, H, T·(T + 1)/2) (a backend
+     * whose attention reads and writes either layout: Ops.causalAttentionSavedShape).
+     */
+    public static AttentionSizes attention(String op, boolean triangleToo, Tensor q, Tensor k, Tensor v, Tensor att,
+                                           Tensor[] qShaped, Tensor... kvShaped) {
         floating(op, q, k, v, att);
         if (q.rank() != 4 || k.rank() != 4 || k.dim(1) < 1 || q.dim(1) % k.dim(1) != 0) {
             throw error(op, "expected q (B, H, T, D) and k, v (B, Hkv, T, D) with Hkv dividing H", q, k, v);
@@ -332,7 +341,7 @@ public final class Shapes {
         long[] head = {s.b, s.h, s.t, s.d};
         long[] kvHead = {s.b, s.kv, s.t, s.d};
         boolean ok = Arrays.equals(k.shape(), kvHead) && Arrays.equals(v.shape(), kvHead)
-                && Arrays.equals(att.shape(), new long[] {s.b, s.h, s.t, s.t});
+                && attShaped(att, s, triangleToo);
         for (Tensor x : qShaped) {
             floating(op, x);
             ok &= Arrays.equals(x.shape(), head);
@@ -342,8 +351,8 @@ public final class Shapes {
             ok &= Arrays.equals(x.shape(), kvHead);
         }
         if (!ok) {
-            throw error(op, "expected q and its gradients (B, H, T, D), k, v and theirs (B, Hkv, T, D), att (B, H, T, T)",
-                    q, k, v, att);
+            throw error(op, "expected q and its gradients (B, H, T, D), k, v and theirs (B, Hkv, T, D), att (B, H, T, T)"
+                    + (triangleToo ? " or (B, H, T·(T + 1)/2)" : ""), q, k, v, att);
         }
         return s;
     }
@@ -354,6 +363,12 @@ public final class Shapes {
      */
     public static AttentionSizes selfAttention(String op, Tensor qkv, int numHeads, int numKvHeads, Tensor att,
                                                Tensor y, Tensor... qkvShaped) {
+        return selfAttention(op, false, qkv, numHeads, numKvHeads, att, y, qkvShaped);
+    }
+
+    /** {@link #selfAttention}, where att may also be the lower triangle (B, H, T·(T + 1)/2). */
+    public static AttentionSizes selfAttention(String op, boolean triangleToo, Tensor qkv, int numHeads, int numKvHeads,
+                                               Tensor att, Tensor y, Tensor... qkvShaped) {
         floating(op, qkv, att, y);
         if (qkv.rank() != 3 || numHeads < 1 || numKvHeads < 1 || numHeads % numKvHeads != 0
                 || qkv.dim(2) % (numHeads + 2L * numKvHeads) != 0) {
@@ -362,16 +377,27 @@ public final class Shapes {
         }
         AttentionSizes s = new AttentionSizes(Math.toIntExact(qkv.dim(0)), numHeads, numKvHeads,
                 Math.toIntExact(qkv.dim(1)), Math.toIntExact(qkv.dim(2) / (numHeads + 2L * numKvHeads)));
-        boolean ok = Arrays.equals(att.shape(), new long[] {s.b, s.h, s.t, s.t})
-                && Arrays.equals(y.shape(), new long[] {s.b, s.t, (long) s.h * s.d});
+        boolean ok = attShaped(att, s, triangleToo) && Arrays.equals(y.shape(), new long[] {s.b, s.t, (long) s.h * s.d});
         for (Tensor x : qkvShaped) {
             floating(op, x);
             ok &= Arrays.equals(x.shape(), qkv.shape());
         }
         if (!ok) {
-            throw error(op, "expected att (B, H, T, T), y (B, T, H·D) and gradients shaped like qkv", qkv, att, y);
+            throw error(op, "expected att (B, H, T, T)" + (triangleToo ? " or (B, H, T·(T + 1)/2)" : "")
+                    + ", y (B, T, H·D) and gradients shaped like qkv", qkv, att, y);
         }
         return s;
+    }
+
+    /** att is (B, H, T, T), or with {@code triangleToo} also the lower triangle (B, H, T·(T + 1)/2). */
+    private static boolean attShaped(Tensor att, AttentionSizes s, boolean triangleToo) {
+        return Arrays.equals(att.shape(), new long[] {s.b, s.h, s.t, s.t})
+                || triangleToo && Arrays.equals(att.shape(), new long[] {s.b, s.h, lowerTriangle(s.t)});
+    }
+
+    /** Elements of a T×T matrix's lower triangle, diagonal included: T·(T + 1)/2. */
+    public static long lowerTriangle(long t) {
+        return t * (t + 1) / 2;
     }
 
     /** The causal softmax and its backward: floating (..., T, T) score matrices of equal numel; returns T. */

@@ -10,7 +10,7 @@ import org.fsdp4j.api.Tensor;
 final class CausalAttention {
 
     /** The forward's outputs: the probabilities the backward needs, and the heads' outputs. */
-    record Output(Tensor att, Tensor yHeads) {   // (B, H, T, T), zero above the diagonal; (B, H, T, D)
+    record Output(Tensor att, Tensor yHeads) {   // Ops.causalAttentionSavedShape; (B, H, T, D)
     }
 
     /** The backward's outputs, each written (not accumulated) into a fresh buffer. */
@@ -29,7 +29,7 @@ final class CausalAttention {
         long b = q.dim(0);
         long h = q.dim(1);
         long t = q.dim(2);
-        Tensor att = Buffers.activation(backend, q.dtype(), b, h, t, t);            // (B, H, T, T)
+        Tensor att = Buffers.activation(backend, q.dtype(), backend.causalAttentionSavedShape(q.dtype(), b, h, t));
         Tensor yHeads = Buffers.activation(backend, q.dtype(), b, h, t, q.dim(3));  // (B, H, T, D)
         backend.causalAttentionForward(q, k, v, scale, att, yHeads);
         return new Output(att, yHeads);

@@ -13,7 +13,7 @@ final class CausalSelfAttention {
     /** What the backward needs besides the input. */
     static final class Saved implements AutoCloseable {
         final Tensor qkv;   // (B, T, 3C) the fused projection: q, k, v of every head side by side
-        final Tensor att;   // (B, H, T, T) softmax probabilities, zero above the diagonal
+        final Tensor att;   // softmax probabilities, in the backend's layout (Ops.causalAttentionSavedShape)
         final Tensor y;     // (B, T, C) heads merged, input of the output projection
 
         private Saved(Tensor qkv, Tensor att, Tensor y) {
@@ -51,7 +51,8 @@ final class CausalSelfAttention {
         int t = Math.toIntExact(inp.dim(1));
         Tensor qkvOut = Buffers.activation(backend, inp.dtype(), b, t, 3L * embedDim);          // (B, T, 3C)
         qkv.forward(backend, inp, qkvWeight, qkvBias, qkvOut);
-        Tensor att = Buffers.activation(backend, inp.dtype(), b, numHeads, t, t);               // (B, H, T, T)
+        Tensor att = Buffers.activation(backend, inp.dtype(),                                   // the backend's layout
+                backend.causalAttentionSavedShape(inp.dtype(), b, numHeads, t));
         Tensor y = Buffers.activation(backend, inp.dtype(), b, t, embedDim);                    // (B, T, C)
         backend.causalSelfAttentionForward(qkvOut, numHeads, numHeads, scale, att, y);
         proj.forward(backend, y, projWeight, projBias, out);

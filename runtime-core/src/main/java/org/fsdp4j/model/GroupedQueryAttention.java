@@ -16,7 +16,7 @@ final class GroupedQueryAttention {
         final Tensor q;     // (B, H, T, D), rotated
         final Tensor k;     // (B, Hkv, T, D), rotated
         final Tensor v;     // (B, Hkv, T, D)
-        final Tensor att;   // (B, H, T, T) softmax probabilities, zero above the diagonal
+        final Tensor att;   // softmax probabilities, in the backend's layout (Ops.causalAttentionSavedShape)
         final Tensor y;     // (B, T, C) heads merged, input of the output projection
 
         private Saved(Tensor q, Tensor k, Tensor v, Tensor att, Tensor y) {

@@ -18,6 +18,7 @@ import org.fsdp4j.api.DType;
 import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.backend.HalfGemmPadding;
+import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.fsdp.FlatParamLayout;
 import org.fsdp4j.fsdp.UnitBufferPlan;
 import org.fsdp4j.metrics.Flops;
@@ -176,7 +177,7 @@ public final class Planner implements StepCostModel {
 
         // ---- activations, as the model allocates them
         long b = in.microBatchSize();
-        Activations act = activations(m, b, in.seqLen(), in.checkpointActivations(), pb);
+        Activations act = activations(m, b, in.seqLen(), in.checkpointActivations(), pb, !onGpu && pd == DType.F32);
         long tokens = 2 * I32 * b * in.seqLen() * in.microBatches();
         long activations = act.peakBytes() + tokens;
         why.add(f("activations: b = %d sequences × T = %d per forward, %s peak%s (+ tokens and targets %s)", b,
@@ -433,8 +434,9 @@ public final class Planner implements StepCostModel {
      * saved activations, the logits and two (b, T, C) gradients) and the last block's backward (its
      * temporaries on top); under checkpointing, blocks keep only their inputs.
      */
-    static Activations activations(ModelConfig m, long b, long t, boolean checkpointed, long eb) {
-        Shape s = m instanceof LlamaConfig l ? llama(l, b, t, eb) : gpt((GptConfig) m, b, t, eb);
+    static Activations activations(ModelConfig m, long b, long t, boolean checkpointed, long eb, boolean fusedAttention) {
+        Attention a = new Attention(b, m.numHeads(), t, fusedAttention);
+        Shape s = m instanceof LlamaConfig l ? llama(l, b, t, eb, a) : gpt((GptConfig) m, b, t, eb, a);
         long layers = m.numLayers();
         long xb = s.x();
         long peak;
@@ -453,10 +455,24 @@ public final class Planner implements StepCostModel {
         return new Activations(peak + s.perPass(), s.largest());
     }
 
+    /**
+     * The attention's (b, H, T, T)-scale buffers, in elements: the probabilities it keeps ({@code
+     * saved}), and each score-sized temporary of its forward and backward ({@code temp}). The
+     * composite keeps the square and takes temporaries of its size (scores, their gradients); the
+     * CPU backend's fused fp32 attention keeps the lower triangle (Ops.causalAttentionSavedShape)
+     * and no temporary of that scale (its T×T scratch is per thread, outside the trackers).
+     */
+    record Attention(long saved, long temp) {
+        Attention(long b, long h, long t, boolean fused) {
+            this(b * h * (fused ? Shapes.lowerTriangle(t) : t * t), fused ? 0 : b * h * t * t);
+        }
+    }
+
     /** GptModel's block (LayerNorms, fused qkv with biases, GELU MLP of 4C) and head (tied). */
-    private static Shape gpt(GptConfig m, long b, long t, long eb) {
+    private static Shape gpt(GptConfig m, long b, long t, long eb, Attention a) {
         long x = b * t * m.embedDim();                       // (b, T, C)
-        long att = b * m.numHeads() * t * t;                 // (b, H, T, T)
+        long att = a.saved();                                // the kept probabilities
+        long scores = a.temp();                              // a (b, H, T, T) temporary (0 when fused)
         long rows = b * t;                                   // LayerNorm mean or rstd, per-token losses (fp32)
         long logits = b * t * m.vocabSize();                 // (b, T, V)
         // a block's saved activations: ln1 and ln2 outputs, q, k, v, the merged heads, the
@@ -464,20 +480,21 @@ public final class Planner implements StepCostModel {
         // probabilities, and two LayerNorms' mean and rstd
         long saved = eb * (15 * x + att) + F32 * 4 * rows;
         // inside a block's forward: the pre-softmax scores live next to the probabilities
-        long forwardPeak = Math.max(saved, eb * (5 * x + 2 * att) + F32 * 2 * rows);
+        long forwardPeak = Math.max(saved, eb * (5 * x + att + scores) + F32 * 2 * rows);
         // a block's backward on top of what it keeps: the MLP's (b, T, 4C) gradients (dgelu + dfc
         // + dln2), or the attention's score gradients (datt + dpreatt) or dq, dk with datt
-        long backwardTemps = eb * Math.max(9 * x, Math.max(2 * x + 2 * att, 4 * x + att));
+        long backwardTemps = eb * Math.max(9 * x, Math.max(2 * x + 2 * scores, 4 * x + scores));
         long head = eb * (x + logits) + F32 * 3 * rows;      // final LayerNorm output and stats, logits, losses
         return new Shape(eb * x, saved, forwardPeak, backwardTemps, head, 0, eb * Math.max(logits, Math.max(att, 4 * x)));
     }
 
     /** LlamaModel's block (RMSNorms, q/k/v projections with Hkv key/value heads, rotary, SwiGLU of F) and untied head. */
-    private static Shape llama(LlamaConfig m, long b, long t, long eb) {
+    private static Shape llama(LlamaConfig m, long b, long t, long eb, Attention a) {
         long x = b * t * m.embedDim();                       // (b, T, C): also q, the merged heads
         long kv = b * t * m.kvDim();                         // (b, T, Hkv·D): k or v
         long f = b * t * m.hiddenDim();                      // (b, T, F): gate, up, their product
-        long att = b * m.numHeads() * t * t;                 // (b, H, T, T)
+        long att = a.saved();                                // the kept probabilities
+        long scores = a.temp();                              // a (b, H, T, T) temporary (0 when fused)
         long rows = b * t;                                   // RMSNorm rstd, per-token losses (fp32)
         long logits = b * t * m.vocabSize();                 // (b, T, V)
         // a block's saved activations: both RMSNorms' outputs, the attention residual, q and the
@@ -486,13 +503,13 @@ public final class Planner implements StepCostModel {
         // inside the attention's forward, after rmsnorm1's output and rstd and the residual (2x + rows):
         // the fused qkv next to q, k, v; the scores next to the probabilities; the heads' outputs
         // next to the merged ones
-        long inAttention = Math.max(2 * (x + 2 * kv), Math.max(x + 2 * kv + 2 * att, 3 * x + 2 * kv + att));
+        long inAttention = Math.max(2 * (x + 2 * kv), Math.max(x + 2 * kv + att + scores, 3 * x + 2 * kv + att));
         long forwardPeak = Math.max(saved, eb * (2 * x + inAttention) + F32 * rows);
         // a block's backward on top of what it keeps: dnorm2 with the MLP's dhidden, dgate, dup; or
         // dnorm1 with the attention's gradients at their most (dy and dyHeads, the score gradients with
         // dv, dq, dk, dv with dpreatt, or dq, dk, dv with the fused dqkv)
-        long inAttentionBackward = Math.max(Math.max(2 * x, x + att + kv), Math.max(Math.max(2 * att + kv,
-                x + att + 2 * kv), 2 * (x + 2 * kv)));
+        long inAttentionBackward = Math.max(Math.max(2 * x, x + scores + kv), Math.max(Math.max(2 * scores + kv,
+                x + scores + 2 * kv), 2 * (x + 2 * kv)));
         long backwardTemps = eb * Math.max(x + 3 * f, x + inAttentionBackward);
         long head = eb * (x + logits) + F32 * 2 * rows;      // final RMSNorm output and rstd, logits, losses
         long tables = F32 * t * m.headDim();                 // the rotary cosines and sines, (T, D/2) each

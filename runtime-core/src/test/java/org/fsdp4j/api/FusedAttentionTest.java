@@ -6,7 +6,8 @@
 // rounding; the fusion's own bits do not depend on the thread count. Sequence lengths off the
 // vector width and the 6-row tiles exercise the row loops' tails and the padded tiles, T > 64
 // more than one column tile. The in-place variant over a fused projection (causalSelfAttention*)
-// is held to the composite's split, attend and merge the same way.
+// is held to the composite's split, attend and merge the same way. The fused ops also keep att as
+// the lower triangle only (what the CPU backend asks the model for in fp32), with the same bits.
 package org.fsdp4j.api;
 
 import static org.fsdp4j.testing.RandomTensors.gaussian;
@@ -44,6 +45,88 @@ class FusedAttentionTest {
         checkPacked(2, 4, 4, 37, 16, TOL);
         checkPacked(1, 2, 2, 150, 16, TOL);
         checkPacked(2, 4, 2, 130, 8, TOL);
+    }
+
+    @Test
+    void theLowerTriangleKeepsTheSquaresBitsAndHalfItsBytes() {
+        try (CpuBackend be = new CpuBackend(new MemoryTracker("attn"), 2)) {
+            assertArrayEquals(new long[] {2, 3, 15}, be.causalAttentionSavedShape(DType.F32, 2, 3, 5));
+            assertArrayEquals(new long[] {2, 3, 5, 5}, be.causalAttentionSavedShape(DType.F16, 2, 3, 5),
+                    "half precision takes the composite, which reads the square");
+            for (int t : new int[] {1, 7, 37, 70}) {
+                int b = 2;
+                int h = 4;
+                int kv = 2;
+                int d = 16;
+                Random r = new Random(t);
+                Tensor q = gaussian(be, r, b, h, t, d);
+                Tensor k = gaussian(be, r, b, kv, t, d);
+                Tensor v = gaussian(be, r, b, kv, t, d);
+                Tensor dy = gaussian(be, r, b, h, t, d);
+                Tensor qkv = gaussian(be, r, b, t, (long) (h + 2 * kv) * d);
+                Tensor dyMerged = gaussian(be, r, b, t, (long) h * d);
+                float scale = (float) (1 / Math.sqrt(d));
+                String where = "T " + t;
+                Tensor[] square = run(be, q, k, v, dy, scale, true);
+                Tensor[] triangle = run(be, q, k, v, dy, scale, true, be.causalAttentionSavedShape(DType.F32, b, h, t));
+                sameTriangle(be, square[0], triangle[0], t, where);
+                for (int i = 1; i < square.length; i++) {
+                    assertArrayEquals(be.toHost(square[i]), be.toHost(triangle[i]), "output " + i + ", " + where);
+                }
+                Tensor[] squareSelf = runSelf(be, qkv, dyMerged, h, kv, scale, b, h, t, t);
+                Tensor[] triangleSelf = runSelf(be, qkv, dyMerged, h, kv, scale, be.causalAttentionSavedShape(DType.F32, b, h, t));
+                sameTriangle(be, squareSelf[0], triangleSelf[0], t, "self-attention, " + where);
+                for (int i = 1; i < squareSelf.length; i++) {
+                    assertArrayEquals(be.toHost(squareSelf[i]), be.toHost(triangleSelf[i]), "self-attention output " + i
+                            + ", " + where);
+                }
+            }
+            Random r = new Random(3);
+            Tensor q = gaussian(be, r, 1, 2, 6, 4);
+            Tensor triangle = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, 1, 2, 21);
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> CompositeAttention.forward(be, q, q, q, 1f, triangle, q));
+            assertTrue(e.getMessage().contains("att (B, H, T, T)") && !e.getMessage().contains("T·(T + 1)/2"),
+                    "the composite reads only the square: " + e.getMessage());
+            Tensor wrong = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, 1, 2, 20);
+            e = assertThrows(IllegalArgumentException.class, () -> be.causalAttentionForward(q, q, q, 1f, wrong, q));
+            assertTrue(e.getMessage().contains("or (B, H, T·(T + 1)/2)"), e.getMessage());
+        }
+    }
+
+    /** Row i of each head of the triangle is the first i + 1 elements of row i of the square; the rest of the square is 0. */
+    private static void sameTriangle(CpuBackend be, Tensor square, Tensor triangle, int t, String where) {
+        float[] sq = be.toHost(square);
+        float[] tri = be.toHost(triangle);
+        long heads = sq.length / ((long) t * t);
+        assertTrue(tri.length == heads * t * (t + 1) / 2, "triangle numel, " + where);
+        for (int head = 0; head < heads; head++) {
+            for (int i = 0; i < t; i++) {
+                for (int j = 0; j < t; j++) {
+                    float s = sq[(head * t + i) * t + j];
+                    if (j <= i) {
+                        float x = tri[head * t * (t + 1) / 2 + i * (i + 1) / 2 + j];
+                        assertTrue(Float.floatToIntBits(s) == Float.floatToIntBits(x), "att[" + head + ", " + i + ", "
+                                + j + "] " + x + " vs the square's " + s + ", " + where);
+                    } else {
+                        assertTrue(s == 0f, "above the diagonal, " + where);
+                    }
+                }
+            }
+        }
+    }
+
+    /** {att, y, dqkv} of the CPU's in-place attention over a fused projection, att shaped {@code attShape}. */
+    private static Tensor[] runSelf(CpuBackend be, Tensor qkv, Tensor dy, int h, int kv, float scale, long... attShape) {
+        Tensor att = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, attShape);
+        Tensor y = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, dy.shape());
+        Tensor dqkv = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, qkv.shape());
+        for (Tensor x : new Tensor[] {att, y, dqkv}) {
+            be.fill(x, Float.NaN);   // every element must be written
+        }
+        be.causalSelfAttentionForward(qkv, h, kv, scale, att, y);
+        be.causalSelfAttentionBackward(qkv, att, dy, h, kv, scale, dqkv);
+        return new Tensor[] {att, y, dqkv};
     }
 
     @Test
@@ -144,7 +227,13 @@ class FusedAttentionTest {
 
     /** {att, yHeads, dq, dk, dv} through the backend's fused op or the composite. */
     private static Tensor[] run(CpuBackend be, Tensor q, Tensor k, Tensor v, Tensor dy, float scale, boolean fused) {
-        Tensor att = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, q.dim(0), q.dim(1), q.dim(2), q.dim(2));
+        return run(be, q, k, v, dy, scale, fused, q.dim(0), q.dim(1), q.dim(2), q.dim(2));
+    }
+
+    /** {@link #run} with att shaped {@code attShape} (the square, or the fused op's lower triangle). */
+    private static Tensor[] run(CpuBackend be, Tensor q, Tensor k, Tensor v, Tensor dy, float scale, boolean fused,
+                                long... attShape) {
+        Tensor att = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, attShape);
         Tensor y = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, q.shape());
         Tensor dq = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, q.shape());
         Tensor dk = be.allocate(DType.F32, MemoryCategory.ACTIVATIONS, k.shape());

@@ -446,6 +446,15 @@ public final class CpuBackend implements Backend {
         issue("mergeHeadsBackward", () -> AttentionOps.mergeHeadsBackward(threads, dout, dy), dout, dy);
     }
 
+    /**
+     * fp32 (what the fused attention serves): the lower triangle only, (B, H, T·(T + 1)/2), half the
+     * square's bytes, none of them written for the masked half; other dtypes take the composite's square.
+     */
+    @Override
+    public long[] causalAttentionSavedShape(DType dtype, long b, long h, long t) {
+        return dtype == DType.F32 ? new long[] {b, h, Shapes.lowerTriangle(t)} : Backend.super.causalAttentionSavedShape(dtype, b, h, t);
+    }
+
     @Override
     public void causalAttentionForward(Tensor q, Tensor k, Tensor v, float scale, Tensor att, Tensor yHeads) {
         checkOpen();
@@ -453,7 +462,7 @@ public final class CpuBackend implements Backend {
             Backend.super.causalAttentionForward(q, k, v, scale, att, yHeads);
             return;
         }
-        Shapes.AttentionSizes s = Shapes.attention("causalAttentionForward", q, k, v, att, new Tensor[] {yHeads});
+        Shapes.AttentionSizes s = Shapes.attention("causalAttentionForward", true, q, k, v, att, new Tensor[] {yHeads});
         long flops = 4L * s.b() * s.h() * s.t() * s.t() * s.d();
         issue("causalAttentionForward", "causalAttentionForward", flops,
                 () -> FusedAttentionOps.forward(threads, s, q, k, v, scale, att, yHeads), q, k, v, att, yHeads);
@@ -467,7 +476,7 @@ public final class CpuBackend implements Backend {
             Backend.super.causalAttentionBackward(q, k, v, att, dyHeads, scale, dq, dk, dv);
             return;
         }
-        Shapes.AttentionSizes s = Shapes.attention("causalAttentionBackward", q, k, v, att, new Tensor[] {dyHeads, dq},
+        Shapes.AttentionSizes s = Shapes.attention("causalAttentionBackward", true, q, k, v, att, new Tensor[] {dyHeads, dq},
                 dk, dv);
         long flops = 8L * s.b() * s.h() * s.t() * s.t() * s.d();
         issue("causalAttentionBackward", "causalAttentionBackward", flops,
@@ -483,7 +492,7 @@ public final class CpuBackend implements Backend {
             Backend.super.causalSelfAttentionForward(qkv, numHeads, numKvHeads, scale, att, y);
             return;
         }
-        Shapes.AttentionSizes s = Shapes.selfAttention("causalSelfAttentionForward", qkv, numHeads, numKvHeads, att, y);
+        Shapes.AttentionSizes s = Shapes.selfAttention("causalSelfAttentionForward", true, qkv, numHeads, numKvHeads, att, y);
         long flops = 4L * s.b() * s.h() * s.t() * s.t() * s.d();
         issue("causalSelfAttentionForward", "causalSelfAttentionForward", flops,
                 () -> FusedAttentionOps.packedForward(threads, s, qkv, scale, att, y), qkv, att, y);
@@ -497,7 +506,7 @@ public final class CpuBackend implements Backend {
             Backend.super.causalSelfAttentionBackward(qkv, att, dy, numHeads, numKvHeads, scale, dqkv);
             return;
         }
-        Shapes.AttentionSizes s = Shapes.selfAttention("causalSelfAttentionBackward", qkv, numHeads, numKvHeads, att,
+        Shapes.AttentionSizes s = Shapes.selfAttention("causalSelfAttentionBackward", true, qkv, numHeads, numKvHeads, att,
                 dy, dqkv);
         long flops = 8L * s.b() * s.h() * s.t() * s.t() * s.d();
         issue("causalSelfAttentionBackward", "causalSelfAttentionBackward", flops,

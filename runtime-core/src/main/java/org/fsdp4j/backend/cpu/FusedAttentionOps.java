@@ -1,9 +1,11 @@
 // Causal attention on fp32 CPU tensors, one (batch, key/value head) group at a time: each head's
 // T×T scores are computed, softmaxed and used while they sit in the core's cache, instead of the
 // composite's batched GEMMs and softmax, which stream every (B, H, T, T) buffer through memory
-// four times in the forward and eight in the backward (bench/NOTES.md, 2.6). Besides the saved
-// att, the backward needs no (B, H, T, T) buffer: datt and dpreatt share one T×T scratch per
-// thread, a row of datt turned into the same row of dpreatt in place.
+// four times in the forward and eight in the backward (bench/NOTES.md, 2.6). The saved att is
+// only the lower triangle where the caller allocated it so (Ops.causalAttentionSavedShape: what
+// the CPU backend asks for in fp32), else the square with zeros above the diagonal; the backward
+// needs no other (B, H, T, T) buffer: datt and dpreatt share one T×T scratch per thread, a row of
+// datt turned into the same row of dpreatt in place.
 //
 // A head's q, k, v (and dy) are copied into per-thread float[] scratch, and every product is a
 // TileGemm over row tiles of MR query rows (or key columns) against only the keys (or queries)
@@ -17,6 +19,7 @@ package org.fsdp4j.backend.cpu;
 import java.util.Arrays;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Tensor;
+import org.fsdp4j.backend.Shapes;
 import org.fsdp4j.backend.Shapes.AttentionSizes;
 
 final class FusedAttentionOps {
@@ -100,6 +103,7 @@ final class FusedAttentionOps {
         int t = s.t();
         int d = s.d();
         Elements ea = Elements.of(att);
+        AttRows rows = AttRows.of(att, t);
         threads.forChunks((long) s.b() * s.kv(), 1, (chunk, from, to) -> {
             HeadScratch hs = HeadScratch.get(t, d);
             int tp = hs.tp;
@@ -115,7 +119,7 @@ final class FusedAttentionOps {
                 hs.load(v, b, j, hs.v);
                 for (int hh = 0; hh < s.group(); hh++) {
                     int h = j * s.group() + hh;
-                    long attAt = ((long) b * s.h() + h) * t * t;
+                    long attAt = rows.head((long) b * s.h() + h);
                     hs.load(q, b, h, hs.q);
                     for (int i0 = 0; i0 < t; i0 += TileGemm.MR) {
                         int seen = Math.min(t, i0 + TileGemm.MR);   // rows of the tile see keys [0, seen)
@@ -126,8 +130,9 @@ final class FusedAttentionOps {
                             int row = (i - i0) * tp;
                             int len = i + 1;   // row i sees keys 0..i
                             AttentionOps.softmaxRowPadded(tile, row, len, scale, lanes);
-                            Arrays.fill(tile, row + len, row + t, 0f);
-                            ea.store(tile, row, attAt + (long) i * t, t);
+                            // zeros past the row's keys: for att · v below (columns < seen), and for a square att
+                            Arrays.fill(tile, row + len, row + (rows.triangle() ? seen : t), 0f);
+                            ea.store(tile, row, attAt + rows.start(i), rows.length(i));
                         }
                         // y rows = att rows · v over the keys the tile sees (0 past each row's own)
                         TileGemm.multiply(TileGemm.MR, dp, seen, tile, 0, tp, 1, hs.v, 0, dp, out, 0, dp, false);
@@ -145,6 +150,7 @@ final class FusedAttentionOps {
         int t = s.t();
         int d = s.d();
         Elements ea = Elements.of(att);
+        AttRows rows = AttRows.of(att, t);
         threads.forChunks((long) s.b() * s.kv(), 1, (chunk, from, to) -> {
             HeadScratch hs = HeadScratch.get(t, d);
             int tp = hs.tp;
@@ -161,7 +167,7 @@ final class FusedAttentionOps {
                 hs.transpose(hs.v, hs.kt);   // vᵀ (D, Tp)
                 for (int hh = 0; hh < s.group(); hh++) {
                     int h = j * s.group() + hh;
-                    long attAt = ((long) b * s.h() + h) * t * t;
+                    long attAt = rows.head((long) b * s.h() + h);
                     hs.load(q, b, h, hs.q);
                     hs.load(dy, b, h, hs.dy);
                     for (int i0 = 0; i0 < t; i0 += TileGemm.MR) {
@@ -174,7 +180,7 @@ final class FusedAttentionOps {
                         for (int i = i0; i < seen; i++) {
                             int row = i * tp;
                             int len = i + 1;
-                            ea.load(attAt + (long) i * t, p, row, len);
+                            ea.load(attAt + rows.start(i), p, row, len);
                             Arrays.fill(p, row + len, row + tileEnd, 0f);
                             AttentionOps.softmaxBackwardRowPadded(p, row, ds, row, len, scale, lanes);
                             Arrays.fill(ds, row + len, row + tileEnd, 0f);
@@ -200,6 +206,32 @@ final class FusedAttentionOps {
                 hs.store(hs.dv, dv, b, j);
             }
         });
+    }
+
+    /**
+     * Where att keeps a head's rows (Ops.causalAttentionSavedShape): the square (B, H, T, T), row i
+     * its T probabilities (zeros past i), or the lower triangle (B, H, T·(T + 1)/2), row i its i + 1
+     * probabilities from i·(i + 1)/2. The backward reads only the first i + 1 of a row either way.
+     */
+    record AttRows(boolean triangle, int t) {
+        static AttRows of(Tensor att, int t) {
+            return new AttRows(att.rank() == 3, t);
+        }
+
+        /** Element index of head {@code bh} (= b·H + h)'s first row. */
+        long head(long bh) {
+            return bh * (triangle ? Shapes.lowerTriangle(t) : (long) t * t);
+        }
+
+        /** Offset of row i within its head. */
+        long start(int i) {
+            return triangle ? (long) i * (i + 1) / 2 : (long) i * t;
+        }
+
+        /** Elements of row i that are kept. */
+        int length(int i) {
+            return triangle ? i + 1 : t;
+        }
     }
 
     /**
