@@ -633,6 +633,12 @@ public interface Ops {
      * the masked half may keep only the lower triangle: (B, H, T·(T + 1)/2), row i of a head's
      * matrix (its i + 1 probabilities) starting at i·(i + 1)/2 (the CPU backend does for fp32,
      * which its fused attention serves; it also takes the square layout).
+     *
+     * @param dtype the attention's dtype (q's)
+     * @param b     B, the sequences
+     * @param h     H, the query heads
+     * @param t     T, the positions
+     * @return the shape to allocate {@code att} with, for the forward to write and the backward to read
      */
     default long[] causalAttentionSavedShape(DType dtype, long b, long h, long t) {
         return new long[] {b, h, t, t};
