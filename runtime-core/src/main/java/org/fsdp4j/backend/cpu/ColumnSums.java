@@ -20,6 +20,12 @@ final class ColumnSums {
 
     /** Partial sets a thread keeps for its next ops (a LayerNorm's backward holds two at once). */
     private static final int KEPT_PER_THREAD = 4;
+    /**
+     * The most bytes of kept sets per thread: a Linear bias or a norm of a few thousand columns
+     * (33 chunks × 3072 columns is 0.8 MB) is kept; a vocabulary-wide bias is allocated per op as
+     * before rather than held on the heap for the rest of the run.
+     */
+    private static final long KEPT_BYTES_PER_THREAD = 4L << 20;
 
     /**
      * Each thread's partial sets, reused op after op: allocating them afresh was two thirds of a
@@ -64,9 +70,17 @@ final class ColumnSums {
         }
         e.store(d, 0, 0, cols);
         ArrayDeque<double[][]> kept = KEPT.get();
-        if (kept.size() < KEPT_PER_THREAD) {
+        long bytes = bytes(partials);
+        for (double[][] set : kept) {
+            bytes += bytes(set);
+        }
+        if (kept.size() < KEPT_PER_THREAD && bytes <= KEPT_BYTES_PER_THREAD) {
             kept.push(partials);
         }
+    }
+
+    private static long bytes(double[][] set) {
+        return (long) set.length * (set.length == 0 ? 0 : set[0].length) * Double.BYTES;
     }
 
     /** A zeroed (≥ n, cols) set from this thread's, or a new one. */

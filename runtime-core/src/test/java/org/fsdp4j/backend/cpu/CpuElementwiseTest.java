@@ -182,6 +182,30 @@ class CpuElementwiseTest {
         }
     }
 
+    /** A thread's ColumnSums partials are reused, zeroed: each column sum is its own rows' alone, op after op. */
+    @Test
+    void columnSumsOfOneOpNeverReachTheNext() {
+        try (CpuTestSupport s = new CpuTestSupport()) {
+            for (int round = 0; round < 3; round++) {
+                for (int[] shape : new int[][] {{700, 40}, {300, 40}, {700, 24}}) {
+                    double[][] x = new double[1][];
+                    try (Tensor out = s.random(DType.F32, 1 + round, x, shape[0], shape[1]);
+                         Tensor tdb = s.backend.zeros(DType.F32, MemoryCategory.GRADS, shape[1])) {
+                        double[] refDb = new double[shape[1]];
+                        for (int r = 0; r < shape[0]; r++) {
+                            for (int j = 0; j < shape[1]; j++) {
+                                refDb[j] += x[0][r * shape[1] + j];
+                            }
+                        }
+                        s.backend.biasBackward(out, tdb);
+                        s.assertClose("biasBackward " + shape[0] + " x " + shape[1] + ", round " + round, refDb, tdb,
+                                1e-4, CpuTestSupport.rtol(DType.F32));
+                    }
+                }
+            }
+        }
+    }
+
     static double geluRef(double x) {
         return 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x * x * x)));
     }
