@@ -19,6 +19,7 @@ import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.backend.HalfGemmPadding;
 import org.fsdp4j.backend.Shapes;
+import org.fsdp4j.backend.cpu.CpuBackend;
 import org.fsdp4j.fsdp.FlatParamLayout;
 import org.fsdp4j.fsdp.UnitBufferPlan;
 import org.fsdp4j.metrics.Flops;
@@ -177,7 +178,8 @@ public final class Planner implements StepCostModel {
 
         // ---- activations, as the model allocates them
         long b = in.microBatchSize();
-        Activations act = activations(m, b, in.seqLen(), in.checkpointActivations(), pb, !onGpu && pd == DType.F32);
+        Activations act = activations(m, b, in.seqLen(), in.checkpointActivations(), pb,
+                !onGpu && CpuBackend.keepsAttentionTriangle(pd));
         long tokens = 2 * I32 * b * in.seqLen() * in.microBatches();
         long activations = act.peakBytes() + tokens;
         why.add(f("activations: b = %d sequences × T = %d per forward, %s peak%s (+ tokens and targets %s)", b,

@@ -447,12 +447,19 @@ public final class CpuBackend implements Backend {
     }
 
     /**
-     * fp32 (what the fused attention serves): the lower triangle only, (B, H, T·(T + 1)/2), half the
-     * square's bytes, none of them written for the masked half; other dtypes take the composite's square.
+     * Whether this backend keeps causal attention's probabilities as the lower triangle (B, H,
+     * T·(T + 1)/2) for {@code dtype}: in fp32, which the fused attention serves (half the square's
+     * bytes, none written for the masked half); other dtypes take the composite, which reads the
+     * square. Public for the planner, which counts activations without a backend.
      */
+    public static boolean keepsAttentionTriangle(DType dtype) {
+        return dtype == DType.F32;
+    }
+
     @Override
     public long[] causalAttentionSavedShape(DType dtype, long b, long h, long t) {
-        return dtype == DType.F32 ? new long[] {b, h, Shapes.lowerTriangle(t)} : Backend.super.causalAttentionSavedShape(dtype, b, h, t);
+        return keepsAttentionTriangle(dtype) ? new long[] {b, h, Shapes.lowerTriangle(t)}
+                : Backend.super.causalAttentionSavedShape(dtype, b, h, t);
     }
 
     @Override
