@@ -1,8 +1,9 @@
 // One rank's view of a group whose members live in several processes (TcpGroup). As in the
 // in-process group, a collective is a host function on the stream it is given: the members of
 // this process meet and deposit their buffers (Rendezvous), every rank then exchanges frames
-// directly with each member in another process (TcpLinks), reads its local peers' buffers, and a
-// final meeting keeps every local buffer alive until the others have read it.
+// directly with each member in another process (PeerLinks: over TCP, or through shared-memory
+// rings with a member on the same host), reads its local peers' buffers, and a final meeting
+// keeps every local buffer alive until the others have read it.
 //
 // The algorithms are direct exchanges, not rings: rank r receives chunk r of every remote
 // member's input and reduces it together with its local peers' chunks in member order 0..N−1,
@@ -50,7 +51,7 @@ final class TcpCommunicator implements Communicator {
     private final int[] remoteMembers;      // member indices in other processes, ascending
     private final int[] remoteIndexOf;      // member → index in remoteMembers, or −1
     private final Rendezvous local;         // the members in this process; null when this rank is alone here
-    private final TcpLinks links;
+    private final PeerLinks links;
     private final Backend backend;
     private final CommCounters counters = new CommCounters();
     private final AtomicLong issued = new AtomicLong();
@@ -90,9 +91,17 @@ final class TcpCommunicator implements Communicator {
         this.local = localMembers.length > 1
                 ? group.fate().subgroup(key, k -> new Rendezvous(name, localRanks, group.timeout(), group.fate())) : null;
         Map<Integer, SocketChannel> channels = new LinkedHashMap<>();
+        Map<Integer, ShmPipe> pipes = new LinkedHashMap<>();
         try {
-            for (int q : remoteMembers) {       // lower ranks open, higher ranks accept: no order to wait on
-                channels.put(q, group.connect(key, members[me], members[q]));
+            // lower ranks open, higher ranks accept; each rank sets its pairs up in the order (lower, higher) of the
+            // pair, every rank alike, so the rings' offer and answer never wait on each other in a cycle
+            for (int q : remoteMembers) {
+                SocketChannel ch = group.connect(key, members[me], members[q]);
+                channels.put(q, ch);
+                ShmPipe pipe = ShmPipe.negotiate(ch, members[me] < members[q], group.sharedMemory(), group.timeout());
+                if (pipe != null) {
+                    pipes.put(q, pipe);
+                }
             }
         } catch (RuntimeException e) {
             channels.values().forEach(PeerListener::closeQuietly);
@@ -102,7 +111,7 @@ final class TcpCommunicator implements Communicator {
             group.fate().abort(why);
             throw why;
         }
-        this.links = new TcpLinks(channels, q -> group.describe(members[q]));
+        this.links = new PeerLinks(channels, pipes, q -> group.describe(members[q]));
         group.register(this);
     }
 
@@ -461,7 +470,7 @@ final class TcpCommunicator implements Communicator {
     private void runLinks(String where, long start) {
         try {
             links.run(where, start, group.timeout(), () -> group.fate().cause());
-        } catch (TcpLinks.LostPeerException e) {
+        } catch (PeerLinks.LostPeerException e) {
             throw group.lostPeer(where, e);
         }
     }
@@ -523,6 +532,11 @@ final class TcpCommunicator implements Communicator {
 
     private void record(CommOp op, long fullBytes, int root) {
         counters.record(op, op.sentBytes(fullBytes, size(), me, root), op.receivedBytes(fullBytes, size(), me, root));
+    }
+
+    /** How many of this rank's peers in other processes it reaches through shared memory (the rest over TCP). */
+    int sharedMemoryPeers() {
+        return links.sharedMemoryLinks();
     }
 
     @Override

@@ -1,6 +1,6 @@
 // A world of N ranks spread over P processes, K = N / P consecutive ranks in each (process p runs
-// ranks pK .. pK+K−1 as threads), connected over TCP: the CPU backend's communicator beyond one
-// process. Within a process the ranks meet as the in-process group's do; across processes each
+// ranks pK .. pK+K−1 as threads), connected over TCP, with shared-memory rings carrying the bytes
+// between processes of one host: the CPU backend's communicator beyond one process. Within a process the ranks meet as the in-process group's do; across processes each
 // pair of ranks has a connection per communicator (TcpCommunicator). One abort state serves the
 // world and every group split from it: the first failure anywhere in this process leaves its
 // reason in the rendezvous store, then closes every connection, so that the other processes
@@ -21,6 +21,7 @@ public final class TcpGroup implements RankGroup, AutoCloseable {
     private final ProcessDirectory directory;
     private final Duration timeout;
     private final GroupFate fate = new GroupFate();
+    private volatile boolean sharedMemory = sharedMemoryByDefault();
     private final List<TcpCommunicator> communicators = new CopyOnWriteArrayList<>();
     private volatile boolean closed;
 
@@ -93,7 +94,25 @@ public final class TcpGroup implements RankGroup, AutoCloseable {
         return fate.isAborted();
     }
 
+    /** Whether groups let processes of one host use shared memory unless told otherwise: yes, unless -Dfsdp4j.sharedMemory=false. */
+    public static boolean sharedMemoryByDefault() {
+        return !"false".equalsIgnoreCase(System.getProperty("fsdp4j.sharedMemory", ""));
+    }
+
+    /**
+     * Whether communicators made from now on may carry the bytes between two processes of this
+     * host through shared-memory rings (default: yes, unless -Dfsdp4j.sharedMemory=false); a
+     * pair uses them only where both sides allow it, else TCP.
+     */
+    public void sharedMemory(boolean allowed) {
+        this.sharedMemory = allowed;
+    }
+
     // ------------------------------------------------------------------ for TcpCommunicator
+
+    boolean sharedMemory() {
+        return sharedMemory;
+    }
 
     GroupFate fate() {
         return fate;
@@ -145,7 +164,7 @@ public final class TcpGroup implements RankGroup, AutoCloseable {
     }
 
     /** A peer's connection ended: the reason its process left in the store if it left one, else the lost connection. */
-    CommException lostPeer(String where, TcpLinks.LostPeerException e) {
+    CommException lostPeer(String where, PeerLinks.LostPeerException e) {
         return directory.publishedAbort().map(r -> new CommException(where + ": the run was aborted: " + r, e))
                 .orElseGet(() -> new CommException(e.getMessage(), e));
     }

@@ -4,7 +4,8 @@
 // 4 in-process ranks), messages of several frames, the sub-groups of a 2-D mesh within and across
 // processes, the ring byte counts, and the failures a user meets: ranks that disagree on the
 // collective (both sides named), a rank that never arrives (the watchdog names it), a peer whose
-// connection dies (named, promptly).
+// connection dies (named, promptly). Here the processes of this host may use shared-memory rings;
+// TcpGroupOverTcpCollectivesTest runs every case again with every byte over TCP.
 package org.fsdp4j.comm;
 
 import static org.fsdp4j.comm.CommTestSupport.randomPerRank;
@@ -31,6 +32,11 @@ import org.junit.jupiter.api.Test;
 
 class TcpGroupCollectivesTest {
 
+    /** Whether the groups may put the bytes between processes into shared-memory rings. */
+    boolean sharedMemory() {
+        return true;
+    }
+
     private static final Duration TIMEOUT = Duration.ofSeconds(20);
 
     private final long seed = System.nanoTime();
@@ -46,7 +52,7 @@ class TcpGroupCollectivesTest {
             for (DType dtype : List.of(DType.F32, DType.BF16)) {
                 int shard = 37;
                 float[][] data = randomPerRank(random, n, shard, dtype);
-                List<float[]> out = TcpTestSupport.onRanks(layout[0], n, TIMEOUT, (rank, backend, world) -> {
+                List<float[]> out = TcpTestSupport.onRanks(layout[0], n, TIMEOUT, sharedMemory(), (rank, backend, world) -> {
                     try (Tensor in = tensorOf(backend, dtype, data[rank]);
                          Tensor gathered = backend.allocate(dtype, MemoryCategory.GATHERED, (long) n * shard)) {
                         world.allGather(in, gathered, backend.computeStream());
@@ -73,7 +79,7 @@ class TcpGroupCollectivesTest {
                     int numel = 50;      // all-reduce chunks of uneven length
                     float[][] data = randomPerRank(random, n, n * shard, dtype);
                     float[][] buf = randomPerRank(random, n, numel, dtype);
-                    List<float[][]> out = TcpTestSupport.onRanks(layout[0], n, TIMEOUT, (rank, backend, world) -> {
+                    List<float[][]> out = TcpTestSupport.onRanks(layout[0], n, TIMEOUT, sharedMemory(), (rank, backend, world) -> {
                         try (Tensor in = tensorOf(backend, dtype, data[rank]);
                              Tensor shardOut = backend.allocate(dtype, MemoryCategory.GRADS, shard);
                              Tensor b = tensorOf(backend, dtype, buf[rank])) {
@@ -98,11 +104,39 @@ class TcpGroupCollectivesTest {
     }
 
     @Test
+    void processesOfThisHostShareMemoryOnlyWhereBothAllowIt() {
+        // process 2 refuses shared memory: its pairs go over TCP, the pair 0–1 through rings where this group allows them
+        float[][] data = randomPerRank(random, 3, 1000, DType.F32);
+        List<float[]> sums = new java.util.concurrent.CopyOnWriteArrayList<>();
+        List<Integer> ringPeers = TcpTestSupport.onProcesses(3, 3, TIMEOUT, sharedMemory(), (pg, group) -> {
+            if (pg.process() == 2) {
+                group.sharedMemory(false);
+            }
+            return LocalLauncher.run(group, rank -> {
+                try (Backend backend = Backends.create(Device.CPU, new MemoryTracker("rank " + rank), new BackendOptions(1, true));
+                     Communicator world = group.communicator(rank, backend);
+                     Tensor b = tensorOf(backend, DType.F32, data[rank])) {
+                    world.allReduce(b, Reduction.SUM, backend.computeStream());
+                    sums.add(backend.toHost(b));
+                    return ((TcpCommunicator) world).sharedMemoryPeers();
+                }
+            });
+        });
+        int pair = sharedMemory() && java.nio.file.Files.isDirectory(java.nio.file.Path.of("/dev/shm")) ? 1 : 0;
+        assertEquals(List.of(pair, pair, 0), ringPeers);
+        for (float[] got : sums) {
+            for (int i = 0; i < got.length; i++) {
+                assertEquals(reduceLikeTheGroup(data, i, 1f, DType.F32), got[i], 0f, "element " + i);
+            }
+        }
+    }
+
+    @Test
     void messagesOfSeveralFramesArriveWhole() {
         int n = 2;
         int shard = (Wire.MAX_FRAME_BYTES / 4) + 12345;   // each rank's chunk takes two frames
         float[][] data = randomPerRank(random, n, n * shard, DType.F32);
-        List<float[][]> out = TcpTestSupport.onRanks(2, n, TIMEOUT, (rank, backend, world) -> {
+        List<float[][]> out = TcpTestSupport.onRanks(2, n, TIMEOUT, sharedMemory(), (rank, backend, world) -> {
             try (Tensor in = tensorOf(backend, DType.F32, data[rank]);
                  Tensor mine = backend.allocate(DType.F32, MemoryCategory.GRADS, shard);
                  Tensor gathered = backend.allocate(DType.F32, MemoryCategory.GATHERED, (long) n * shard)) {
@@ -127,7 +161,7 @@ class TcpGroupCollectivesTest {
         int n = 4;
         float[][] data = randomPerRank(random, n, 21, DType.F16);
         for (int root : new int[] {1, 2}) {
-            List<float[]> out = TcpTestSupport.onRanks(2, n, TIMEOUT, (rank, backend, world) -> {
+            List<float[]> out = TcpTestSupport.onRanks(2, n, TIMEOUT, sharedMemory(), (rank, backend, world) -> {
                 try (Tensor buf = tensorOf(backend, DType.F16, data[rank])) {
                     world.broadcast(buf, root, backend.computeStream());
                     world.barrier(backend.computeStream());
@@ -144,7 +178,7 @@ class TcpGroupCollectivesTest {
     void meshGroupsWithinAndAcrossProcessesAndRingByteCounts() {
         int n = 4;
         float[][] data = randomPerRank(random, n, 8, DType.F32);
-        List<Object[]> out = TcpTestSupport.onRanks(2, n, TIMEOUT, (rank, backend, world) -> {
+        List<Object[]> out = TcpTestSupport.onRanks(2, n, TIMEOUT, sharedMemory(), (rank, backend, world) -> {
             try (DeviceMesh mesh = DeviceMesh.create(world, 2);
                  Tensor a = tensorOf(backend, DType.F32, data[rank]);
                  Tensor b = tensorOf(backend, DType.F32, data[rank])) {
@@ -170,7 +204,7 @@ class TcpGroupCollectivesTest {
             }
         }
         List<CommBytes> local = CommTestSupport.onRanks(n, (rank, backend, world) -> countSome(backend, world));
-        List<CommBytes> tcp = TcpTestSupport.onRanks(2, n, TIMEOUT, (rank, backend, world) -> countSome(backend, world));
+        List<CommBytes> tcp = TcpTestSupport.onRanks(2, n, TIMEOUT, sharedMemory(), (rank, backend, world) -> countSome(backend, world));
         assertEquals(local, tcp, "the TCP group counts bytes as the in-process group does (the ring convention)");
     }
 
@@ -189,7 +223,7 @@ class TcpGroupCollectivesTest {
 
     @Test
     void ranksThatDisagreeOnTheCollectiveFailNamingBothSides() {
-        RuntimeException e = assertThrows(RuntimeException.class, () -> TcpTestSupport.onRanks(2, 2, TIMEOUT,
+        RuntimeException e = assertThrows(RuntimeException.class, () -> TcpTestSupport.onRanks(2, 2, TIMEOUT, sharedMemory(),
                 (rank, backend, world) -> {
                     try (Tensor a = backend.zeros(DType.F32, MemoryCategory.WORKSPACE, 8);
                          Tensor b = backend.zeros(DType.F32, MemoryCategory.WORKSPACE, 4)) {
@@ -210,7 +244,7 @@ class TcpGroupCollectivesTest {
     @Test
     void aRankThatNeverArrivesIsNamedWhenTheWatchdogFires() {
         long start = System.nanoTime();
-        RuntimeException e = assertThrows(RuntimeException.class, () -> TcpTestSupport.onRanks(2, 2, Duration.ofSeconds(1),
+        RuntimeException e = assertThrows(RuntimeException.class, () -> TcpTestSupport.onRanks(2, 2, Duration.ofSeconds(1), sharedMemory(),
                 (rank, backend, world) -> {
                     try (Tensor a = backend.zeros(DType.F32, MemoryCategory.WORKSPACE, 8)) {
                         if (rank == 1) {
@@ -230,7 +264,7 @@ class TcpGroupCollectivesTest {
     @Test
     void aPeerWhoseConnectionsDieIsNamedAtOnce() {
         long start = System.nanoTime();
-        RuntimeException e = assertThrows(RuntimeException.class, () -> TcpTestSupport.onProcesses(2, 2, TIMEOUT,
+        RuntimeException e = assertThrows(RuntimeException.class, () -> TcpTestSupport.onProcesses(2, 2, TIMEOUT, sharedMemory(),
                 (pg, group) -> {
                     if (pg.process() == 1) {
                         try (Backend backend = Backends.create(Device.CPU, new MemoryTracker("rank 1"), new BackendOptions(1, false))) {

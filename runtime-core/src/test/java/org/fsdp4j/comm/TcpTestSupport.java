@@ -1,7 +1,8 @@
 // Several "processes" in this JVM, each a real ProcessGroup (its own store client, listener and
 // connections; process 0 serves the store) with its share of a TcpGroup, their ranks on
-// threads with CPU backends (debug streams, as CommTestSupport's): every byte between the
-// processes goes through TCP on localhost, as it would between machines. Results come back in
+// threads with CPU backends (debug streams, as CommTestSupport's): the bytes between the
+// processes go through shared-memory rings, as between processes of one host, or (sharedMemory
+// false) through TCP on localhost, as they would between machines. Results come back in
 // world rank order. The tests with real child processes are in samples (MultiProcessTrainTest).
 package org.fsdp4j.comm;
 
@@ -44,7 +45,13 @@ final class TcpTestSupport {
 
     /** {@code processes} processes, {@code worldSize} ranks in all, each rank running {@code body}. */
     static <T> List<T> onRanks(int processes, int worldSize, Duration timeout, CommTestSupport.RankTest<T> body) {
-        return onProcesses(processes, worldSize, timeout, (pg, group) -> LocalLauncher.run(group, rank -> {
+        return onRanks(processes, worldSize, timeout, true, body);
+    }
+
+    /** As above; {@code sharedMemory}: whether processes may use shared-memory rings (else every byte goes over TCP). */
+    static <T> List<T> onRanks(int processes, int worldSize, Duration timeout, boolean sharedMemory,
+                               CommTestSupport.RankTest<T> body) {
+        return onProcesses(processes, worldSize, timeout, sharedMemory, (pg, group) -> LocalLauncher.run(group, rank -> {
             try (Backend backend = Backends.create(Device.CPU, new MemoryTracker("rank " + rank),
                     new BackendOptions(1, true));
                  Communicator world = group.communicator(rank, backend)) {
@@ -58,6 +65,12 @@ final class TcpTestSupport {
      * result in world order; the first process's failure is rethrown as it was thrown.
      */
     static <T> List<T> onProcesses(int processes, int worldSize, Duration timeout, ProcessBody<T> body) {
+        return onProcesses(processes, worldSize, timeout, true, body);
+    }
+
+    /** As above; {@code sharedMemory} is each group's setting before {@code body} runs. */
+    static <T> List<T> onProcesses(int processes, int worldSize, Duration timeout, boolean sharedMemory,
+                                   ProcessBody<T> body) {
         int port = freePort();
         ExecutorService pool = Executors.newFixedThreadPool(processes);
         try {
@@ -67,6 +80,7 @@ final class TcpTestSupport {
                 futures.add(pool.submit(() -> {
                     try (ProcessGroup pg = ProcessGroup.join(id, Map.of(), Duration.ofSeconds(30))) {
                         TcpGroup group = pg.ranks(worldSize, timeout);
+                        group.sharedMemory(sharedMemory);
                         return body.run(pg, group);
                     }
                 }));

@@ -11,6 +11,7 @@ import java.time.Duration;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import org.fsdp4j.comm.TcpGroup;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.dist.ProcessIdentity;
 import org.fsdp4j.dist.Settings;
@@ -78,10 +79,14 @@ final class DistOptions {
         return new PrintWriter(Writer.nullWriter());
     }
 
-    /** The run's layout for the header: "2 processes x 2 ranks over TCP, master 127.0.0.1:29500 (torchrun's variables)". */
+    /**
+     * The run's layout for the header: "2 processes x 2 ranks over TCP (shared memory within a host), master
+     * 127.0.0.1:29500 (torchrun's variables)".
+     */
     static String describe(ProcessIdentity id, int worldSize) {
         int k = worldSize / id.count();
-        return id.count() + " processes x " + k + (k == 1 ? " rank" : " ranks") + " over TCP, master " + id.masterAddr() + ":"
+        return id.count() + " processes x " + k + (k == 1 ? " rank" : " ranks") + " over TCP"
+                + (TcpGroup.sharedMemoryByDefault() ? " (shared memory within a host)" : "") + ", master " + id.masterAddr() + ":"
                 + id.masterPort() + " (identity from " + id.source() + ")";
     }
 }

@@ -1,11 +1,15 @@
-// One rank's connections, for one communicator, to the members of its group in other processes,
-// and the loop that moves a collective's frames over them. A collective queues what it sends and
-// what it expects from each peer, then run() drives every connection at once with one selector
-// (non-blocking, so two ranks that send to each other never wait on each other's socket buffers)
-// until all frames have gone and come, straight from and into the tensors' memory. Each header
-// that arrives is checked against the frame expected before its payload is read (see Wire). The
-// loop ends with a CommException that names the peer when a header does not match, a peer's
-// connection ends, the group is aborted, or the collective's deadline passes (the watchdog).
+// One rank's links, for one communicator, to the members of its group in other processes, and
+// the loop that moves a collective's frames over them. A link is a TCP connection, and for a peer
+// on the same host also a pair of shared-memory rings (ShmPipe) that carry its bytes instead,
+// the connection then only telling when the peer's process dies. A collective queues what it
+// sends and what it expects from each peer, then run() drives every link at once without
+// blocking (so two ranks that send to each other never wait on each other's buffers) until all
+// frames have gone and come, straight from and into the tensors' memory: connections by one
+// selector, rings by polling them, spinning briefly and then sleeping in short naps while
+// nothing moves. Each header that arrives is checked against the frame expected before its
+// payload is read (see Wire). The loop ends with a CommException that names the peer when a
+// header does not match, a peer's connection ends, the group is aborted, or the collective's
+// deadline passes (the watchdog).
 package org.fsdp4j.comm;
 
 import java.io.IOException;
@@ -19,13 +23,21 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.locks.LockSupport;
 import java.util.function.IntFunction;
 import java.util.function.Supplier;
 
-final class TcpLinks implements AutoCloseable {
+final class PeerLinks implements AutoCloseable {
 
     /** How often a waiting loop looks at the group's fate even if no socket stirs. */
     private static final long POLL_MILLIS = 200;
+    /** Ring polls without progress spent spinning, then yielding, before the loop naps. */
+    private static final int SPINS = 64;
+    private static final int YIELDS = 128;
+    /** The nap between ring polls once idle (the kernel's timer slack adds ~50 µs). */
+    private static final long NAP_NANOS = 20_000;
+    /** Ring polls between looks at the connections while rings are moving. */
+    private static final int SELECT_EVERY = 64;
 
     private record Outgoing(ByteBuffer header, ByteBuffer payload) {
     }
@@ -37,16 +49,26 @@ final class TcpLinks implements AutoCloseable {
     private static final class Link {
         final int peer;                 // the peer's member index in the communicator
         final SocketChannel channel;
+        final ShmPipe pipe;             // carries the bytes when set; the channel then only watches for the peer's end
         final SelectionKey key;
         final ArrayDeque<Outgoing> out = new ArrayDeque<>();
         final ArrayDeque<Incoming> in = new ArrayDeque<>();
         final ByteBuffer header = ByteBuffer.allocate(Wire.HEADER_BYTES);
         boolean headerRead;             // header holds the current incoming frame's (checked) header
 
-        Link(int peer, SocketChannel channel, SelectionKey key) {
+        Link(int peer, SocketChannel channel, ShmPipe pipe, SelectionKey key) {
             this.peer = peer;
             this.channel = channel;
+            this.pipe = pipe;
             this.key = key;
+        }
+
+        int read(ByteBuffer dst) throws IOException {
+            return pipe != null ? pipe.read(dst) : channel.read(dst);
+        }
+
+        long write(ByteBuffer[] srcs) throws IOException {
+            return pipe != null ? pipe.write(srcs) : channel.write(srcs);
         }
 
         boolean busy() {
@@ -57,17 +79,22 @@ final class TcpLinks implements AutoCloseable {
     private final Selector selector;
     private final Map<Integer, Link> links = new LinkedHashMap<>();
     private final IntFunction<String> describe;     // member index → "rank 2 (process 1)"
-    private volatile boolean closed;
+    private final ByteBuffer watch = ByteBuffer.allocate(1);
+    private boolean running;                        // run() is between its first and last touch of a ring
+    private boolean closed;                         // guarded by this, with running: rings are released once both are false/true
 
-    /** Takes over {@code channels} (member index → connected channel). */
-    TcpLinks(Map<Integer, SocketChannel> channels, IntFunction<String> describe) {
+    /**
+     * Takes over {@code channels} (member index → connected channel) and {@code pipes} (member
+     * index → rings, for the peers that share this host; the others' bytes go over their channel).
+     */
+    PeerLinks(Map<Integer, SocketChannel> channels, Map<Integer, ShmPipe> pipes, IntFunction<String> describe) {
         this.describe = describe;
         try {
             this.selector = Selector.open();
             for (Map.Entry<Integer, SocketChannel> e : channels.entrySet()) {
                 SocketChannel ch = e.getValue();
                 ch.configureBlocking(false);
-                Link l = new Link(e.getKey(), ch, ch.register(selector, 0));
+                Link l = new Link(e.getKey(), ch, pipes.get(e.getKey()), ch.register(selector, 0));
                 l.key.attach(l);
                 links.put(e.getKey(), l);
             }
@@ -75,6 +102,11 @@ final class TcpLinks implements AutoCloseable {
             channels.values().forEach(PeerListener::closeQuietly);
             throw new CommException("cannot set up the connections: " + e.getMessage(), e);
         }
+    }
+
+    /** How many of the links carry their bytes through shared memory. */
+    int sharedMemoryLinks() {
+        return (int) links.values().stream().filter(l -> l.pipe != null).count();
     }
 
     /** Queues {@code payload} (its remaining bytes) as one frame to member {@code peer}. */
@@ -117,18 +149,28 @@ final class TcpLinks implements AutoCloseable {
      */
     void run(String where, long startNanos, java.time.Duration timeout, Supplier<CommException> aborted) {
         long deadlineNanos = startNanos + timeout.toNanos();
+        synchronized (this) {
+            if (closed) {
+                throw closedNow(where, aborted, null);
+            }
+            running = true;
+        }
         try {
+            int idle = 0;
+            int sinceSelect = 0;
             while (true) {
                 CommException cause = aborted.get();
                 if (cause != null) {
                     throw new CommException(where + ": group aborted: " + cause.getMessage(), cause);
                 }
                 boolean busy = false;
+                boolean ringsBusy = false;
                 for (Link l : links.values()) {
-                    int ops = (l.out.isEmpty() ? 0 : SelectionKey.OP_WRITE) | (l.in.isEmpty() ? 0 : SelectionKey.OP_READ);
-                    if (ops != 0) {
-                        busy = true;
-                    }
+                    boolean owing = l.busy();
+                    int ops = l.pipe != null ? (owing ? SelectionKey.OP_READ : 0)      // a ring's connection: its end
+                            : (l.out.isEmpty() ? 0 : SelectionKey.OP_WRITE) | (l.in.isEmpty() ? 0 : SelectionKey.OP_READ);
+                    busy |= owing;
+                    ringsBusy |= owing && l.pipe != null;
                     if (l.key.isValid()) {
                         l.key.interestOps(ops);
                     } else if (ops != 0) {
@@ -142,24 +184,38 @@ final class TcpLinks implements AutoCloseable {
                 if (left <= 0) {
                     throw timedOut(where, timeout);
                 }
-                selector.select(Math.max(1, Math.min(POLL_MILLIS, left / 1_000_000)));
-                for (SelectionKey k : selector.selectedKeys()) {
-                    Link l = (Link) k.attachment();
-                    if (k.isValid() && k.isReadable()) {
-                        read(where, l);
-                    }
-                    if (k.isValid() && k.isWritable()) {
-                        write(where, l);
+                if (!ringsBusy) {
+                    selector.select(Math.max(1, Math.min(POLL_MILLIS, left / 1_000_000)));
+                    serveSelected(where);
+                    continue;
+                }
+                boolean moved = false;
+                for (Link l : links.values()) {
+                    if (l.pipe != null && l.busy()) {
+                        moved |= write(where, l) | read(where, l);
                     }
                 }
-                selector.selectedKeys().clear();
+                if (!moved || ++sinceSelect >= SELECT_EVERY) {       // the connections: other peers' bytes, a peer's end
+                    sinceSelect = 0;
+                    if (selector.selectNow() > 0) {
+                        serveSelected(where);
+                        moved = true;
+                    }
+                }
+                idle = moved ? 0 : idle + 1;
+                if (idle == 0) {
+                    continue;
+                }
+                if (idle < SPINS) {
+                    Thread.onSpinWait();
+                } else if (idle < SPINS + YIELDS) {
+                    Thread.yield();
+                } else {
+                    LockSupport.parkNanos(NAP_NANOS);
+                }
             }
         } catch (IOException | ClosedSelectorException e) {
-            CommException cause = aborted.get();
-            if (cause != null) {
-                throw new CommException(where + ": group aborted: " + cause.getMessage(), cause);
-            }
-            throw new CommException(where + ": the connections were closed (" + e + ")", e);
+            throw closedNow(where, aborted, e);
         } finally {
             for (Link l : links.values()) {   // a failed collective leaves nothing queued for the next
                 l.out.clear();
@@ -167,48 +223,111 @@ final class TcpLinks implements AutoCloseable {
                 l.headerRead = false;
                 l.header.clear();
             }
+            synchronized (this) {
+                running = false;
+                if (closed) {
+                    releaseRings();
+                }
+            }
         }
     }
 
-    private void read(String where, Link l) {
+    private CommException closedNow(String where, Supplier<CommException> aborted, Exception e) {
+        CommException cause = aborted.get();
+        if (cause != null) {
+            return new CommException(where + ": group aborted: " + cause.getMessage(), cause);
+        }
+        return new CommException(where + ": the connections were closed" + (e == null ? "" : " (" + e + ")"), e);
+    }
+
+    /** Serves the connections the last select found ready: a TCP link's bytes, a ring link's end of connection. */
+    private void serveSelected(String where) {
+        for (SelectionKey k : selector.selectedKeys()) {
+            Link l = (Link) k.attachment();
+            if (l.pipe != null) {
+                if (k.isValid() && k.isReadable()) {
+                    watch(where, l);
+                }
+                continue;
+            }
+            if (k.isValid() && k.isReadable()) {
+                read(where, l);
+            }
+            if (k.isValid() && k.isWritable()) {
+                write(where, l);
+            }
+        }
+        selector.selectedKeys().clear();
+    }
+
+    /** A ring link's connection stirred: its peer's process ended (anything else on it breaks the protocol). */
+    private void watch(String where, Link l) {
         try {
-            while (!l.in.isEmpty()) {
-                Incoming next = l.in.peek();
-                if (!l.headerRead) {
-                    if (l.channel.read(l.header) < 0) {
-                        throw lost(where, l, null);
-                    }
-                    if (l.header.hasRemaining()) {
-                        return;
-                    }
-                    check(where, l, next.expected());
-                    l.headerRead = true;
-                }
-                if (next.payload().hasRemaining() && l.channel.read(next.payload()) < 0) {
-                    throw lost(where, l, null);
-                }
-                if (next.payload().hasRemaining()) {
-                    return;
-                }
-                l.in.poll();
-                l.headerRead = false;
-                l.header.clear();
+            watch.clear();
+            int n = l.channel.read(watch);
+            if (n < 0) {
+                throw lost(where, l, null);
+            }
+            if (n > 0) {
+                throw new CommException(where + ": " + describe.apply(l.peer) + " sent bytes over the connection beside"
+                        + " its shared-memory rings; dropping it and aborting the group");
             }
         } catch (IOException e) {
             throw lost(where, l, e);
         }
     }
 
-    private void write(String where, Link l) {
+    /** Reads what has arrived on {@code l} into its expected frames; returns whether any byte moved. */
+    private boolean read(String where, Link l) {
+        boolean moved = false;
+        try {
+            while (!l.in.isEmpty()) {
+                Incoming next = l.in.peek();
+                if (!l.headerRead) {
+                    int n = l.read(l.header);
+                    if (n < 0) {
+                        throw lost(where, l, null);
+                    }
+                    moved |= n > 0;
+                    if (l.header.hasRemaining()) {
+                        return moved;
+                    }
+                    check(where, l, next.expected());
+                    l.headerRead = true;
+                }
+                if (next.payload().hasRemaining()) {
+                    int n = l.read(next.payload());
+                    if (n < 0) {
+                        throw lost(where, l, null);
+                    }
+                    moved |= n > 0;
+                }
+                if (next.payload().hasRemaining()) {
+                    return moved;
+                }
+                l.in.poll();
+                l.headerRead = false;
+                l.header.clear();
+            }
+            return moved;
+        } catch (IOException e) {
+            throw lost(where, l, e);
+        }
+    }
+
+    /** Writes {@code l}'s queued frames as far as its buffer takes them; returns whether any byte moved. */
+    private boolean write(String where, Link l) {
+        boolean moved = false;
         try {
             while (!l.out.isEmpty()) {
                 Outgoing o = l.out.peek();
-                l.channel.write(new ByteBuffer[] {o.header(), o.payload()});
+                moved |= l.write(new ByteBuffer[] {o.header(), o.payload()}) > 0;
                 if (o.header().hasRemaining() || o.payload().hasRemaining()) {
-                    return;      // the socket's buffer is full: wait until it drains
+                    return moved;      // the socket's buffer (or the ring) is full: wait until it drains
                 }
                 l.out.poll();
             }
+            return moved;
         } catch (IOException e) {
             throw lost(where, l, e);
         }
@@ -277,13 +396,21 @@ final class TcpLinks implements AutoCloseable {
         return l;
     }
 
-    /** Closes every connection and wakes a running loop (which then fails). Idempotent. */
+    /**
+     * Closes every connection and wakes a running loop (which then fails); the rings are
+     * released here, or by the running loop as it leaves. Idempotent.
+     */
     @Override
     public void close() {
-        if (closed) {
-            return;
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+            if (!running) {
+                releaseRings();
+            }
         }
-        closed = true;
         for (Link l : links.values()) {
             PeerListener.closeQuietly(l.channel);
         }
@@ -292,6 +419,15 @@ final class TcpLinks implements AutoCloseable {
             selector.close();
         } catch (IOException ignored) {
             // closing anyway
+        }
+    }
+
+    /** Unmaps every ring; only once no loop can touch them (closed, and run() not inside). */
+    private void releaseRings() {
+        for (Link l : links.values()) {
+            if (l.pipe != null) {
+                l.pipe.release();
+            }
         }
     }
 }
