@@ -17,8 +17,10 @@ the sum over its ranks. For N > 1, after the rounds, fsdp4j also runs once as Py
 process per rank (`fsdp4j launch --standalone --nproc-per-node N -- train`, TCP over loopback), and
 its largest process's peak RSS is printed beside PyTorch's per rank process: the per-process
 comparison in the same layout. That run's tokens/s (median of its last --steps steps, from the
-log of process 0) is printed for reference only: each process JIT-compiles the step for itself, so
-its early steps are slower than the in-process run's (bench/NOTES.md, 2.11). Example (from the
+log of process 0, after --process-warmup steps, default 30: each process JIT-compiles the step for
+itself, so its early steps are slower than the in-process run's, bench/NOTES.md 2.11) is printed
+with its ratio to PyTorch's median of the rounds: one run, not alternated. Between processes of
+this host the bytes go through shared memory (bench/NOTES.md 2.23). Example (from the
 repository root):
 
   /usr/bin/python3 bench/vs_torch.py --preset small --seq-len 256 --world-size 1 --rounds 3
@@ -38,7 +40,9 @@ each), then prints one markdown table with the targets (N = 1 >= 1.5x PyTorch ea
 
   /usr/bin/python3 bench/vs_torch.py --suite --suite-rounds 3,3,1 --json-out suite.json
 
-(three rounds at N = 1 too; about 30 minutes on 2 cores). After the table it checks fsdp4j's N = 2
+(three rounds at N = 1 too; about 30 minutes on 2 cores). With --as-processes, every N > 1 round
+runs fsdp4j as N processes of one rank each (`fsdp4j launch`), PyTorch's own layout, so that speed
+and peak RSS per process are both measured like for like in the same rounds. After the table it checks fsdp4j's N = 2
 against its own N = 1 with --self-pairs pairs per configuration: N = 1 and N = 2 back to back, the
 order flipped every round and the configurations interleaved, so that both sides of a pair see the
 same machine. Single runs of one configuration differ by 10-20% on a 2-core machine, so only the
@@ -109,7 +113,7 @@ def fsdp4j_processes(a, shape, outdir):
            "train", "--device", "cpu", "--preset", a.preset,
            "--layers", str(shape["layers"]), "--hidden", str(shape["hidden"]), "--heads", str(shape["heads"]),
            "--context", str(shape["context"]), "--seq-len", str(a.seq_len), "--batch-size", str(a.batch_size),
-           "--world-size", str(a.world_size), "--strategy", "full_shard", "--steps", str(a.steps + a.warmup),
+           "--world-size", str(a.world_size), "--strategy", "full_shard", "--steps", str(a.steps + a.process_warmup),
            "--out", outdir]
     code, out, rss, _ = run(cmd)   # wait4's peak RSS: the largest of the launcher and the processes it waited for
     if code != 0:
@@ -150,6 +154,9 @@ def blas_core():
 def compare(a, shape, rounds_wanted):
     """rounds_wanted fsdp4j-then-PyTorch pairs at a.world_size; prints a line per round; returns the rounds."""
     what = "single rank vs PyTorch eager" if a.world_size == 1 else f"FULL_SHARD N={a.world_size} vs PyTorch FSDP"
+    if a.as_processes and a.world_size > 1:
+        what += (f" | fsdp4j as {a.world_size} processes of one rank (launch --standalone; RSS of the largest;"
+                 f" {a.process_warmup} warm-up steps)")
     print(f"# {what} | layers {shape['layers']} hidden {shape['hidden']} heads {shape['heads']} "
           f"| batch {a.batch_size} x {a.seq_len} | {a.warmup} warm-up + {a.steps} timed steps | {os.cpu_count()} cores "
           f"| OPENBLAS_CORETYPE {blas_core()}")
@@ -159,7 +166,10 @@ def compare(a, shape, rounds_wanted):
     with tempfile.TemporaryDirectory(prefix="vs_torch_") as tmp:
         for i in range(rounds_wanted):
             l0 = loadavg()
-            f_tok, f_rss, _, _ = fsdp4j(a, shape, os.path.join(tmp, f"r{i}"))
+            if a.as_processes and a.world_size > 1:
+                f_rss, f_tok = fsdp4j_processes(a, shape, os.path.join(tmp, f"r{i}"))
+            else:
+                f_tok, f_rss, _, _ = fsdp4j(a, shape, os.path.join(tmp, f"r{i}"))
             t_tok, t_rss, t_ranks, _ = torch(a, shape)
             l1 = loadavg()
             rounds.append(dict(fsdp4j_tok_s=f_tok, torch_tok_s=t_tok, ratio=f_tok / t_tok, load_before=l0,
@@ -167,17 +177,21 @@ def compare(a, shape, rounds_wanted):
             print(f"  {i + 1:5d} {f_tok:13.0f} {t_tok:12.0f} {f_tok / t_tok:7.2f} {l0:8.2f} / {l1:<7.2f} "
                   f"{f_rss:15.0f} {'/'.join(f'{x:.0f}' for x in t_ranks):>19}", flush=True)
         per_process = None
-        if a.world_size > 1:
+        if a.world_size > 1 and not a.as_processes:
             p_rss, p_tok = fsdp4j_processes(a, shape, os.path.join(tmp, "processes"))
-            per_process = dict(rss_mib=p_rss, tok_s=p_tok)
+            t_med = statistics.median(r["torch_tok_s"] for r in rounds)
+            per_process = dict(rss_mib=p_rss, tok_s=p_tok, ratio_to_torch_median=p_tok / t_med)
             print(f"# fsdp4j as {a.world_size} processes (one rank each): peak RSS {p_rss:.0f} MiB in the largest;"
-                  f" {p_tok:.0f} tok/s over its last {a.steps} steps (reference only)", flush=True)
+                  f" {p_tok:.0f} tok/s over its last {a.steps} of {a.steps + a.process_warmup} steps,"
+                  f" {p_tok / t_med:.2f}x PyTorch's median above (one run, not alternated)", flush=True)
     ratios = [r["ratio"] for r in rounds]
     f_rss = max(r["fsdp4j_rss_mib"] for r in rounds)
     t_rank = max(max(r["torch_rss_mib_per_rank"]) for r in rounds)
     t_sum = max(sum(r["torch_rss_mib_per_rank"]) for r in rounds)
     print(f"# ratio fsdp4j/PyTorch tokens/s: median {statistics.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}"
-          f" | peak RSS fsdp4j {f_rss:.0f} MiB (one process, {a.world_size} rank(s)); PyTorch {t_rank:.0f} MiB per rank,"
+          f" | peak RSS fsdp4j {f_rss:.0f} MiB ("
+          f"{'the largest of its processes' if a.as_processes and a.world_size > 1 else f'one process, {a.world_size} rank(s)'});"
+          f" PyTorch {t_rank:.0f} MiB per rank,"
           f" {t_sum:.0f} MiB over its {a.world_size} process(es)", flush=True)
     return rounds, per_process
 
@@ -243,7 +257,7 @@ def suite(a, ap):
             results.append(dict(config=label, N=n, shape=shape, rounds=rounds, fsdp4j_processes=per_process))
     print()
     print("| configuration | N | fsdp4j tok/s | PyTorch tok/s | fsdp4j/PyTorch | target | load | "
-          "peak RSS MiB: fsdp4j process vs PyTorch process (sum) | fsdp4j as N processes: RSS of one (tok/s) |")
+          "peak RSS MiB: fsdp4j process vs PyTorch process (sum) | fsdp4j as N processes: RSS of one (tok/s, x PyTorch) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for res in results:
         rs = res["rounds"]
@@ -258,7 +272,8 @@ def suite(a, ap):
         res["meets_target"] = med >= target
         pp = res["fsdp4j_processes"]
         processes = "–" if pp is None else (f"{pp['rss_mib']:.0f} vs {t_rank:.0f}"
-                                            f" ({'below' if pp['rss_mib'] < t_rank else 'above'}; {pp['tok_s']:.0f})")
+                                            f" ({'below' if pp['rss_mib'] < t_rank else 'above'};"
+                                            f" {pp['tok_s']:.0f}, {pp['ratio_to_torch_median']:.2f}x)")
         f_toks = ", ".join("%.0f" % r["fsdp4j_tok_s"] for r in rs)
         t_toks = ", ".join("%.0f" % r["torch_tok_s"] for r in rs)
         print(f"| {res['config']} | {res['N']} | {f_toks} | {t_toks} | {span} "
@@ -292,6 +307,11 @@ def main():
     ap.add_argument("--warmup", type=int, default=15,
                     help="untimed steps per run, as `fsdp4j bench step`'s default: on 2 cores fsdp4j's JIT "
                          "needs 10-14 steps, and 8 left compilation in the timed steps (bench/NOTES.md, 2.16)")
+    ap.add_argument("--process-warmup", type=int, default=30,
+                    help="N > 1: warm-up steps of the run as N processes (each JVM compiles the step itself)")
+    ap.add_argument("--as-processes", action="store_true",
+                    help="N > 1: every round runs fsdp4j as N processes of one rank each, as PyTorch runs, instead"
+                         " of N in-process ranks (tokens/s after --process-warmup steps; RSS of the largest process)")
     ap.add_argument("--torch-threads", type=int, default=os.cpu_count(), help="PyTorch threads at N = 1")
     ap.add_argument("--json-out", help="write every round and the summary here")
     ap.add_argument("--suite", action="store_true",
