@@ -42,13 +42,13 @@ each), then prints one markdown table with the targets (N = 1 >= 1.5x PyTorch ea
 
 (three rounds at N = 1 too; about 30 minutes on 2 cores). With --as-processes, every N > 1 round
 runs fsdp4j as N processes of one rank each (`fsdp4j launch`), PyTorch's own layout, so that speed
-and peak RSS per process are both measured like for like in the same rounds. After the table it checks fsdp4j's N = 2
-against its own N = 1 with --self-pairs pairs per configuration: N = 1 and N = 2 back to back, the
-order flipped every round and the configurations interleaved, so that both sides of a pair see the
-same machine. Single runs of one configuration differ by 10-20% on a 2-core machine, so only the
-median of such paired ratios says which is faster (the suite's unpaired N = 1 rounds ran minutes
-before its N = 2 rounds; bench/NOTES.md 12e). --self-scaling runs that check alone, without PyTorch
-(about 12 minutes for 6 pairs on 2 cores):
+and peak RSS per process are both measured like for like in the same rounds. After the table it
+checks fsdp4j's N = 2 against its own N = 1 with --self-pairs pairs per configuration: N = 1 and
+N = 2 back to back, the order flipped every round and the configurations interleaved, so that both
+sides of a pair see the same machine. Single runs of one configuration differ by 10-20% on a 2-core
+machine, so only the median of such paired ratios says which is faster (the suite's unpaired N = 1
+rounds ran minutes before its N = 2 rounds; bench/NOTES.md 12e). --self-scaling runs that check
+alone, without PyTorch (about 12 minutes for 6 pairs on 2 cores):
 
   /usr/bin/python3 bench/vs_torch.py --self-scaling --self-pairs 6 --json-out self.json
 """
@@ -322,6 +322,8 @@ def main():
     ap.add_argument("--self-pairs", type=int, default=6,
                     help="--suite and --self-scaling: N = 1 / N = 2 pairs per configuration (0: none, --suite only)")
     a = ap.parse_args()
+    if a.process_warmup < 0:
+        ap.error(f"--process-warmup must be >= 0, got {a.process_warmup}")
     if a.self_pairs < 0 or (a.self_scaling and a.self_pairs < 1):
         ap.error(f"--self-pairs must be >= 1 with --self-scaling (>= 0 with --suite), got {a.self_pairs}")
     if a.batch_size % 4 and a.suite:

@@ -80,8 +80,8 @@ final class PeerLinks implements AutoCloseable {
     private final Map<Integer, Link> links = new LinkedHashMap<>();
     private final IntFunction<String> describe;     // member index → "rank 2 (process 1)"
     private final ByteBuffer watch = ByteBuffer.allocate(1);
-    private boolean running;                        // run() is between its first and last touch of a ring
-    private boolean closed;                         // guarded by this, with running: rings are released once both are false/true
+    private boolean running;                        // run() may touch the rings now (guarded by this)
+    private boolean closed;                         // close() was called (guarded by this); the rings go once !running
 
     /**
      * Takes over {@code channels} (member index → connected channel) and {@code pipes} (member

@@ -173,6 +173,9 @@ final class ShmPipe {
             if (accepted && map == null) {
                 throw new IOException("the peer accepted rings it was not offered");
             }
+            if (!accepted && map != null) {
+                Unmapper.unmap(map);                        // refused: nobody will touch it
+            }
             return accepted ? new ShmPipe(map, true) : null;
         } finally {
             deleteQuietly(path);                            // both sides have mapped it, or neither will
@@ -198,7 +201,11 @@ final class ShmPipe {
                 Path path = Path.of(new String(name.array(), StandardCharsets.UTF_8));
                 if (path.startsWith(DIRECTORY) && Files.size(path) == 2L * RING_SPAN) {
                     MappedByteBuffer m = mapWhole(path, false);
-                    map = m.getLong(NONCE) == nonce ? m : null;
+                    if (m.getLong(NONCE) == nonce) {
+                        map = m;
+                    } else {
+                        Unmapper.unmap(m);                  // a file of the same name in another /dev/shm
+                    }
                 }
             } catch (IOException | RuntimeException e) {
                 map = null;                                 // not the same /dev/shm: stay on TCP

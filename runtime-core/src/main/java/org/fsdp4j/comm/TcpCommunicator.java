@@ -105,6 +105,7 @@ final class TcpCommunicator implements Communicator {
             }
         } catch (RuntimeException e) {
             channels.values().forEach(PeerListener::closeQuietly);
+            pipes.values().forEach(ShmPipe::release);      // set up before the failure; nothing runs on them
             CommException why = group.fate().isAborted() ? new CommException(group.fate().cause().getMessage(), e)
                     : new CommException("communicator '" + name + "' at rank " + members[me] + " cannot reach its peers: "
                             + e.getMessage(), e);

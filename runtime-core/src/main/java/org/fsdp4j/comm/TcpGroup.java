@@ -1,6 +1,7 @@
 // A world of N ranks spread over P processes, K = N / P consecutive ranks in each (process p runs
 // ranks pK .. pK+K−1 as threads), connected over TCP, with shared-memory rings carrying the bytes
-// between processes of one host: the CPU backend's communicator beyond one process. Within a process the ranks meet as the in-process group's do; across processes each
+// between processes of one host: the CPU backend's communicator beyond one process. Within a
+// process the ranks meet as the in-process group's do; across processes each
 // pair of ranks has a connection per communicator (TcpCommunicator). One abort state serves the
 // world and every group split from it: the first failure anywhere in this process leaves its
 // reason in the rendezvous store, then closes every connection, so that the other processes
@@ -104,7 +105,7 @@ public final class TcpGroup implements RankGroup, AutoCloseable {
      * host through shared-memory rings (default: yes, unless -Dfsdp4j.sharedMemory=false); a
      * pair uses them only where both sides allow it, else TCP.
      */
-    public void sharedMemory(boolean allowed) {
+    void sharedMemory(boolean allowed) {
         this.sharedMemory = allowed;
     }
 
