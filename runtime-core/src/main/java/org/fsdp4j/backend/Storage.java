@@ -1,7 +1,8 @@
 // One native allocation (host memory for the CPU backend, device memory for CUDA), owned by
 // exactly one Tensor. Closing it returns the bytes to its backend and to the memory tracker;
-// close is idempotent and any later use fails loudly. A storage that several in-process ranks
-// share (Backend.allocateShared) is charged in equal parts to each rank's tracker.
+// close is idempotent and any later use fails loudly. A storage that several ranks share
+// (Backend.allocateShared; a buffer mapped by several processes) is charged in equal parts to
+// each rank's tracker, the parts of ranks in other processes being charged there.
 package org.fsdp4j.backend;
 
 import java.util.List;
@@ -15,6 +16,7 @@ public abstract class Storage implements AutoCloseable {
     private final long numBytes;
     private final MemoryCategory category;
     private final List<MemoryTracker> charged;
+    private final long share;           // bytes charged to each of charged
     private volatile boolean closed;
 
     protected Storage(Device device, long numBytes, MemoryCategory category, MemoryTracker tracker) {
@@ -23,16 +25,26 @@ public abstract class Storage implements AutoCloseable {
 
     /** Charges numBytes / charged.size() to each of {@code charged} (which must divide numBytes). */
     protected Storage(Device device, long numBytes, MemoryCategory category, List<MemoryTracker> charged) {
-        if (charged.isEmpty() || numBytes % charged.size() != 0) {
-            throw new IllegalArgumentException(numBytes + " bytes of " + category.label() + " cannot be charged in equal"
-                    + " parts to " + charged.size() + " trackers");
+        this(device, numBytes, category, charged, charged.size());
+    }
+
+    /**
+     * Charges numBytes / {@code parts} to each of {@code charged}: the storage is split in
+     * {@code parts} equal parts (which must divide numBytes), of which these trackers hold
+     * charged.size(); the others are charged in other processes.
+     */
+    protected Storage(Device device, long numBytes, MemoryCategory category, List<MemoryTracker> charged, int parts) {
+        if (charged.isEmpty() || parts < charged.size() || numBytes % parts != 0) {
+            throw new IllegalArgumentException(numBytes + " bytes of " + category.label() + " cannot be charged in "
+                    + parts + " equal parts to " + charged.size() + " trackers");
         }
         this.device = device;
         this.numBytes = numBytes;
         this.category = category;
         this.charged = List.copyOf(charged);
+        this.share = numBytes / parts;
         for (MemoryTracker t : this.charged) {
-            t.allocated(category, numBytes / this.charged.size());
+            t.allocated(category, share);
         }
     }
 
@@ -70,7 +82,7 @@ public abstract class Storage implements AutoCloseable {
         }
         release();
         for (MemoryTracker t : charged) {
-            t.freed(category, numBytes / charged.size());
+            t.freed(category, share);
         }
     }
 

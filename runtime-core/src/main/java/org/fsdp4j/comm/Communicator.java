@@ -59,25 +59,35 @@ public interface Communicator extends AutoCloseable {
     CommCounters counters();
 
     /**
-     * Whether the ranks of this group share one address space and can all hold one buffer
-     * ({@link #sharedBuffer}): in-process CPU ranks. An all-gather whose inputs are the chunks of
-     * such a buffer, given as its output, then moves nothing: the ranks read each other's chunks
-     * in place once they have met. False for groups of processes or devices.
+     * Whether the ranks of this group share one address space: in-process CPU ranks. False for
+     * groups of processes or devices.
      */
     default boolean sharesAddressSpace() {
         return false;
     }
 
     /**
-     * Collective set-up, only where {@link #sharesAddressSpace()}: one buffer of {@code numel}
-     * elements (a multiple of size()) that every rank of the group holds at the same address,
+     * Whether the ranks of this group can all hold one buffer ({@link #sharedBuffer}): in-process
+     * CPU ranks, or CPU ranks in processes of one host that reach each other through shared
+     * memory. An all-gather whose inputs are the chunks of such a buffer, given as its output,
+     * then moves nothing: the ranks read each other's chunks in place once they have met.
+     */
+    default boolean sharesMemory() {
+        return sharesAddressSpace();
+    }
+
+    /**
+     * Collective set-up, only where {@link #sharesMemory()}: one buffer of {@code numel} elements
+     * (a multiple of size()) that every rank of the group holds (at one address in one process),
      * charged to each rank's memory tracker in equal parts. Every rank calls it, in the same order
      * relative to the other collectives; it blocks the host until each rank has its handle. A rank
      * closes its handle once its own streams are done with the buffer; the last close frees it.
+     * Returns null, on every rank alike, where the system would not give the memory to share
+     * (a full /dev/shm across processes): the caller then keeps buffers of its own.
      */
     default SharedBuffer sharedBuffer(DType dtype, MemoryCategory category, long numel) {
-        throw new UnsupportedOperationException("communicator '" + name() + "': its ranks do not share an address"
-                + " space, so they cannot hold one buffer (check sharesAddressSpace() first)");
+        throw new UnsupportedOperationException("communicator '" + name() + "': its ranks cannot share memory, so they"
+                + " cannot hold one buffer (check sharesMemory() first)");
     }
 
     /**

@@ -67,6 +67,11 @@ public abstract class ForwardingCommunicator implements Communicator {
     }
 
     @Override
+    public boolean sharesMemory() {
+        return inner.sharesMemory();
+    }
+
+    @Override
     public SharedBuffer sharedBuffer(DType dtype, MemoryCategory category, long numel) {
         return inner.sharedBuffer(dtype, category, numel);
     }

@@ -9,7 +9,7 @@
 // random nonce in it and offers its path; the higher rank maps the path only if it finds the
 // nonce there (a peer on another host, or in a container with its own /dev/shm, does not) and
 // answers; the lower rank then unlinks the file, whose memory lives on until both unmap it. Any
-// refusal leaves the pair on TCP, so a mixed run works.
+// refusal leaves the pair on TCP, so a mixed run works. (The file itself: ShmFile.)
 //
 // Each ring is a single-producer single-consumer byte stream with TCP's semantics (write and read
 // move what fits or what is there, never block): the producer's running count of bytes written
@@ -20,19 +20,14 @@ package org.fsdp4j.comm;
 import java.io.IOException;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
-import java.lang.reflect.Field;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.MappedByteBuffer;
-import java.nio.channels.FileChannel;
 import java.nio.channels.SelectionKey;
 import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
-import java.security.SecureRandom;
 import java.time.Duration;
 
 final class ShmPipe {
@@ -46,9 +41,7 @@ final class ShmPipe {
     private static final int RING_SPAN = CONTROL_BYTES + RING_BYTES;
     private static final int OFFER_MAGIC = 0x46344A53;    // "F4JS"
     private static final int MAX_PATH_BYTES = 4096;
-    private static final Path DIRECTORY = Path.of("/dev/shm");
     private static final VarHandle LONGS = MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.nativeOrder());
-    private static final SecureRandom RANDOM = new SecureRandom();
 
     /** One direction: a control page (head, tail) and RING_BYTES of data. */
     private static final class Ring {
@@ -122,7 +115,7 @@ final class ShmPipe {
      * the process.
      */
     void release() {
-        Unmapper.unmap(file);
+        ShmFile.unmap(file);
     }
 
     // ------------------------------------------------------------------ set-up
@@ -149,15 +142,15 @@ final class ShmPipe {
         Path path = null;
         MappedByteBuffer map = null;
         long nonce = 0;
-        if (wanted && Files.isDirectory(DIRECTORY)) {
-            nonce = RANDOM.nextLong() | 1;                 // never 0: 0 means "no offer"
+        if (wanted && ShmFile.available()) {
             try {
-                path = Files.createTempFile(DIRECTORY, "fsdp4j-", ".rings");
-                map = mapWhole(path, true);
+                ShmFile.Created made = ShmFile.create(".rings", 2L * RING_SPAN);
+                path = made.path();
+                map = made.map();
+                nonce = ShmFile.nonce();
                 map.putLong(NONCE, nonce);
             } catch (IOException e) {
-                deleteQuietly(path);
-                path = null;
+                path = null;                                // create() deleted what it made
                 map = null;
                 nonce = 0;
             }
@@ -174,11 +167,11 @@ final class ShmPipe {
                 throw new IOException("the peer accepted rings it was not offered");
             }
             if (!accepted && map != null) {
-                Unmapper.unmap(map);                        // refused: nobody will touch it
+                ShmFile.unmap(map);                         // refused: nobody will touch it
             }
             return accepted ? new ShmPipe(map, true) : null;
         } finally {
-            deleteQuietly(path);                            // both sides have mapped it, or neither will
+            ShmFile.delete(path);                           // both sides have mapped it, or neither will
         }
     }
 
@@ -196,41 +189,16 @@ final class ShmPipe {
         ByteBuffer name = ByteBuffer.allocate(length);
         readFully(ch, key, name, deadline);
         MappedByteBuffer map = null;
-        if (wanted && nonce != 0 && length > 0) {
+        if (wanted && length > 0) {
             try {
-                Path path = Path.of(new String(name.array(), StandardCharsets.UTF_8));
-                if (path.startsWith(DIRECTORY) && Files.size(path) == 2L * RING_SPAN) {
-                    MappedByteBuffer m = mapWhole(path, false);
-                    if (m.getLong(NONCE) == nonce) {
-                        map = m;
-                    } else {
-                        Unmapper.unmap(m);                  // a file of the same name in another /dev/shm
-                    }
-                }
-            } catch (IOException | RuntimeException e) {
-                map = null;                                 // not the same /dev/shm: stay on TCP
+                map = ShmFile.openIfOffered(Path.of(new String(name.array(), StandardCharsets.UTF_8)), 2L * RING_SPAN,
+                        NONCE, nonce);                      // null: not the same /dev/shm, stay on TCP
+            } catch (RuntimeException e) {
+                map = null;                                 // not a path at all
             }
         }
         writeFully(ch, key, ByteBuffer.wrap(new byte[] {(byte) (map == null ? 0 : 1)}), deadline);
         return map == null ? null : new ShmPipe(map, false);
-    }
-
-    /** Maps both rings of {@code path}; {@code create} first writes every byte of it (zeros). */
-    private static MappedByteBuffer mapWhole(Path path, boolean create) throws IOException {
-        try (FileChannel fc = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
-            if (create) {
-                ByteBuffer zeros = ByteBuffer.allocateDirect(64 << 10);
-                for (long at = 0; at < 2L * RING_SPAN; at += zeros.limit()) {
-                    zeros.clear().limit((int) Math.min(zeros.capacity(), 2L * RING_SPAN - at));
-                    while (zeros.hasRemaining()) {
-                        fc.write(zeros, at + zeros.position());
-                    }
-                }
-            }
-            MappedByteBuffer m = fc.map(FileChannel.MapMode.READ_WRITE, 0, 2L * RING_SPAN);
-            m.order(ByteOrder.nativeOrder());
-            return m;
-        }
     }
 
     private static void writeFully(SocketChannel ch, SelectionKey key, ByteBuffer b, long deadline) throws IOException {
@@ -261,48 +229,5 @@ final class ShmPipe {
         key.interestOps(ops);
         key.selector().select(Math.max(1, left / 1_000_000));
         key.selector().selectedKeys().clear();
-    }
-
-    private static void deleteQuietly(Path path) {
-        if (path != null) {
-            try {
-                Files.deleteIfExists(path);
-            } catch (IOException ignored) {
-                // the file is in /dev/shm; nothing else refers to it
-            }
-        }
-    }
-
-    /** Unmaps a mapped buffer at once where the JDK allows it (sun.misc.Unsafe), else leaves it to the collector. */
-    private static final class Unmapper {
-        private static final Object UNSAFE;
-        private static final java.lang.reflect.Method INVOKE_CLEANER;
-
-        static {
-            Object unsafe = null;
-            java.lang.reflect.Method m = null;
-            try {
-                Class<?> c = Class.forName("sun.misc.Unsafe");
-                Field f = c.getDeclaredField("theUnsafe");
-                f.setAccessible(true);
-                unsafe = f.get(null);
-                m = c.getMethod("invokeCleaner", ByteBuffer.class);
-            } catch (ReflectiveOperationException | RuntimeException e) {
-                unsafe = null;
-                m = null;
-            }
-            UNSAFE = unsafe;
-            INVOKE_CLEANER = m;
-        }
-
-        static void unmap(MappedByteBuffer b) {
-            if (INVOKE_CLEANER != null) {
-                try {
-                    INVOKE_CLEANER.invoke(UNSAFE, b);
-                } catch (ReflectiveOperationException | RuntimeException e) {
-                    // left to the garbage collector
-                }
-            }
-        }
     }
 }

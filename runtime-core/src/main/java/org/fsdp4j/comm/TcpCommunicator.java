@@ -13,27 +13,54 @@
 // a rotated summation order. Large messages go in frames of Wire.MAX_FRAME_BYTES, and reductions
 // proceed a frame at a time, so a reduce-scatter stages at most one frame per remote member.
 // Byte counters follow CommOp's ring convention, at issue time, as the in-process group's do.
+//
+// Where every pair of members in different processes talks through shared-memory rings (all on
+// one host; agreed by every member when the communicator is made), the group can also hold one
+// buffer (sharedBuffer): member 0 writes a /dev/shm file for it, each other process maps it once
+// for its members, and an all-gather whose output is that buffer, from its own chunks, only
+// meets (an empty frame each way, as a barrier): every rank then reads the others' chunks in
+// place, as in-process ranks do.
 package org.fsdp4j.comm;
 
+import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.nio.MappedByteBuffer;
 import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.WeakHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
+import org.fsdp4j.backend.Storage;
 import org.fsdp4j.backend.cpu.CpuStorage;
 
 final class TcpCommunicator implements Communicator {
 
-    /** What the members of this process deposit for a collective: its signature (checked to match) and buffer. */
-    private record Deposit(String signature, Tensor buffer, int color, int key) {
+    /**
+     * What the members of this process deposit for a collective: its signature (checked to
+     * match) and buffer; for a split, colour and key; for sharedBuffer, the tracker charged.
+     */
+    private record Deposit(String signature, Tensor buffer, int color, int key, MemoryTracker tracker) {
+        Deposit(String signature, Tensor buffer, int color, int key) {
+            this(signature, buffer, color, key, null);
+        }
     }
+
+    /** A shared buffer's file: a header page (the nonce at 0), then the buffer, page-aligned. */
+    private static final int SHARED_HEADER_BYTES = 4096;
+    /** Member 0's offer of a shared buffer: nonce (0: none), path length, path. */
+    private static final int OFFER_BYTES = 512;
 
     /** A collective's work once the local members have met: {@code locals} are their buffers, by local index. */
     @FunctionalInterface
@@ -53,8 +80,11 @@ final class TcpCommunicator implements Communicator {
     private final Rendezvous local;         // the members in this process; null when this rank is alone here
     private final PeerLinks links;
     private final Backend backend;
+    private final boolean sharesMemory;     // every member's remote pairs are rings (or it has none)
+    private final Set<Storage> sharedHere = Collections.synchronizedSet(Collections.newSetFromMap(new WeakHashMap<>()));
     private final CommCounters counters = new CommCounters();
     private final AtomicLong issued = new AtomicLong();
+    private final AtomicLong gathersInPlace = new AtomicLong();   // all-gathers that only met (tests read it)
     private Backend.Stream stream;          // the one stream this communicator's collectives run on, once used
     private volatile boolean closed;
 
@@ -114,6 +144,43 @@ final class TcpCommunicator implements Communicator {
         }
         this.links = new PeerLinks(channels, pipes, q -> group.describe(members[q]));
         group.register(this);
+        this.sharesMemory = agreeOnSharedMemory();
+    }
+
+    /**
+     * Whether every member reaches every member of another process through rings (a flag from
+     * each, local members through the rendezvous): one rank's pairs may differ from another's,
+     * and a shared buffer needs all of them. Collective, right after the connections are made.
+     */
+    private boolean agreeOnSharedMemory() {
+        boolean mine = remoteMembers.length == 0 || links.sharedMemoryLinks() == remoteMembers.length;
+        String where = "set-up of communicator '" + name + "' at rank " + members[me] + " (shared memory)";
+        try {
+            long start = System.nanoTime();
+            boolean all = mine;
+            if (local != null) {
+                for (Object flag : local.exchange(localIndexOf[me], mine, where)) {
+                    all &= (Boolean) flag;
+                }
+            }
+            Wire.Frame frame = new Wire.Frame(Wire.SHARE_INFO, -1, 0, 0, 0, 0, 1);
+            ByteBuffer[] theirs = new ByteBuffer[size()];
+            for (int q : remoteMembers) {
+                links.send(q, frame, ByteBuffer.wrap(new byte[] {(byte) (mine ? 1 : 0)}));
+                theirs[q] = ByteBuffer.allocate(1);
+                links.receive(q, frame, theirs[q]);
+            }
+            runLinks(where, start);
+            for (int q : remoteMembers) {
+                all &= theirs[q].get(0) == 1;
+            }
+            return all;
+        } catch (RuntimeException e) {
+            group.fate().abort(e instanceof CommException ce ? ce : LocalCommunicator.rankFailure(members[me], e));
+            group.unregister(this);
+            links.close();
+            throw e;
+        }
     }
 
     @Override
@@ -149,6 +216,20 @@ final class TcpCommunicator implements Communicator {
                     backend.copy(input, output.view(0, n));
                 }
             });
+            return;
+        }
+        if (inPlace && sharedHere.contains(output.storage())) {
+            // every member's chunk already is in this memory: meet, and read them in place
+            gathersInPlace.incrementAndGet();
+            collective(CommOp.ALL_GATHER, stream, signature + " in shared memory at byte " + output.byteOffset(), input,
+                    input.dtype(), n, (where, frame, start, locals) -> {
+                        for (int q : remoteMembers) {
+                            links.send(q, frame, ByteBuffer.allocate(0));
+                            links.receive(q, frame, ByteBuffer.allocate(0));
+                        }
+                        runLinks(where, start);
+                    });
+            record(CommOp.ALL_GATHER, output.numBytes(), 0);
             return;
         }
         ByteBuffer in = bytes(input);
@@ -275,10 +356,6 @@ final class TcpCommunicator implements Communicator {
     @Override
     public Communicator split(int color, int key, String subName) {
         checkOpen();
-        Backend.Stream bound;
-        synchronized (this) {
-            bound = stream;
-        }
         long seq = issued.incrementAndGet();
         String where = label(CommOp.SPLIT, seq);
         Communicator[] made = new Communicator[1];
@@ -317,13 +394,31 @@ final class TcpCommunicator implements Communicator {
             return new TcpCommunicator(group, this.key + "#" + seq + ":" + color, name + "/" + subName, subRanks,
                     sub.indexOf(me), backend);
         });
-        if (bound == null) {
-            body.run();                        // nothing queued on this communicator: meet the others now
-        } else {
-            bound.launchHostFunc(body);        // after the collectives already queued on its stream
-            bound.synchronize();
-        }
+        onHostInOrder(body);
         return made[0];
+    }
+
+    @Override
+    public boolean sharesMemory() {
+        return sharesMemory;
+    }
+
+    @Override
+    public SharedBuffer sharedBuffer(DType dtype, MemoryCategory category, long numel) {
+        if (!sharesMemory) {
+            return Communicator.super.sharedBuffer(dtype, category, numel);
+        }
+        if (numel < 0 || numel % size() != 0) {
+            throw new IllegalArgumentException("communicator '" + name + "': a shared buffer is charged to its "
+                    + size() + " ranks in equal parts, so its " + numel + " elements must be a multiple of " + size());
+        }
+        checkOpen();
+        long seq = issued.incrementAndGet();
+        String where = "sharedBuffer #" + seq + " on '" + name + "' at rank " + members[me] + CommTag.suffix();
+        String signature = "sharedBuffer(" + dtype.shortName() + ", " + numel + ", " + category.label() + ")";
+        SharedBuffer[] mine = new SharedBuffer[1];
+        onHostInOrder(() -> mine[0] = guarded(where, () -> makeShared(where, seq, signature, dtype, category, numel)));
+        return mine[0];
     }
 
     @Override
@@ -360,6 +455,175 @@ final class TcpCommunicator implements Communicator {
     }
 
     // ------------------------------------------------------------------ machinery
+
+    /**
+     * Runs {@code body}, in which the members meet on the host (set-up calls), in this rank's
+     * collective order: at once if nothing was queued on this communicator yet, else after the
+     * collectives already queued on its stream, the host waiting for it.
+     */
+    private void onHostInOrder(Runnable body) {
+        Backend.Stream bound;
+        synchronized (this) {
+            bound = stream;
+        }
+        if (bound == null) {
+            body.run();                        // nothing queued on this communicator: meet the others now
+        } else {
+            bound.launchHostFunc(body);        // after the collectives already queued on its stream
+            bound.synchronize();
+        }
+    }
+
+    /**
+     * sharedBuffer's meeting. Members in one process: the first allocates it as the in-process
+     * group does. Otherwise member 0 writes a /dev/shm file for it and offers its path and nonce
+     * to every member of another process; the first member of each process maps it (if the nonce
+     * matches) for the process; every such member answers; member 0 unlinks the file and tells
+     * all whether every process has it. Null on every rank when one has not (a full /dev/shm).
+     */
+    private SharedBuffer makeShared(String where, long seq, String signature, DType dtype, MemoryCategory category,
+                                    long numel) {
+        long start = System.nanoTime();
+        long numBytes = Math.multiplyExact(numel, (long) dtype.byteSize());
+        Object[] deposits = meet(new Deposit(signature, null, 0, 0, backend.memory()), where);
+        List<MemoryTracker> charged = new ArrayList<>();
+        for (Object d : deposits) {
+            charged.add(((Deposit) d).tracker());
+        }
+        boolean first = localMembers[0] == me;       // this process's first member sets its part up
+        Tensor owner = null;
+        if (remoteMembers.length == 0) {
+            if (first) {
+                owner = backend.allocateShared(dtype, category, charged, numel);
+            }
+        } else {
+            MappedByteBuffer map = mapShared(where, seq, signature, numBytes, start, first);
+            if (first && map != null) {
+                Runnable unmap = () -> ShmFile.unmap(map);
+                try {
+                    owner = CpuStorage.overMapping(map.slice(SHARED_HEADER_BYTES, (int) numBytes), unmap, dtype, category,
+                            charged, size(), numel);
+                } catch (RuntimeException | Error e) {
+                    unmap.run();
+                    throw e;
+                }
+            }
+        }
+        List<SharedBuffer> handles = owner == null ? null : SharedBuffer.handles(owner, localMembers.length);
+        Object[] made = local == null ? new Object[] {handles} : local.exchange(localIndexOf[me], handles,
+                where + " (hand-out)");
+        @SuppressWarnings("unchecked")
+        List<SharedBuffer> given = (List<SharedBuffer>) made[0];
+        if (given == null) {
+            return null;
+        }
+        SharedBuffer handle = given.get(localIndexOf[me]);
+        sharedHere.add(handle.tensor().rawStorage());   // its all-gathers only meet (allGather)
+        return handle;
+    }
+
+    /**
+     * The shared buffer's file, set up across the processes (see makeShared): this process's
+     * mapping for its first member ({@code first}), null for the others, and null for every rank
+     * where some process could not have it.
+     */
+    private MappedByteBuffer mapShared(String where, long seq, String signature, long numBytes, long start,
+                                       boolean first) {
+        long fileBytes = SHARED_HEADER_BYTES + numBytes;
+        Wire.Frame offerFrame = new Wire.Frame(Wire.SHARE_INFO, -1, seq, numBytes, signature.hashCode(), 0, OFFER_BYTES);
+        Wire.Frame answerFrame = offerFrame.frame(1, 1);
+        Wire.Frame verdictFrame = offerFrame.frame(2, 1);
+        Path path = null;
+        MappedByteBuffer map = null;
+        boolean ok = false;
+        try {
+            // 1: member 0 offers the file to every member of another process
+            ByteBuffer offer = ByteBuffer.allocate(OFFER_BYTES);
+            if (me == 0) {
+                if (fileBytes <= ShmFile.MAX_BYTES && ShmFile.available()) {
+                    try {
+                        ShmFile.Created file = ShmFile.create(".shared", fileBytes);
+                        path = file.path();
+                        map = file.map();
+                    } catch (IOException e) {
+                        map = null;                    // no room: every rank keeps its own buffers
+                    }
+                }
+                byte[] name = path == null ? new byte[0] : path.toString().getBytes(StandardCharsets.UTF_8);
+                long nonce = map == null || name.length > OFFER_BYTES - 12 ? 0 : ShmFile.nonce();
+                if (map != null) {
+                    map.putLong(0, nonce);
+                }
+                offer.putLong(nonce).putInt(nonce == 0 ? 0 : name.length).put(nonce == 0 ? new byte[0] : name).clear();
+                for (int q : remoteMembers) {
+                    links.send(q, offerFrame, offer.duplicate());
+                }
+            } else if (localIndexOf[0] < 0) {
+                links.receive(0, offerFrame, offer);
+            }
+            runLinks(where, start);
+            // the first member of each other process maps it, for the process
+            if (me != 0 && localIndexOf[0] < 0 && first) {
+                map = openShared(offer, fileBytes);
+            }
+            Object[] maps = local == null ? new Object[] {map} : local.exchange(localIndexOf[me], map, where + " (map)");
+            MappedByteBuffer here = (MappedByteBuffer) maps[0];
+            // 2: every member of another process says whether its process has it
+            ByteBuffer[] answers = new ByteBuffer[size()];
+            if (me == 0) {
+                for (int q : remoteMembers) {
+                    answers[q] = ByteBuffer.allocate(1);
+                    links.receive(q, answerFrame, answers[q]);
+                }
+            } else if (localIndexOf[0] < 0) {
+                links.send(0, answerFrame, ByteBuffer.wrap(new byte[] {(byte) (here == null ? 0 : 1)}));
+            }
+            runLinks(where, start);
+            // 3: member 0 tells every member of another process whether all have it
+            ByteBuffer verdict = ByteBuffer.allocate(1);
+            if (me == 0) {
+                ShmFile.delete(path);                 // mapped by every process that will have it
+                path = null;
+                boolean all = map != null;
+                for (int q : remoteMembers) {
+                    all &= answers[q].get(0) == 1;
+                }
+                verdict.put(0, (byte) (all ? 1 : 0));
+                for (int q : remoteMembers) {
+                    links.send(q, verdictFrame, verdict.duplicate());
+                }
+            } else if (localIndexOf[0] < 0) {
+                links.receive(0, verdictFrame, verdict);
+            }
+            runLinks(where, start);
+            // member 0's process hears it from member 0 (its first), the others' members each heard it
+            Object[] verdicts = local == null ? new Object[] {verdict.get(0) == 1}
+                    : local.exchange(localIndexOf[me], verdict.get(0) == 1, where + " (verdict)");
+            ok = (Boolean) verdicts[0];
+            return ok && first ? map : null;
+        } finally {
+            ShmFile.delete(path);
+            if (!ok && map != null) {
+                ShmFile.unmap(map);                   // some process has none: nobody uses it
+            }
+        }
+    }
+
+    /** Maps the file {@code offer} names if it is member 0's (its nonce is there); null where it cannot. */
+    private static MappedByteBuffer openShared(ByteBuffer offer, long fileBytes) {
+        int length = offer.getInt(8);
+        if (length <= 0 || length > OFFER_BYTES - 12) {
+            return null;
+        }
+        byte[] name = new byte[length];
+        offer.get(12, name);
+        try {
+            return ShmFile.openIfOffered(Path.of(new String(name, StandardCharsets.UTF_8)), fileBytes, 0,
+                    offer.getLong(0));
+        } catch (RuntimeException e) {
+            return null;                             // not a path at all
+        }
+    }
 
     /**
      * Member me's chunk [lo[me], lo[me] + len[me]) reduced over every member's buffer (the local
@@ -533,6 +797,11 @@ final class TcpCommunicator implements Communicator {
 
     private void record(CommOp op, long fullBytes, int root) {
         counters.record(op, op.sentBytes(fullBytes, size(), me, root), op.receivedBytes(fullBytes, size(), me, root));
+    }
+
+    /** How many all-gathers this rank issued into a shared buffer from its chunk: they moved nothing. */
+    long gathersInPlace() {
+        return gathersInPlace.get();
     }
 
     /** How many of this rank's peers in other processes it reaches through shared memory (the rest over TCP). */

@@ -22,12 +22,14 @@ final class Wire {
     static final int MAX_KEY_BYTES = 1024;
     /** The op byte of the frames a split exchanges (colour and key), which is no CommOp. */
     static final int SPLIT_INFO = 0x7e;
+    /** The op byte of shared memory's set-up frames (the agreement, a shared buffer's offer and answers). */
+    static final int SHARE_INFO = 0x7d;
 
     private Wire() {
     }
 
     /**
-     * One frame's header. {@code op} is a CommOp ordinal (or SPLIT_INFO), {@code dtype} a DType
+     * One frame's header. {@code op} is a CommOp ordinal (or SPLIT_INFO, SHARE_INFO), {@code dtype} a DType
      * ordinal (−1 for none), {@code count} the collective's element count as its signature
      * gives it, {@code signatureHash} the hash of the whole signature (reduction, root).
      */
@@ -67,7 +69,7 @@ final class Wire {
 
         /** "reduceScatter #7 (bf16, 4096 elements)", for messages. */
         String describe() {
-            String what = op == SPLIT_INFO ? "split" : op >= 0 && op < CommOp.values().length
+            String what = op == SPLIT_INFO ? "split" : op == SHARE_INFO ? "shared-memory set-up" : op >= 0 && op < CommOp.values().length
                     ? CommOp.values()[op].label() : "operation " + op;
             String type = dtype >= 0 && dtype < DType.values().length ? DType.values()[dtype].shortName() : "no data";
             return what + " #" + seq + " (" + type + ", " + count + " elements)";

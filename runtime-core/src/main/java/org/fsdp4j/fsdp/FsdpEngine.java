@@ -25,7 +25,8 @@
 // hook) and watch the debug streams catch it.
 //
 // Live gathered buffers: at most 1 + prefetchDepth units (the one running and the ones
-// prefetched: two at the default depth); none where in-process fp32 ranks gather in place (the
+// prefetched: two at the default depth); none where fp32 CPU ranks that share memory (in one process,
+// or processes of one host through shared-memory rings) gather in place (the
 // gathered unit is then the group's shared masters: issueGather). Gathered params plus unsharded gradients stay within
 // the UnitBufferPlan's budget: two gathered units + one unit's gradient at the default depth.
 // One reduction is in flight at a time (compute waits for the previous one before the next is
@@ -184,7 +185,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
             List<ParamSpec> specs = new ArrayList<>();
             model.units().forEach(u -> specs.addAll(u.params()));
             initialValues.check(specs);     // a source that cannot give every parameter fails here, before any fill
-            Communicator sharesMasters = IN_PLACE_GATHER && mesh.shard().sharesAddressSpace() ? mesh.shard() : null;
+            Communicator sharesMasters = IN_PLACE_GATHER && mesh.shard().sharesMemory() ? mesh.shard() : null;
             for (Unit unit : model.units()) {
                 FlatParamLayout layout = FlatParamLayout.of(unit.params(), config.precision().paramDtype(),
                         config.shardSize());

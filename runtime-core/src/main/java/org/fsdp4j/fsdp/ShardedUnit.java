@@ -6,7 +6,7 @@
 //
 //   master      (shardNumel) fp32, optimizer backend   — what the optimizer updates
 //   gatherInput (shardNumel) param dtype, device        — = master when fp32 on the device
-//   shared      (numel)      fp32, one for the group    — in-process fp32 ranks only: every rank's
+//   shared      (numel)      fp32, one for the group    — fp32 CPU ranks sharing memory only: every rank's
 //                                                         master is its chunk, and the all-gather's
 //                                                         output is this buffer itself (no copy)
 //   full        (numel)      param dtype, device        — replicated params only (else gathered per use)
@@ -83,8 +83,11 @@ final class ShardedUnit implements AutoCloseable {
         SharedBuffer sharedMasters = null;
         try {
             if (!persistent && fp32OnDevice && sharesMasters != null) {
-                // collective: every rank of the shard group builds its units in the same order
+                // collective: every rank of the shard group builds its units in the same order; null on every
+                // rank alike where the system would not give the memory (then the masters are each rank's own)
                 sharedMasters = sharesMasters.sharedBuffer(DType.F32, MemoryCategory.PARAMS, layout.numel());
+            }
+            if (sharedMasters != null) {
                 this.full = null;
                 this.master = sharedMasters.tensor().view(shardIndex * shardNumel, shardNumel);
                 this.gatherInput = master;

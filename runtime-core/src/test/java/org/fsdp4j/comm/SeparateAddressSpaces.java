@@ -18,6 +18,11 @@ public final class SeparateAddressSpaces extends ForwardingCommunicator {
     }
 
     @Override
+    public boolean sharesMemory() {
+        return false;
+    }
+
+    @Override
     public SharedBuffer sharedBuffer(DType dtype, MemoryCategory category, long numel) {
         throw new UnsupportedOperationException("this test's group behaves as separate processes");
     }

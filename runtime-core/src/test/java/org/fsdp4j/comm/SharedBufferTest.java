@@ -78,7 +78,7 @@ class SharedBufferTest {
                     return assertThrows(UnsupportedOperationException.class,
                             () -> world.sharedBuffer(DType.F32, MemoryCategory.PARAMS, 8)).getMessage();
                 });
-        assertTrue(errors.get(0).contains("sharesAddressSpace"), errors.get(0));
+        assertTrue(errors.get(0).contains("sharesMemory"), errors.get(0));
         List<Boolean> separate = onRanks(2, LocalGroup.Dispatch.HOST_FUNCTIONS,
                 (rank, backend, world) -> new SeparateAddressSpaces(world).sharesAddressSpace());
         assertEquals(List.of(false, false), separate);

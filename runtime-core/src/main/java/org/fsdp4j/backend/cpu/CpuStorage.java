@@ -8,6 +8,8 @@
 // A shared storage (allocateShared: a buffer the in-process ranks of one group all read in
 // place) comes straight from the host blocks, outside every rank's allocator, and goes back
 // there when it is closed: its owner closes it only once every rank's streams are done with it.
+// A mapped storage (overMapping: a buffer that processes of one host map, for a group whose
+// ranks span them) is the same, its memory a mapping that its owner gives back instead.
 package org.fsdp4j.backend.cpu;
 
 import java.nio.ByteBuffer;
@@ -35,8 +37,9 @@ public final class CpuStorage extends Storage {
 
     private final Pointer block;        // what the allocator handed out
     private final BytePointer pointer;
-    private final CpuAllocator allocator;   // null for a shared storage
-    private final HostBlocks sharedBlocks;  // a shared storage's source; null otherwise
+    private final CpuAllocator allocator;   // null for a shared or mapped storage
+    private final Runnable giveBack;        // a shared or mapped storage's release; null otherwise
+    private final Object mapping;           // a mapped storage's buffer, held so the collector leaves it mapped
     private final CpuStream stream;     // the stream it was allocated for (null: shared)
     private final Set<CpuStream> users = new LinkedHashSet<>();   // other streams named with recordStream
     private final ByteBuffer bytes;     // the whole block, native byte order
@@ -44,13 +47,14 @@ public final class CpuStorage extends Storage {
     private final ShortBuffer shorts;   // F16 / BF16 bits, indexed the same way
     private final IntBuffer ints;       // I32
 
-    private CpuStorage(Pointer block, long numBytes, MemoryCategory category, List<MemoryTracker> charged,
-                       CpuAllocator allocator, HostBlocks sharedBlocks, CpuStream stream) {
-        super(Device.CPU, numBytes, category, charged);
+    private CpuStorage(Pointer block, long numBytes, MemoryCategory category, List<MemoryTracker> charged, int parts,
+                       CpuAllocator allocator, Runnable giveBack, Object mapping, CpuStream stream) {
+        super(Device.CPU, numBytes, category, charged, parts);
         this.block = block;
         this.pointer = new BytePointer(block).capacity(Math.max(1, numBytes));
         this.allocator = allocator;
-        this.sharedBlocks = sharedBlocks;
+        this.giveBack = giveBack;
+        this.mapping = mapping;
         this.stream = stream;
         this.bytes = pointer.asByteBuffer().order(ByteOrder.nativeOrder());
         this.floats = bytes.asFloatBuffer();
@@ -69,7 +73,7 @@ public final class CpuStorage extends Storage {
                     + category.label() + " failed (" + tracker + ")");
         }
         try {
-            return new CpuStorage(raw, numBytes, category, List.of(tracker), allocator, null, stream);
+            return new CpuStorage(raw, numBytes, category, List.of(tracker), 1, allocator, null, null, stream);
         } catch (RuntimeException | Error e) {
             allocator.free(raw, numBytes, stream, List.of(), inWork);
             throw e;
@@ -93,11 +97,32 @@ public final class CpuStorage extends Storage {
             Pointer.memset(raw, 0xFF, Math.max(1, numBytes));
         }
         try {
-            return new CpuStorage(raw, numBytes, category, charged, null, blocks, null);
+            return new CpuStorage(raw, numBytes, category, charged, charged.size(), null, () -> blocks.free(raw), null,
+                    null);
         } catch (RuntimeException | Error e) {
             blocks.free(raw);
             throw e;
         }
+    }
+
+    /**
+     * A tensor of {@code shape} over the first bytes of {@code mapping} (a direct buffer, e.g. a
+     * file that several processes map), charged as 1/{@code parts} of it to each of
+     * {@code charged}; closing it runs {@code release} (which unmaps it), once nothing reads it.
+     * Like a shared storage, it is not stream-ordered: its owner closes it once every stream of
+     * every rank holding it is done with it.
+     */
+    public static Tensor overMapping(ByteBuffer mapping, Runnable release, DType dtype, MemoryCategory category,
+                                     List<MemoryTracker> charged, int parts, long... shape) {
+        long numBytes = Math.multiplyExact(Tensor.numelOf(shape), dtype.byteSize());
+        checkSize(numBytes, category);
+        if (!mapping.isDirect() || mapping.capacity() < numBytes) {
+            throw new IllegalArgumentException("a mapped tensor of " + numBytes + " bytes needs a direct buffer of at least"
+                    + " as many, not " + mapping);
+        }
+        Pointer raw = new Pointer(mapping.duplicate().clear());
+        return Tensor.owning(new CpuStorage(raw, numBytes, category, charged, parts, null, release, mapping, null), dtype,
+                shape);
     }
 
     private static void checkSize(long numBytes, MemoryCategory category) {
@@ -195,7 +220,7 @@ public final class CpuStorage extends Storage {
     @Override
     protected void release() {
         if (allocator == null) {
-            sharedBlocks.free(block);   // its owner closes it once no rank's stream uses it
+            giveBack.run();             // its owner closes it once no rank's stream uses it
             return;
         }
         List<CpuEvent> pendingUsers = new ArrayList<>();
