@@ -19,8 +19,8 @@
 //
 // Where the ranks gather in place (in-process fp32 ranks: FsdpEngine, docs/ARCHITECTURE.md), a
 // gathered unit takes no memory of its own and only the unsharded gradients count. The schedule
-// is still chosen as for gathered buffers, so that a run reduces (and is tested) the same either
-// way; only a backward prefetch no longer waits for the reduction in flight, as it needs no room. The peak counted is what is alive where the activations peak (the head's and the last
+// is still chosen as for gathered buffers, so that a run behaves (and is tested) the same either
+// way. The peak counted is what is alive where the activations peak (the head's and the last
 // block's backward): the root's gradient and the last block's, r + b. The gradients' own peak
 // comes later (ROOT_GRAD_KEPT: r + 2b, a block further on), once a block's activations are freed.
 //
@@ -55,12 +55,9 @@ public record UnitBufferPlan(Schedule schedule, long budgetBytes, long peakBytes
         return schedule == Schedule.ROOT_GRAD_SPLIT;
     }
 
-    /**
-     * A backward prefetch waits until the gradient reduction in flight has freed its buffer; not
-     * where the ranks gather in place, whose prefetch takes no room.
-     */
+    /** A backward prefetch waits until the gradient reduction in flight has freed its buffer. */
     public boolean prefetchWaitsForReduction() {
-        return schedule == Schedule.ROOT_GRAD_SPLIT && !inPlace;
+        return schedule == Schedule.ROOT_GRAD_SPLIT;
     }
 
     /** Whether the schedule keeps the unit temporaries within the memory model's budget. */
