@@ -43,6 +43,14 @@ public final class CollectiveChecks {
         }
     }
 
+    /** sharedBuffer of {@code numel} elements on a group of {@code size}: each rank is charged an equal part. */
+    public static void sharedBuffer(String group, int size, long numel) {
+        if (numel < 0 || numel % size != 0) {
+            throw new IllegalArgumentException("communicator '" + group + "': a shared buffer is charged to its " + size
+                    + " ranks in equal parts, so its " + numel + " elements must be a multiple of " + size);
+        }
+    }
+
     public static void allReduce(String group, Tensor buffer) {
         floating("allReduce", group, buffer);
     }

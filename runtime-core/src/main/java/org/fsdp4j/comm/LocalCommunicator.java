@@ -223,10 +223,7 @@ final class LocalCommunicator implements Communicator {
         if (!sharesAddressSpace()) {
             return Communicator.super.sharedBuffer(dtype, category, numel);
         }
-        if (numel < 0 || numel % size() != 0) {
-            throw new IllegalArgumentException("communicator '" + name() + "': a shared buffer is charged to its "
-                    + size() + " ranks in equal parts, so its " + numel + " elements must be a multiple of " + size());
-        }
+        CollectiveChecks.sharedBuffer(name(), size(), numel);
         checkOpen();
         String where = "sharedBuffer #" + issued.incrementAndGet() + " on '" + name() + "' at rank "
                 + group.globalRank(rank) + CommTag.suffix();

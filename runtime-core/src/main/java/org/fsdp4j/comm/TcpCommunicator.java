@@ -408,10 +408,7 @@ final class TcpCommunicator implements Communicator {
         if (!sharesMemory) {
             return Communicator.super.sharedBuffer(dtype, category, numel);
         }
-        if (numel < 0 || numel % size() != 0) {
-            throw new IllegalArgumentException("communicator '" + name + "': a shared buffer is charged to its "
-                    + size() + " ranks in equal parts, so its " + numel + " elements must be a multiple of " + size());
-        }
+        CollectiveChecks.sharedBuffer(name, size(), numel);
         checkOpen();
         long seq = issued.incrementAndGet();
         String where = "sharedBuffer #" + seq + " on '" + name + "' at rank " + members[me] + CommTag.suffix();
@@ -566,8 +563,10 @@ final class TcpCommunicator implements Communicator {
             if (me != 0 && localIndexOf[0] < 0 && first) {
                 map = openShared(offer, fileBytes);
             }
-            Object[] maps = local == null ? new Object[] {map} : local.exchange(localIndexOf[me], map, where + " (map)");
-            MappedByteBuffer here = (MappedByteBuffer) maps[0];
+            boolean mapped = map != null;
+            Object[] maps = local == null ? new Object[] {mapped}
+                    : local.exchange(localIndexOf[me], mapped, where + " (map)");
+            boolean here = (Boolean) maps[0];          // this process's first member has it
             // 2: every member of another process says whether its process has it
             ByteBuffer[] answers = new ByteBuffer[size()];
             if (me == 0) {
@@ -576,7 +575,7 @@ final class TcpCommunicator implements Communicator {
                     links.receive(q, answerFrame, answers[q]);
                 }
             } else if (localIndexOf[0] < 0) {
-                links.send(0, answerFrame, ByteBuffer.wrap(new byte[] {(byte) (here == null ? 0 : 1)}));
+                links.send(0, answerFrame, ByteBuffer.wrap(new byte[] {(byte) (here ? 1 : 0)}));
             }
             runLinks(where, start);
             // 3: member 0 tells every member of another process whether all have it

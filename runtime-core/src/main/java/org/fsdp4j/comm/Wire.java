@@ -29,9 +29,9 @@ final class Wire {
     }
 
     /**
-     * One frame's header. {@code op} is a CommOp ordinal (or SPLIT_INFO, SHARE_INFO), {@code dtype} a DType
-     * ordinal (−1 for none), {@code count} the collective's element count as its signature
-     * gives it, {@code signatureHash} the hash of the whole signature (reduction, root).
+     * One frame's header. {@code op} is a CommOp ordinal (or SPLIT_INFO, SHARE_INFO),
+     * {@code dtype} a DType ordinal (−1 for none), {@code count} the collective's element count as
+     * its signature gives it, {@code signatureHash} the hash of the whole signature (reduction, root).
      */
     record Frame(int op, int dtype, long seq, long count, int signatureHash, int index, int payloadBytes) {
 
@@ -69,8 +69,8 @@ final class Wire {
 
         /** "reduceScatter #7 (bf16, 4096 elements)", for messages. */
         String describe() {
-            String what = op == SPLIT_INFO ? "split" : op == SHARE_INFO ? "shared-memory set-up" : op >= 0 && op < CommOp.values().length
-                    ? CommOp.values()[op].label() : "operation " + op;
+            String what = op == SPLIT_INFO ? "split" : op == SHARE_INFO ? "shared-memory set-up"
+                    : op >= 0 && op < CommOp.values().length ? CommOp.values()[op].label() : "operation " + op;
             String type = dtype >= 0 && dtype < DType.values().length ? DType.values()[dtype].shortName() : "no data";
             return what + " #" + seq + " (" + type + ", " + count + " elements)";
         }

@@ -25,10 +25,11 @@
 // hook) and watch the debug streams catch it.
 //
 // Live gathered buffers: at most 1 + prefetchDepth units (the one running and the ones
-// prefetched: two at the default depth); none where fp32 CPU ranks that share memory (in one process,
-// or processes of one host through shared-memory rings) gather in place (the
-// gathered unit is then the group's shared masters: issueGather). Gathered params plus unsharded gradients stay within
-// the UnitBufferPlan's budget: two gathered units + one unit's gradient at the default depth.
+// prefetched: two at the default depth); none where fp32 CPU ranks that share memory (in one
+// process, or processes of one host through shared-memory rings) gather in place (the gathered
+// unit is then the group's shared masters: issueGather). Gathered params plus unsharded gradients
+// stay within the UnitBufferPlan's budget: two gathered units + one unit's gradient at the default
+// depth.
 // One reduction is in flight at a time (compute waits for the previous one before the next is
 // queued, as FSDP2 does; not before the step's last, which has nothing beside it to bound), which
 // bounds the unsharded gradients; under ROOT_GRAD_SPLIT the one in
