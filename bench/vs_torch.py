@@ -47,8 +47,11 @@ checks fsdp4j's N = 2 against its own N = 1 with --self-pairs pairs per configur
 N = 2 back to back, the order flipped every round and the configurations interleaved, so that both
 sides of a pair see the same machine. Single runs of one configuration differ by 10-20% on a 2-core
 machine, so only the median of such paired ratios says which is faster (the suite's unpaired N = 1
-rounds ran minutes before its N = 2 rounds; bench/NOTES.md 12e). --self-scaling runs that check
-alone, without PyTorch (about 12 minutes for 6 pairs on 2 cores):
+rounds ran minutes before its N = 2 rounds; bench/NOTES.md 12e). Its runs take --self-warmup (40)
+untimed and --self-steps (32) timed steps, not --warmup and --steps: the in-process N = 2 step is
+still settling over steps 30-40 at bench-4x256 on 2 cores, and 8-step medians swing by +-8%
+(bench/NOTES.md 2.25). --self-scaling runs that check alone, without PyTorch (about 20 minutes for
+6 pairs on 2 cores):
 
   /usr/bin/python3 bench/vs_torch.py --self-scaling --self-pairs 6 --json-out self.json
 """
@@ -197,7 +200,18 @@ def compare(a, shape, rounds_wanted):
 
 
 def self_scaling(a, pairs):
-    """fsdp4j N = 2 against its own N = 1 on the suite's configurations, paired and alternated; returns the rows."""
+    """fsdp4j N = 2 against its own N = 1 on the suite's configurations, paired and alternated; returns the rows.
+
+    Its runs take --self-warmup and --self-steps instead of --warmup and --steps (restored after)."""
+    warmup, steps = a.warmup, a.steps
+    a.warmup, a.steps = a.self_warmup, a.self_steps
+    try:
+        return pair_runs(a, pairs)
+    finally:
+        a.warmup, a.steps = warmup, steps
+
+
+def pair_runs(a, pairs):
     print(f"## fsdp4j N = 2 against its own N = 1, paired | {pairs} pair(s) per configuration, order flipped each round "
           f"| batch {a.batch_size} | {a.warmup} warm-up + {a.steps} timed steps | {os.cpu_count()} cores", flush=True)
     print(f"# {'round':>5} {'configuration':<22} {'N=1 tok/s':>10} {'N=2 tok/s':>10} {'N2/N1':>7} {'load before/after':>18}")
@@ -321,9 +335,17 @@ def main():
                     help="only fsdp4j N = 2 against its own N = 1 on the suite's configurations, paired (no PyTorch)")
     ap.add_argument("--self-pairs", type=int, default=6,
                     help="--suite and --self-scaling: N = 1 / N = 2 pairs per configuration (0: none, --suite only)")
+    ap.add_argument("--self-warmup", type=int, default=40,
+                    help="untimed steps of each N2/N1 pair's runs: at bench-4x256 (~75 ms a step) the in-process N = 2"
+                         " step still settles over steps 30-40 (bench/NOTES.md 2.25)")
+    ap.add_argument("--self-steps", type=int, default=32,
+                    help="timed steps of each N2/N1 pair's runs (the median): 8-step medians of one run swing by"
+                         " +-8%% on 2 cores, more than the few %% the pairs are to tell (2.25)")
     a = ap.parse_args()
     if a.process_warmup < 0:
         ap.error(f"--process-warmup must be >= 0, got {a.process_warmup}")
+    if a.self_warmup < 0 or a.self_steps < 1:
+        ap.error(f"--self-warmup must be >= 0 and --self-steps >= 1, got {a.self_warmup} and {a.self_steps}")
     if a.self_pairs < 0 or (a.self_scaling and a.self_pairs < 1):
         ap.error(f"--self-pairs must be >= 1 with --self-scaling (>= 0 with --suite), got {a.self_pairs}")
     if a.batch_size % 4 and a.suite:
