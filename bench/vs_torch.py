@@ -40,18 +40,18 @@ each), then prints one markdown table with the targets (N = 1 >= 1.5x PyTorch ea
 
   /usr/bin/python3 bench/vs_torch.py --suite --suite-rounds 3,3,1 --json-out suite.json
 
-(three rounds at N = 1 too; about 30 minutes on 2 cores). With --as-processes, every N > 1 round
-runs fsdp4j as N processes of one rank each (`fsdp4j launch`), PyTorch's own layout, so that speed
-and peak RSS per process are both measured like for like in the same rounds. After the table it
-checks fsdp4j's N = 2 against its own N = 1 with --self-pairs pairs per configuration: N = 1 and
-N = 2 back to back, the order flipped every round and the configurations interleaved, so that both
-sides of a pair see the same machine. Single runs of one configuration differ by 10-20% on a 2-core
-machine, so only the median of such paired ratios says which is faster (the suite's unpaired N = 1
-rounds ran minutes before its N = 2 rounds; bench/NOTES.md 12e). Its runs take --self-warmup (40)
-untimed and --self-steps (32) timed steps, not --warmup and --steps: the in-process N = 2 step is
-still settling over steps 30-40 at bench-4x256 on 2 cores, and 8-step medians swing by +-8%
-(bench/NOTES.md 2.25). --self-scaling runs that check alone, without PyTorch (about 20 minutes for
-6 pairs on 2 cores):
+(three rounds at N = 1 too; about 45 minutes on 2 cores with its N2/N1 pairs). With --as-processes,
+every N > 1 round runs fsdp4j as N processes of one rank each (`fsdp4j launch`), PyTorch's own
+layout, so that speed and peak RSS per process are both measured like for like in the same rounds.
+After the table it checks fsdp4j's N = 2 against its own N = 1 with --self-pairs pairs per
+configuration: N = 1 and N = 2 back to back, the order flipped every round and the configurations
+interleaved, so that both sides of a pair see the same machine. Single runs of one configuration
+differ by 10-20% on a 2-core machine, so only the median of such paired ratios says which is faster
+(the suite's unpaired N = 1 rounds ran minutes before its N = 2 rounds; bench/NOTES.md 12e). Its
+runs take --self-warmup (40) untimed and --self-steps (32) timed steps, not --warmup and --steps:
+the in-process N = 2 step is still settling over steps 30-40 at bench-4x256 on 2 cores, and 8-step
+medians swing by +-8% (bench/NOTES.md 2.25). --self-scaling runs that check alone, without PyTorch
+(about 20 minutes for 6 pairs on 2 cores):
 
   /usr/bin/python3 bench/vs_torch.py --self-scaling --self-pairs 6 --json-out self.json
 """
