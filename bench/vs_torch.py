@@ -202,16 +202,9 @@ def compare(a, shape, rounds_wanted):
 def self_scaling(a, pairs):
     """fsdp4j N = 2 against its own N = 1 on the suite's configurations, paired and alternated; returns the rows.
 
-    Its runs take --self-warmup and --self-steps instead of --warmup and --steps (restored after)."""
-    warmup, steps = a.warmup, a.steps
+    Its runs take --self-warmup and --self-steps instead of --warmup and --steps, on a copy of the options."""
+    a = argparse.Namespace(**vars(a))
     a.warmup, a.steps = a.self_warmup, a.self_steps
-    try:
-        return pair_runs(a, pairs)
-    finally:
-        a.warmup, a.steps = warmup, steps
-
-
-def pair_runs(a, pairs):
     print(f"## fsdp4j N = 2 against its own N = 1, paired | {pairs} pair(s) per configuration, order flipped each round "
           f"| batch {a.batch_size} | {a.warmup} warm-up + {a.steps} timed steps | {os.cpu_count()} cores", flush=True)
     print(f"# {'round':>5} {'configuration':<22} {'N=1 tok/s':>10} {'N=2 tok/s':>10} {'N2/N1':>7} {'load before/after':>18}")
