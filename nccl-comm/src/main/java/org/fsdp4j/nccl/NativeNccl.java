@@ -11,7 +11,8 @@ import static org.bytedeco.cuda.global.nccl.ncclCommAbort;
 import static org.bytedeco.cuda.global.nccl.ncclCommCount;
 import static org.bytedeco.cuda.global.nccl.ncclCommDestroy;
 import static org.bytedeco.cuda.global.nccl.ncclCommGetAsyncError;
-import static org.bytedeco.cuda.global.nccl.ncclCommInitRank;
+import static org.bytedeco.cuda.global.nccl.ncclCommFinalize;
+import static org.bytedeco.cuda.global.nccl.ncclCommInitRankConfig;
 import static org.bytedeco.cuda.global.nccl.ncclCommSplit;
 import static org.bytedeco.cuda.global.nccl.ncclCommUserRank;
 import static org.bytedeco.cuda.global.nccl.ncclFloat16;
@@ -19,6 +20,7 @@ import static org.bytedeco.cuda.global.nccl.ncclFloat32;
 import static org.bytedeco.cuda.global.nccl.ncclGetErrorString;
 import static org.bytedeco.cuda.global.nccl.ncclGetLastError;
 import static org.bytedeco.cuda.global.nccl.ncclGetUniqueId;
+import static org.bytedeco.cuda.global.nccl.ncclGetVersion;
 import static org.bytedeco.cuda.global.nccl.ncclGroupEnd;
 import static org.bytedeco.cuda.global.nccl.ncclGroupStart;
 import static org.bytedeco.cuda.global.nccl.ncclInt32;
@@ -30,6 +32,7 @@ import org.bytedeco.cuda.nccl.ncclConfig_t;
 import org.bytedeco.cuda.nccl.ncclUniqueId;
 import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.IntPointer;
+import org.bytedeco.javacpp.Loader;
 import org.bytedeco.javacpp.Pointer;
 import org.fsdp4j.api.DType;
 
@@ -37,6 +40,9 @@ final class NativeNccl implements NcclApi {
 
     /** Bytes of an ncclUniqueId (NCCL_UNIQUE_ID_BYTES). */
     static final int UNIQUE_ID_BYTES = 128;
+    /** NCCL_CONFIG_INITIALIZER's magic, and its "leave it to NCCL" value of every int field. */
+    private static final int CONFIG_MAGIC = 0xcafebeef;
+    private static final int CONFIG_UNDEF_INT = Integer.MIN_VALUE;
 
     /** A JavaCPP pointer at a raw address (device buffers, communicators). */
     private static final class Address extends Pointer {
@@ -54,21 +60,52 @@ final class NativeNccl implements NcclApi {
     }
 
     @Override
-    public int commInitRank(long[] commOut, int nranks, byte[] uniqueId, int rank) {
+    public int commInitRank(long[] commOut, int nranks, byte[] uniqueId, int rank, boolean blocking) {
         ncclUniqueId id = new ncclUniqueId();
         new BytePointer(id).capacity(UNIQUE_ID_BYTES).put(uniqueId, 0, UNIQUE_ID_BYTES);
         ncclComm comm = new ncclComm();
-        int rc = ncclCommInitRank(comm, nranks, id, rank);
-        commOut[0] = comm.address();
-        return rc;
+        try (ncclConfig_t config = config(blocking)) {
+            int rc = ncclCommInitRankConfig(comm, nranks, id, rank, config);
+            commOut[0] = comm.address();
+            return rc;
+        }
     }
 
     @Override
-    public int commSplit(long comm, int color, int key, long[] commOut) {
+    public int commSplit(long comm, int color, int key, long[] commOut, boolean blocking) {
         ncclComm out = new ncclComm();
-        int rc = ncclCommSplit(comm(comm), color, key, out, (ncclConfig_t) null);
-        commOut[0] = out.address();
-        return rc;
+        try (ncclConfig_t config = config(blocking)) {
+            int rc = ncclCommSplit(comm(comm), color, key, out, config);
+            commOut[0] = out.address();
+            return rc;
+        }
+    }
+
+    /**
+     * NCCL_CONFIG_INITIALIZER with {@code blocking} set: the C macro does not cross into Java, so
+     * the header (size, magic, the version of the headers the presets were built with) is written
+     * here, and every other field says "NCCL's default" (an int of INT_MIN, a null pointer; a
+     * zeroed struct would ask for 0 CTAs).
+     */
+    private static ncclConfig_t config(boolean blocking) {
+        ncclConfig_t c = new ncclConfig_t();
+        c.size(Loader.sizeof(ncclConfig_t.class)).magic(CONFIG_MAGIC).version(org.bytedeco.cuda.global.nccl.NCCL_VERSION_CODE)
+                .blocking(blocking ? 1 : 0).cgaClusterSize(CONFIG_UNDEF_INT).minCTAs(CONFIG_UNDEF_INT)
+                .maxCTAs(CONFIG_UNDEF_INT).netName(null).splitShare(CONFIG_UNDEF_INT).trafficClass(CONFIG_UNDEF_INT)
+                .commName(null).collnetEnable(CONFIG_UNDEF_INT).CTAPolicy(CONFIG_UNDEF_INT)
+                .shrinkShare(CONFIG_UNDEF_INT).nvlsCTAs(CONFIG_UNDEF_INT).nChannelsPerNetPeer(CONFIG_UNDEF_INT)
+                .nvlinkCentricSched(CONFIG_UNDEF_INT).graphUsageMode(CONFIG_UNDEF_INT).numRmaCtx(CONFIG_UNDEF_INT);
+        return c;
+    }
+
+    @Override
+    public int commFinalize(long comm) {
+        return ncclCommFinalize(comm(comm));
+    }
+
+    @Override
+    public int version(int[] out) {
+        return ncclGetVersion(out);
     }
 
     @Override

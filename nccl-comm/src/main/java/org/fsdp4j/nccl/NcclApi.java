@@ -10,6 +10,9 @@ interface NcclApi {
     /** NCCL's success code. */
     int SUCCESS = 0;
 
+    /** ncclInProgress: a non-blocking communicator's call (or its creation) has not finished yet. */
+    int IN_PROGRESS = 7;
+
     /** ncclReduction codes. */
     int OP_SUM = 0;
     int OP_AVG = 4;
@@ -17,11 +20,21 @@ interface NcclApi {
     /** ncclGetUniqueId: the 128 bytes every rank of a new communicator must be given. */
     int uniqueId(byte[] out);
 
-    /** ncclCommInitRank; the new communicator's address goes into commOut[0]. */
-    int commInitRank(long[] commOut, int nranks, byte[] uniqueId, int rank);
+    /**
+     * ncclCommInitRankConfig with NCCL's default config but for {@code blocking}; the new
+     * communicator's address goes into commOut[0]. Non-blocking, it may return IN_PROGRESS: the
+     * caller then polls commGetAsyncError until the communicator is ready.
+     */
+    int commInitRank(long[] commOut, int nranks, byte[] uniqueId, int rank, boolean blocking);
 
-    /** ncclCommSplit (default config); the new communicator's address goes into commOut[0]. */
-    int commSplit(long comm, int color, int key, long[] commOut);
+    /** ncclCommSplit with NCCL's default config but for {@code blocking}; the new communicator's address goes into commOut[0]. */
+    int commSplit(long comm, int color, int key, long[] commOut, boolean blocking);
+
+    /** ncclCommFinalize: flushes a communicator's work before ncclCommDestroy (polled when non-blocking). */
+    int commFinalize(long comm);
+
+    /** ncclGetVersion (e.g. 22903 for 2.29.3), into out[0]. */
+    int version(int[] out);
 
     /** ncclCommUserRank: this rank's index in comm, into out[0]. */
     int commUserRank(long comm, int[] out);

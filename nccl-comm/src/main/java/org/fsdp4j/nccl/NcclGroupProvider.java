@@ -1,5 +1,6 @@
-// Lets RankGroups find NCCL through ServiceLoader for ranks on different GPUs of this machine.
-// Cheap to construct; NCCL is probed only when asked.
+// Lets RankGroups find NCCL through ServiceLoader for ranks on different GPUs: of this process, or
+// of several processes and machines (bootstrapped through the rendezvous store). Cheap to
+// construct; NCCL is probed only when asked.
 package org.fsdp4j.nccl;
 
 import java.time.Duration;
@@ -7,6 +8,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Optional;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.comm.ProcessDirectory;
 import org.fsdp4j.comm.RankGroup;
 import org.fsdp4j.comm.RankGroupProvider;
 
@@ -31,5 +33,11 @@ public final class NcclGroupProvider implements RankGroupProvider {
     @Override
     public RankGroup create(List<Device> devices, Duration timeout) {
         return NcclGroup.create(devices.size(), timeout);
+    }
+
+    @Override
+    public RankGroup createAcrossProcesses(List<Device> localDevices, int worldSize, int firstRank,
+                                           ProcessDirectory directory, String key, Duration timeout) {
+        return NcclGroup.acrossProcesses(worldSize, firstRank, localDevices.size(), directory, key, timeout);
     }
 }

@@ -35,7 +35,9 @@ class NcclCallSitesTest {
 
     /** NCCL as a list of the calls made; a call can be made to fail with a result code. */
     static final class RecordingNccl implements NcclApi {
-        final List<String> calls = new ArrayList<>();
+        final List<String> calls = java.util.Collections.synchronizedList(new ArrayList<>());
+        final java.util.concurrent.atomic.AtomicInteger asyncErrorPolls = new java.util.concurrent.atomic.AtomicInteger();
+        volatile int asyncError = SUCCESS;   // what commGetAsyncError reports (the watchdog polls it)
         final byte[] id = new byte[NativeNccl.UNIQUE_ID_BYTES];
         String failing;          // the call that returns failWith
         int failWith;
@@ -59,16 +61,30 @@ class NcclCallSitesTest {
         }
 
         @Override
-        public int commInitRank(long[] commOut, int nranks, byte[] uniqueId, int rank) {
+        public synchronized int commInitRank(long[] commOut, int nranks, byte[] uniqueId, int rank, boolean blocking) {
             assertArrayEquals(id, uniqueId, "every rank gets the group's unique id");
             commOut[0] = nextComm++;
-            return rc("commInitRank(" + nranks + ", rank " + rank + ")");
+            int rc = rc("commInitRank(" + nranks + ", rank " + rank + (blocking ? "" : ", non-blocking") + ")");
+            return rc == SUCCESS && !blocking ? IN_PROGRESS : rc;      // as NCCL answers a non-blocking init
         }
 
         @Override
-        public int commSplit(long comm, int color, int key, long[] commOut) {
+        public synchronized int commSplit(long comm, int color, int key, long[] commOut, boolean blocking) {
             commOut[0] = nextComm++;
-            return rc("commSplit(" + Long.toHexString(comm) + ", color " + color + ", key " + key + ")");
+            int rc = rc("commSplit(" + Long.toHexString(comm) + ", color " + color + ", key " + key
+                    + (blocking ? "" : ", non-blocking") + ")");
+            return rc == SUCCESS && !blocking ? IN_PROGRESS : rc;
+        }
+
+        @Override
+        public int commFinalize(long comm) {
+            return rc("commFinalize(" + Long.toHexString(comm) + ")");
+        }
+
+        @Override
+        public int version(int[] out) {
+            out[0] = 22903;
+            return SUCCESS;
         }
 
         @Override
@@ -117,10 +133,12 @@ class NcclCallSitesTest {
             return rc("groupEnd");
         }
 
+        /** Not in the list of calls: the watchdog's thread polls it at its own pace. */
         @Override
         public int commGetAsyncError(long comm, int[] out) {
-            out[0] = SUCCESS;
-            return rc("commGetAsyncError");
+            asyncErrorPolls.incrementAndGet();
+            out[0] = asyncError;
+            return SUCCESS;
         }
 
         @Override
@@ -227,7 +245,8 @@ class NcclCallSitesTest {
     @Test
     void collectivesReachNcclWithTheirCountsDtypesReductionsAndStreams() {
         Communicator c = rank(2);
-        assertEquals(List.of("uniqueId", "makeCurrent", "commInitRank(4, rank 2)"), nccl.calls);
+        assertEquals(List.of("uniqueId", "makeCurrent", "commInitRank(4, rank 2, non-blocking)"), nccl.calls);
+        assertTrue(nccl.asyncErrorPolls.get() > 0, "a non-blocking init is polled until it is ready");
         Backend.Stream gather = backend.newStream("all-gather");
         Backend.Stream reduce = backend.newStream("reduce-scatter");
         try (Tensor in = t(DType.BF16, 5); Tensor out = t(DType.BF16, 20); Tensor grad = t(DType.F32, 24);
@@ -306,15 +325,16 @@ class NcclCallSitesTest {
         Communicator world = rank(3);
         int mark = nccl.calls.size();
         Communicator shard = world.split(1, 3, "shard[1]");
-        assertEquals(List.of("makeCurrent", "commSplit(100, color 1, key 3)", "commUserRank(101)", "commCount(101)"),
-                since(mark));
+        assertEquals(List.of("makeCurrent", "commSplit(100, color 1, key 3, non-blocking)", "commUserRank(101)",
+                "commCount(101)"), since(mark));
         assertEquals(1, shard.rank());
         assertEquals(2, shard.size());
         assertEquals("world/shard[1]", shard.name());
         shard.close();
         world.close();
         world.close();   // idempotent
-        assertTrue(nccl.calls.containsAll(List.of("commDestroy(101)", "commDestroy(100)")), nccl.calls.toString());
+        assertTrue(nccl.calls.containsAll(List.of("commFinalize(101)", "commDestroy(101)", "commFinalize(100)",
+                "commDestroy(100)")), nccl.calls.toString());
         assertThrows(IllegalStateException.class, () -> world.barrier(backend.computeStream()));
     }
 
@@ -323,7 +343,7 @@ class NcclCallSitesTest {
         nccl.failing = "commInitRank";
         nccl.failWith = 3;
         CommException e = assertThrows(CommException.class, () -> rank(0));
-        assertTrue(e.getMessage().startsWith("ncclCommInitRank at rank 0 of 4 on cuda:7 failed: internal error"),
+        assertTrue(e.getMessage().startsWith("ncclCommInitRank of 'world' at rank 0 on cuda:7 failed: internal error"),
                 e.getMessage());
         assertTrue(group.isAborted());
     }

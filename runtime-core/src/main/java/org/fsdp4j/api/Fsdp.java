@@ -38,7 +38,8 @@ public final class Fsdp {
     /**
      * As {@link #shard(ModelFactory, FsdpOptions)}, for one process of a run over several: this
      * process runs its share of the {@code options.worldSize()} ranks (ranks
-     * {@code [i·N/P, (i+1)·N/P)} for process i of P), which reach the others' over TCP. Every
+     * {@code [i·N/P, (i+1)·N/P)} for process i of P), which reach the others' over TCP on the CPU and
+     * over NCCL on GPUs (each process's ranks on the GPUs of its place on the node). Every
      * process calls it with the same options, and steps on the same global batches.
      *
      * @param factory   builds one rank's model
@@ -48,8 +49,7 @@ public final class Fsdp {
      * @throws IllegalArgumentException if an option is invalid, or the world size does not split over the processes
      */
     public static ShardedModel shard(ModelFactory factory, FsdpOptions options, Processes processes) {
-        return LocalShardedModel.start(factory, options,
-                processes.group().ranks(options.worldSize(), options.collectiveTimeout()),
+        return LocalShardedModel.start(factory, options, processes.group(),
                 options.worldSize() / processes.processCount() * processes.processesOnThisMachine(), line -> { });
     }
 }

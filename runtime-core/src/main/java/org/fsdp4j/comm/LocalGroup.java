@@ -79,4 +79,9 @@ public final class LocalGroup implements RankGroup {
     public boolean isAborted() {
         return fate.isAborted();
     }
+
+    @Override
+    public CommException abortCause() {
+        return fate.cause();
+    }
 }

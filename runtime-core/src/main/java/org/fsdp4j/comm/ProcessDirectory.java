@@ -1,13 +1,16 @@
-// What a TcpGroup needs to know about the run's processes, answered by the rendezvous store
-// (dist.ProcessGroup): which process this is, where each process listens for its peers, and
-// the reason the run was aborted, which the first process to abort leaves for the others so that
-// every process reports the same cause (a process that was killed leaves none: its peers then
-// report the lost connection).
+// What a group of ranks spread over processes (the TCP group, NCCL across processes) needs to know
+// about the run's processes, answered by the rendezvous store (dist.ProcessGroup): which process
+// this is, where each process listens for its peers and on which host it runs, bytes that process
+// 0 makes and every process reads (NCCL's unique ids), and why the run cannot go on: the reason
+// the first process to abort left for the others, so that every process reports the same cause,
+// or, for a process that was killed and left none, that it ended without a word.
 package org.fsdp4j.comm;
 
 import java.net.InetSocketAddress;
 import java.time.Duration;
+import java.util.List;
 import java.util.Optional;
+import java.util.function.Supplier;
 
 public interface ProcessDirectory {
 
@@ -30,4 +33,28 @@ public interface ProcessDirectory {
 
     /** The abort reason some process left, if any; quick, empty when the store is gone. */
     Optional<String> publishedAbort();
+
+    /** The host process {@code process} runs on, as it named itself when it joined. */
+    String hostOf(int process);
+
+    /**
+     * Why the run cannot go on, if the store tells: the abort reason a process left, a process that
+     * ended without a word (its connection to the store closed), or the store itself gone (process 0
+     * ended). Quick (a few store reads); empty while every process is there.
+     */
+    Optional<String> failure();
+
+    /**
+     * The other processes whose heartbeat (a counter each process's own thread bumps twice a second
+     * in the store) did not move over {@code window}: stopped (SIGSTOP) or frozen. Takes {@code
+     * window}; empty when the store cannot tell.
+     */
+    List<Integer> stalledProcesses(Duration window);
+
+    /**
+     * The bytes process 0 makes with {@code make} and every process reads, under {@code key}
+     * (each key once per run): waits up to {@code timeout}, and fails at once (CommException) when
+     * {@link #failure()} tells why they will not come.
+     */
+    byte[] agreeOn(String key, Supplier<byte[]> make, Duration timeout);
 }

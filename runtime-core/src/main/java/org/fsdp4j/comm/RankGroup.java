@@ -9,7 +9,7 @@ package org.fsdp4j.comm;
 import java.time.Duration;
 import org.fsdp4j.backend.Backend;
 
-public interface RankGroup {
+public interface RankGroup extends AutoCloseable {
 
     /** Ranks that live in this process. */
     int size();
@@ -34,4 +34,22 @@ public interface RankGroup {
     void abort(int rank, Throwable cause);
 
     boolean isAborted();
+
+    /**
+     * Why the group was aborted (the first failure, naming the rank that caused it), or null while
+     * it is healthy. A step that ran while its group was being aborted (NCCL lets a stream go on
+     * past an aborted collective) is checked against it before its results are used.
+     */
+    default CommException abortCause() {
+        return null;
+    }
+
+    /**
+     * This process is leaving the group: whatever still connects it to the other processes is
+     * released, so that they notice (connections closed, communicators aborted). Idempotent; a
+     * no-op for groups of one process.
+     */
+    @Override
+    default void close() {
+    }
 }

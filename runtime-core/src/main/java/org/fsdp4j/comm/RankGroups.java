@@ -2,7 +2,8 @@
 // group whose collectives are host functions on their streams; ranks that share one device an
 // in-process group whose streams trade events; ranks on different devices whatever provider
 // serves them (NCCL for several GPUs), found with ServiceLoader, or a clear error naming what
-// is missing.
+// is missing. Ranks spread over processes: CPU ranks are a TCP group, GPU ranks the provider's
+// group across processes (NCCL, bootstrapped through the rendezvous store).
 package org.fsdp4j.comm;
 
 import java.time.Duration;
@@ -15,6 +16,46 @@ import org.fsdp4j.api.Device;
 public final class RankGroups {
 
     private RankGroups() {
+    }
+
+    /**
+     * This process's share of a world of {@code worldSize} ranks over the processes of {@code
+     * directory}, K = worldSize / processes each: rank firstRank + l on {@code localDevices.get(l)}.
+     * {@code key} names the group alike in every process.
+     */
+    public static RankGroup acrossProcesses(List<Device> localDevices, int worldSize, ProcessDirectory directory,
+                                            String key, Duration timeout) {
+        if (localDevices.stream().allMatch(Device::isCpu)) {
+            return new TcpGroup(key, worldSize, directory, timeout);
+        }
+        if (localDevices.stream().anyMatch(Device::isCpu)) {
+            throw new IllegalArgumentException("ranks on the CPU and on GPUs cannot form one group: " + localDevices);
+        }
+        int processes = directory.processCount();
+        if (worldSize % processes != 0 || worldSize / processes != localDevices.size()) {
+            throw new IllegalArgumentException("--world-size " + worldSize + " does not split over " + processes
+                    + " processes as " + localDevices.size() + " ranks each: use --world-size "
+                    + processes * localDevices.size());
+        }
+        if (new HashSet<>(localDevices).size() != localDevices.size()) {
+            throw new IllegalArgumentException("the " + localDevices.size() + " ranks of this process would share "
+                    + localDevices + ": across processes each rank needs a GPU of its own (NCCL refuses two ranks on"
+                    + " one GPU); use --device cuda");
+        }
+        StringBuilder why = new StringBuilder();
+        for (RankGroupProvider p : ServiceLoader.load(RankGroupProvider.class)) {
+            if (!p.serves(localDevices)) {
+                continue;
+            }
+            Optional<String> reason = p.unavailableReason();
+            if (reason.isEmpty()) {
+                int firstRank = directory.process() * localDevices.size();
+                return p.createAcrossProcesses(localDevices, worldSize, firstRank, directory, key, timeout);
+            }
+            why.append("; ").append(p.name()).append(" is not usable: ").append(reason.get());
+        }
+        throw new IllegalArgumentException("GPU ranks across processes need NCCL (nccl-comm)"
+                + (why.length() == 0 ? ", which is not on the class path" : why));
     }
 
     /** The group for ranks placed on {@code devices} (rank r on devices.get(r)). */

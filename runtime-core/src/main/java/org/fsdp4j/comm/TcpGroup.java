@@ -95,6 +95,11 @@ public final class TcpGroup implements RankGroup, AutoCloseable {
         return fate.isAborted();
     }
 
+    @Override
+    public CommException abortCause() {
+        return fate.cause();
+    }
+
     /** Whether groups let processes of one host use shared memory unless told otherwise: yes, unless -Dfsdp4j.sharedMemory=false. */
     public static boolean sharedMemoryByDefault() {
         return !"false".equalsIgnoreCase(System.getProperty("fsdp4j.sharedMemory", ""));
@@ -127,9 +132,9 @@ public final class TcpGroup implements RankGroup, AutoCloseable {
         return processOf(rank) == directory.process();
     }
 
-    /** "rank 2 (process 1)": how messages name a rank. */
+    /** "rank 2 (process 1, host node7)": how messages name a rank. */
     String describe(int rank) {
-        return "rank " + rank + " (process " + processOf(rank) + ")";
+        return "rank " + rank + " (process " + processOf(rank) + ", host " + directory.hostOf(processOf(rank)) + ")";
     }
 
     /** The connection for communicator {@code commKey} between rank {@code from} (here) and {@code to}: opened by the lower rank. */
@@ -145,8 +150,8 @@ public final class TcpGroup implements RankGroup, AutoCloseable {
             if (System.nanoTime() - lastLook[0] < 1_000_000_000L) {
                 return false;
             }
-            lastLook[0] = System.nanoTime();       // a process that failed before it connected says so in the store
-            return directory.publishedAbort().map(r -> {
+            lastLook[0] = System.nanoTime();       // a process that failed or died before it connected: the store tells
+            return directory.failure().map(r -> {
                 fate.abort(new CommException(r));
                 return true;
             }).orElse(false);

@@ -6,7 +6,11 @@
 // all of them, so every one fails with the same list of differences). Then it hands out the
 // TCP groups the ranks talk through, agrees with the others on a stop at a step boundary, keeps
 // the reason of an abort for all to read (ProcessDirectory), and at close waits for every
-// process before the store goes away.
+// process before the store goes away. A heartbeat thread bumps this process's counter in the
+// store twice a second, so that a process waiting for a stopped (SIGSTOP) peer can name it; each
+// process's host is kept for messages. Work beside the step (a checkpoint's commit) meets the
+// others through a store connection of its own (meet, publish, await), so it never waits behind
+// the step's vote.
 package org.fsdp4j.dist;
 
 import java.net.InetSocketAddress;
@@ -18,8 +22,13 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.function.Supplier;
+import org.fsdp4j.comm.CommException;
+import org.fsdp4j.api.Device;
 import org.fsdp4j.comm.PeerListener;
 import org.fsdp4j.comm.ProcessDirectory;
+import org.fsdp4j.comm.RankGroup;
+import org.fsdp4j.comm.RankGroups;
 import org.fsdp4j.comm.TcpGroup;
 
 public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
@@ -28,27 +37,65 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
     private static final Duration ABORT_CALL_TIMEOUT = Duration.ofSeconds(5);
     /** How often a process waiting for the others at a step boundary looks for a dead or aborted peer. */
     private static final Duration LIVENESS_POLL = Duration.ofSeconds(1);
+    /** How often the heartbeat thread bumps this process's counter. */
+    private static final long HEARTBEAT_MILLIS = 500;
 
     private final ProcessIdentity identity;
     private final Duration timeout;
     private final StoreServer server;          // rank 0 only
     private final StoreClient control;         // join, votes, shutdown
-    private final StoreClient aborts;          // abort reasons, with a short timeout
+    private final StoreClient aborts;          // abort reasons and liveness, with a short timeout
+    private final StoreClient background;      // meetings beside the step (checkpoint commits)
+    private final StoreClient heartbeats;      // the heartbeat thread's own
     private final PeerListener listener;
     private final InetSocketAddress[] addresses;
-    private final List<TcpGroup> groups = new ArrayList<>();
+    private final String[] hosts;
+    private final Thread heartbeat;
+    private final List<RankGroup> groups = new ArrayList<>();
+    private volatile int ranksPerProcess;      // known once the first group of ranks is made
     private volatile boolean failed;
     private boolean closed;
 
     private ProcessGroup(ProcessIdentity identity, Duration timeout, StoreServer server, StoreClient control,
-                         StoreClient aborts, PeerListener listener, InetSocketAddress[] addresses) {
+                         StoreClient aborts, StoreClient background, StoreClient heartbeats, PeerListener listener,
+                         InetSocketAddress[] addresses, String[] hosts) {
         this.identity = identity;
         this.timeout = timeout;
         this.server = server;
         this.control = control;
         this.aborts = aborts;
+        this.background = background;
+        this.heartbeats = heartbeats;
         this.listener = listener;
         this.addresses = addresses;
+        this.hosts = hosts;
+        this.heartbeat = new Thread(this::beat, "fsdp4j-heartbeat");
+        heartbeat.setDaemon(true);
+        heartbeat.start();
+    }
+
+    /** The heartbeat thread: bumps heartbeat/P until the group closes or the store is gone. */
+    private void beat() {
+        String key = "heartbeat/" + identity.rank();
+        try {
+            while (!Thread.currentThread().isInterrupted()) {
+                heartbeats.add(key, 1);
+                Thread.sleep(HEARTBEAT_MILLIS);
+            }
+        } catch (InterruptedException e) {
+            // closing
+        } catch (RuntimeException storeGone) {
+            // the store went away or the client was closed: nobody is left to tell
+        }
+    }
+
+    /** This machine's name for messages ("node17"), or its address when it has no name. */
+    static String localHostName() {
+        try {
+            return java.net.InetAddress.getLocalHost().getHostName();
+        } catch (java.io.IOException e) {
+            return "unknown host";
+        }
     }
 
     /**
@@ -68,6 +115,9 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
         try {
             StoreClient control = add(made, StoreClient.connect(identity.masterAddr(), identity.masterPort(), timeout));
             StoreClient aborts = add(made, StoreClient.connect(identity.masterAddr(), identity.masterPort(),
+                    ABORT_CALL_TIMEOUT));
+            StoreClient background = add(made, StoreClient.connect(identity.masterAddr(), identity.masterPort(), timeout));
+            StoreClient heartbeats = add(made, StoreClient.connect(identity.masterAddr(), identity.masterPort(),
                     ABORT_CALL_TIMEOUT));
             byte[] nonce = new byte[16];
             new SecureRandom().nextBytes(nonce);
@@ -89,12 +139,14 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
             PeerListener listener = add(made, PeerListener.open(runId));
             InetSocketAddress here = listener.address(control.localAddress());
             control.set("process/" + p + "/address", here.getAddress().getHostAddress() + ":" + here.getPort());
+            control.set("process/" + p + "/host", localHostName());
             Map<String, String> withLayout = new LinkedHashMap<>(settings);
             withLayout.put("processes", Integer.toString(count));
             control.set("process/" + p + "/settings", Settings.encode(withLayout));
             @SuppressWarnings("unchecked")
             Map<String, String>[] all = new Map[count];
             InetSocketAddress[] addresses = new InetSocketAddress[count];
+            String[] hosts = new String[count];
             for (int q = 0; q < count; q++) {
                 all[q] = Settings.decode(waitFor(control, "process/" + q + "/settings", "process " + q, timeout));
                 if (q == 0 && !all[0].get("processes").equals(Integer.toString(count))) {
@@ -104,6 +156,7 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
                 }
                 String[] hostPort = control.getString("process/" + q + "/address", timeout).split(":");
                 addresses[q] = new InetSocketAddress(hostPort[0], Integer.parseInt(hostPort[1]));
+                hosts[q] = control.getString("process/" + q + "/host", timeout);
             }
             // every process has read every other's settings before any acts on a difference: process 0
             // serves the store, and leaving at once would cut off one still reading (which would then
@@ -119,7 +172,8 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
                 throw new ConfigMismatchException("the " + count + " processes were started with different settings ("
                         + diff + "): start every process with the same flags");
             }
-            return new ProcessGroup(identity, timeout, server, control, aborts, listener, addresses);
+            return new ProcessGroup(identity, timeout, server, control, aborts, background, heartbeats, listener,
+                    addresses, hosts);
         } catch (RuntimeException e) {
             for (int i = made.size() - 1; i >= 0; i--) {
                 try {
@@ -157,9 +211,27 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
      * process makes its groups in the same order (the order names them).
      */
     public synchronized TcpGroup ranks(int worldSize, Duration collectiveTimeout) {
-        TcpGroup g = new TcpGroup("g" + (groups.size() + 1), worldSize, this, collectiveTimeout);
+        TcpGroup g = new TcpGroup(nextGroupKey(), worldSize, this, collectiveTimeout);
+        ranksPerProcess = worldSize / identity.count();
         groups.add(g);
         return g;
+    }
+
+    /**
+     * This process's share of a world of {@code worldSize} ranks, rank firstRank + l on {@code
+     * localDevices.get(l)}: over TCP on the CPU, over NCCL on GPUs (its unique ids through the
+     * store). Every process makes its groups in the same order (the order names them).
+     */
+    public synchronized RankGroup ranks(int worldSize, Duration collectiveTimeout, List<Device> localDevices) {
+        String key = nextGroupKey();
+        ranksPerProcess = worldSize / identity.count();
+        RankGroup g = RankGroups.acrossProcesses(localDevices, worldSize, this, key, collectiveTimeout);
+        groups.add(g);
+        return g;
+    }
+
+    private String nextGroupKey() {
+        return "g" + (groups.size() + 1);
     }
 
     /**
@@ -173,7 +245,7 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
         if (reason != null) {
             control.compareSet(base + "/why", new byte[0], reason.getBytes(StandardCharsets.UTF_8));
         }
-        meetAll(base, "the end of step " + step);
+        meetAll(control, base, "the end of step " + step, timeout);
         String why = control.check(base + "/why") ? control.getString(base + "/why", Duration.ZERO) : null;
         if (identity.rank() == 0 && step > 2) {           // every process is past step − 2's vote by now
             for (String k : List.of("why", "arrived", "done")) {
@@ -184,31 +256,95 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
     }
 
     /**
-     * Returns once every process has called it with {@code base}; throws a RendezvousException
-     * as soon as a process is found dead or the run aborted, or after the timeout. {@code where}
-     * says in messages where the processes were to meet.
+     * Returns once every process has called it with {@code base}; throws a CommException (a
+     * process failed: the run formed, so this is a failed rank, not a failed rendezvous) as soon
+     * as a process is found dead or the run aborted, or after the timeout. {@code where} says in
+     * messages where the processes were to meet.
      */
-    private void meetAll(String base, String where) {
-        if (control.add(base + "/arrived", 1) == identity.count()) {
-            control.set(base + "/done", "1");
+    private void meetAll(StoreClient client, String base, String where, Duration timeout) {
+        if (client.add(base + "/arrived", 1) == identity.count()) {
+            client.set(base + "/done", "1");
         }
         long deadline = System.nanoTime() + timeout.toNanos();
         while (true) {
             try {
-                control.get(base + "/done", LIVENESS_POLL);
+                client.get(base + "/done", LIVENESS_POLL);
                 return;
             } catch (StoreClient.TimeoutException e) {
-                Optional<String> aborted = publishedAbort();
-                if (aborted.isPresent()) {
-                    throw new RendezvousException("the run was aborted: " + aborted.get());
-                }
-                if (control.check("dead")) {
-                    throw new RendezvousException(control.getString("dead", Duration.ZERO) + " ended without a word (its"
-                            + " connection to the store closed) while the others waited at " + where);
+                Optional<String> why = failure();
+                if (why.isPresent()) {
+                    throw new CommException(why.get() + ", while the others waited at " + where);
                 }
                 if (System.nanoTime() > deadline) {
-                    throw new RendezvousException("the processes did not all reach " + where + " within "
-                            + StoreClient.seconds(timeout));
+                    throw new CommException("the processes did not all reach " + where + " within "
+                            + StoreClient.seconds(timeout) + stalledSuffix());
+                }
+            }
+        }
+    }
+
+    /** ": process 1 (host h) stopped answering (no heartbeat for 2 s)", or "" when every heartbeat moves. */
+    private String stalledSuffix() {
+        List<Integer> stalled = stalledProcesses(Duration.ofSeconds(2));
+        if (stalled.isEmpty()) {
+            return "";
+        }
+        List<String> named = new ArrayList<>();
+        stalled.forEach(q -> named.add(describe(q)));
+        return ": " + String.join(", ", named) + (stalled.size() == 1 ? " stopped" : " stopped")
+                + " answering (no heartbeat for 2 s)";
+    }
+
+    /** "process 1 (ranks 2-3, host node7)": how messages name a process (its ranks once they are known). */
+    public String describe(int process) {
+        int k = ranksPerProcess;
+        String ranks = k == 0 ? "" : k == 1 ? "rank " + process + ", " : "ranks " + process * k + "-" + (process * k + k - 1) + ", ";
+        return "process " + process + " (" + ranks + "host " + hosts[process] + ")";
+    }
+
+    /**
+     * For work beside the step (a checkpoint's commit): returns once every process has called it
+     * with {@code name} (each name once per run); fails (CommException) as soon as a process is
+     * found dead or the run aborted, or after {@code timeout}. {@code where} names the meeting in
+     * messages ("the commit of step 20").
+     */
+    public void meet(String name, String where, Duration timeout) {
+        synchronized (background) {
+            meetAll(background, "meet/" + name, where, timeout);
+        }
+    }
+
+    /** For work beside the step: sets {@code key} (under "side/") for every process to read with {@link #await}. */
+    public void publish(String key, byte[] value) {
+        synchronized (background) {
+            background.set("side/" + key, value);
+        }
+    }
+
+    /**
+     * For work beside the step: the value some process {@link #publish}ed under {@code key},
+     * waiting up to {@code timeout}; fails (CommException) as soon as a process is found dead or
+     * the run aborted. {@code what} says in messages what was awaited.
+     */
+    public byte[] await(String key, String what, Duration timeout) {
+        synchronized (background) {
+            return awaitOn(background, "side/" + key, what, timeout);
+        }
+    }
+
+    private byte[] awaitOn(StoreClient client, String key, String what, Duration timeout) {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (true) {
+            try {
+                return client.get(key, LIVENESS_POLL);
+            } catch (StoreClient.TimeoutException e) {
+                Optional<String> why = failure();
+                if (why.isPresent()) {
+                    throw new CommException(why.get() + ", while waiting for " + what);
+                }
+                if (System.nanoTime() > deadline) {
+                    throw new CommException(what + " did not come within " + StoreClient.seconds(timeout)
+                            + stalledSuffix());
                 }
             }
         }
@@ -221,12 +357,12 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
      */
     public void fail(String reason) {
         failed = true;
-        publishAbort("process " + identity.rank() + " failed: " + reason);
-        List<TcpGroup> all;
+        publishAbort(describe(identity.rank()) + " failed: " + reason);
+        List<RankGroup> all;
         synchronized (this) {
             all = List.copyOf(groups);
         }
-        all.forEach(TcpGroup::close);
+        all.forEach(RankGroup::close);
     }
 
     // ------------------------------------------------------------------ ProcessDirectory
@@ -262,6 +398,77 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
     }
 
     @Override
+    public String hostOf(int process) {
+        return hosts[process];
+    }
+
+    @Override
+    public Optional<String> failure() {
+        try {
+            synchronized (aborts) {
+                if (aborts.check("abort")) {
+                    return Optional.of(aborts.getString("abort", Duration.ZERO));
+                }
+                if (aborts.check("dead")) {
+                    String who = aborts.getString("dead", Duration.ZERO);     // "process 1"
+                    int q = Integer.parseInt(who.substring(who.lastIndexOf(' ') + 1));
+                    return Optional.of(describe(q) + " ended without a word (its connection to the store closed)");
+                }
+            }
+            return Optional.empty();
+        } catch (RuntimeException storeGone) {
+            return identity.rank() == 0 ? Optional.empty()
+                    : Optional.of("the rendezvous store is gone: " + describe(0) + ", which serves it, ended");
+        }
+    }
+
+    @Override
+    public List<Integer> stalledProcesses(Duration window) {
+        try {
+            long[] before = heartbeatCounts();
+            Thread.sleep(window.toMillis());
+            long[] after = heartbeatCounts();
+            List<Integer> stalled = new ArrayList<>();
+            for (int q = 0; q < before.length; q++) {
+                if (q != identity.rank() && after[q] == before[q]) {
+                    stalled.add(q);
+                }
+            }
+            return stalled;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return List.of();
+        } catch (RuntimeException storeGone) {
+            return List.of();
+        }
+    }
+
+    private long[] heartbeatCounts() {
+        long[] counts = new long[identity.count()];
+        synchronized (aborts) {
+            for (int q = 0; q < counts.length; q++) {
+                counts[q] = aborts.add("heartbeat/" + q, 0);
+            }
+        }
+        return counts;
+    }
+
+    @Override
+    public byte[] agreeOn(String key, Supplier<byte[]> make, Duration timeout) {
+        String full = "agreed/" + key;
+        if (identity.rank() == 0) {
+            byte[] value = make.get();
+            synchronized (background) {
+                background.set(full, value);
+            }
+            return value;
+        }
+        synchronized (background) {
+            return awaitOn(background, full, "'" + key + "' from " + describe(0), timeout);
+        }
+    }
+
+    @Override
     public Optional<String> publishedAbort() {
         try {
             return aborts.check("abort") ? Optional.of(aborts.getString("abort", Duration.ZERO)) : Optional.empty();
@@ -283,11 +490,11 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
             }
             closed = true;
         }
-        boolean clean = !failed && groups.stream().noneMatch(TcpGroup::isAborted) && publishedAbort().isEmpty();
+        boolean clean = !failed && groups.stream().noneMatch(RankGroup::isAborted) && publishedAbort().isEmpty();
         try {
             if (clean) {
                 control.delete(StoreServer.ALIVE + "process " + identity.rank());
-                meetAll("shutdown", "the end of the run");
+                meetAll(control, "shutdown", "the end of the run", timeout);
                 if (identity.rank() != 0) {
                     control.add("shutdown/left", 1);
                 } else {
@@ -302,10 +509,13 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } finally {
-            groups.forEach(TcpGroup::close);
+            heartbeat.interrupt();
+            groups.forEach(RankGroup::close);
             listener.close();
             control.close();
             aborts.close();
+            background.close();
+            heartbeats.close();
             if (server != null) {
                 server.close();
             }

@@ -21,6 +21,7 @@ import org.fsdp4j.api.TrainableModel;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.Backends;
+import org.fsdp4j.comm.CommException;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.DeviceMesh;
 import org.fsdp4j.comm.LocalGroup;
@@ -191,7 +192,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
         config.checkBatch(batch.samples());
         int m = config.microBatches();
         int perMicroBatch = batch.samples() / config.worldSize() / m;
-        return threads.run(r -> {
+        List<FsdpStepResult> results = threads.run(r -> {
             Rank rank = ranks.get(r - group.firstRank());
             List<Inputs> inputs = new ArrayList<>(m);
             try {
@@ -203,6 +204,12 @@ public final class LocalFsdpGroup implements AutoCloseable {
                 inputs.forEach(BatchUpload::free);   // stream-ordered: the step's queued reads finish first
             }
         });
+        CommException aborted = group.abortCause();
+        if (aborted != null) {
+            // NCCL lets a stream go on past a collective it aborted: the step's figures are not to be trusted
+            throw new CommException(aborted.getMessage(), aborted);
+        }
+        return results;
     }
 
     /** Runs {@code task} on every rank's thread (as a step does) and returns the results in rank order. */

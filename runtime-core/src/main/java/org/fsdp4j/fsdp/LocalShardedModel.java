@@ -30,6 +30,7 @@ import org.fsdp4j.backend.Backends;
 import org.fsdp4j.comm.LocalLauncher;
 import org.fsdp4j.comm.RankGroup;
 import org.fsdp4j.comm.RankGroups;
+import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.optim.AdamW;
 
 public final class LocalShardedModel implements ShardedModel {
@@ -58,8 +59,9 @@ public final class LocalShardedModel implements ShardedModel {
             this.params = checkSameModel(group.onEachRank((rank, engine) -> engine.layouts()));
             long count = params.stream().mapToLong(ParamSpec::numel).sum();
             UnitBufferPlan plan = group.plan();
+            List<Device> mine = devices.subList(ranks.firstRank(), ranks.firstRank() + here);
             this.info = new ShardingInfo(options, device, n, ranks.firstRank(), here, count, group.paddedParams(),
-                    backendName(group.backendName(), devices), group.peakTflops(config.precision().paramDtype()),
+                    backendName(group.backendName(), mine), group.peakTflops(config.precision().paramDtype()),
                     Optional.of(new ShardingInfo.GatherSchedule(plan.schedule().cliName(), plan.budgetBytes(),
                             plan.peakBytes(), plan.keptPeakBytes(), plan.inPlace())));
         } catch (RuntimeException e) {
@@ -106,14 +108,27 @@ public final class LocalShardedModel implements ShardedModel {
     }
 
     /**
-     * This process's share of a run over several processes: the ranks {@code ranks} holds (its
-     * firstRank onwards), which reach the others through it; {@code ranksOnThisMachine} share the
-     * machine's cores. {@code log} hears how the device was resolved.
+     * This process's share of a run over several processes ({@code processes}): its K = N / P
+     * ranks, placed on this node's devices (RankPlacement.placeLocal), which reach the others
+     * over TCP (CPU) or NCCL (GPUs); {@code ranksOnThisMachine} share the machine's cores.
+     * {@code log} hears how the device was resolved.
      */
-    public static LocalShardedModel start(ModelFactory factory, FsdpOptions options, RankGroup ranks,
+    public static LocalShardedModel start(ModelFactory factory, FsdpOptions options, ProcessGroup processes,
                                           int ranksOnThisMachine, Consumer<String> log) {
         Device device = Backends.resolve(options.device(), log);
-        List<Device> devices = RankPlacement.place(options.device(), device, options.worldSize());
+        int p = processes.processCount();
+        if (options.worldSize() % p != 0) {
+            throw new IllegalArgumentException("--world-size " + options.worldSize() + " does not split over " + p
+                    + " processes: use a multiple of " + p + " (each process runs the same number of ranks)");
+        }
+        int k = options.worldSize() / p;
+        List<Device> local = RankPlacement.placeLocal(options.device(), device, k, processes.identity().localRank(),
+                processes.identity().localCount());
+        RankGroup ranks = processes.ranks(options.worldSize(), options.collectiveTimeout(), local);
+        List<Device> devices = new ArrayList<>(Collections.nCopies(options.worldSize(), local.get(0)));
+        for (int l = 0; l < k; l++) {
+            devices.set(ranks.firstRank() + l, local.get(l));      // the other processes' ranks are theirs to place
+        }
         return new LocalShardedModel(factory, options, device, ranks, devices, ranksOnThisMachine);
     }
 
