@@ -8,36 +8,24 @@
 // remote process that exited, a network error), or when the store says a process died or
 // aborted. Failing the group aborts its communicators (ncclCommAbort), which releases the
 // streams, and leaves the reason in the store for the other processes. If this process is still
-// there HALT_AFTER later (its host stuck in a CUDA call the abort did not release), the
-// process-wide stuck handler (NcclWatchdog.onStuck, set by the command line to print the reason
-// and exit 7) runs; a library user gets the failure from the next call instead.
+// there some seconds later (its host stuck in a CUDA call the abort did not release), the
+// process-wide StuckAfterAbort handler (the command line's prints the reason and exits 7) runs; a
+// library user gets the failure from the next call instead.
 package org.fsdp4j.nccl;
 
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.function.Consumer;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.comm.CommException;
 import org.fsdp4j.comm.ProcessDirectory;
+import org.fsdp4j.comm.StuckAfterAbort;
 
 final class NcclWatchdog {
 
     private static final long POLL_MILLIS = 100;
     private static final long SLOW_LOOK_MILLIS = 1000;
-    /** How long an aborted process may take to end by itself before the stuck handler runs. */
-    static final Duration HALT_AFTER = Duration.ofSeconds(10);
-
-    private static volatile Consumer<CommException> onStuck;
-
-    /**
-     * What to do when a process whose NCCL group was aborted is still running {@link #HALT_AFTER}
-     * later (the command line prints the reason and halts with exit code 7); null: nothing.
-     */
-    public static void onStuck(Consumer<CommException> handler) {
-        onStuck = handler;
-    }
 
     /** A collective issued and not yet seen complete. */
     private record InFlight(String what, long issuedNanos, Backend.Event done) {
@@ -99,22 +87,9 @@ final class NcclWatchdog {
         }
     }
 
-    /** The group was aborted: if the process is still here HALT_AFTER from now, the stuck handler runs. */
+    /** The group was aborted: if the process is still here a while from now, the stuck handler runs. */
     void aborted(CommException why) {
-        Consumer<CommException> handler = onStuck;
-        if (handler == null) {
-            return;
-        }
-        Thread t = new Thread(() -> {
-            try {
-                Thread.sleep(HALT_AFTER.toMillis());
-                handler.accept(why);
-            } catch (InterruptedException e) {
-                // the JVM is going down anyway
-            }
-        }, "fsdp4j-nccl-halt");
-        t.setDaemon(true);
-        t.start();
+        StuckAfterAbort.arm(why);
     }
 
     private void run() {

@@ -89,13 +89,15 @@ public final class CollectivesBenchmark {
     }
 
     /**
-     * Runs {@code options} on every rank of {@code group} that lives in this process (each with a
-     * backend on {@code device}, {@code cpuThreads} threads) and returns the rows, which rank
-     * {@code group.firstRank()} also hands to {@code onRow} as each completes.
+     * Runs {@code options} on every rank of {@code group} that lives in this process (rank
+     * group.firstRank() + l with a backend on {@code localDevices.get(l)}, {@code cpuThreads}
+     * threads) and returns the rows, which rank {@code group.firstRank()} also hands to {@code
+     * onRow} as each completes.
      */
-    public static List<Row> run(RankGroup group, Device device, int cpuThreads, Options options, Consumer<Row> onRow) {
+    public static List<Row> run(RankGroup group, List<Device> localDevices, int cpuThreads, Options options,
+                                Consumer<Row> onRow) {
         List<List<Row>> all = LocalLauncher.run(group, rank -> {
-            try (Backend backend = Backends.create(device, new MemoryTracker("rank " + rank),
+            try (Backend backend = Backends.create(localDevices.get(rank - group.firstRank()), new MemoryTracker("rank " + rank),
                     new BackendOptions(cpuThreads, false));
                  Communicator comm = group.communicator(rank, backend)) {
                 List<Row> rows = new ArrayList<>();

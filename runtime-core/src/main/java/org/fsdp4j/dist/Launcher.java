@@ -4,7 +4,12 @@
 // watches them. Their output goes straight to the launcher's. When one fails, the others stop by
 // themselves (its connections close, its reason is in the store); any still running after the
 // grace period get SIGTERM, then SIGKILL, so no process outlives the launcher's decision. The
-// exit code is the first failure's (128 + n for a process killed by signal n), or 0.
+// exit code is the first failure that a process chose itself (1..127: 7 when a rank failed, the
+// survivors' code after a peer died); when the only failures are deaths by a signal (128 + n)
+// that the launcher did not pass on, 7 (a rank failed); after a stop passed on from the launcher
+// (SIGINT, SIGTERM), the first failure's code as it is; 0 when all succeed.
+// NCCL_LAUNCH_ORDER_IMPLICIT=1 is set for the processes unless the environment sets it: GPU ranks
+// then launch their collectives in the order they issue them (nccl-comm's IssueOrder).
 //
 // Signals reach the processes through their stdin ("stop SIGTERM": LaunchControl in samples),
 // not as signals: a process then stops at a step boundary exactly as if it had got the signal
@@ -30,6 +35,8 @@ public final class Launcher {
     public static final String STOP_COMMAND = "stop ";
     /** How long a process that was sent SIGTERM gets before SIGKILL. */
     private static final Duration KILL_AFTER = Duration.ofSeconds(5);
+    /** The job's exit code when a process died by a signal and none reported a failure of its own: a rank failed. */
+    static final int RANK_FAILED = 7;
 
     /**
      * Where this node's processes sit in the run.
@@ -73,6 +80,7 @@ public final class Launcher {
     private final Duration grace;
     private final PrintStream log;
     private final List<Process> processes = new ArrayList<>();
+    private volatile boolean stopPassedOn;      // a signal was passed on: exits 130/143 are the processes' answers
 
     /**
      * @param command     the program each process runs (java, its options, the main class, arguments)
@@ -118,12 +126,14 @@ public final class Launcher {
         env.put("LOCAL_WORLD_SIZE", Integer.toString(layout.perNode()));
         env.put("GROUP_RANK", Integer.toString(layout.nodeRank()));
         env.put(LAUNCHER_PID_VARIABLE, Long.toString(ProcessHandle.current().pid()));
+        env.putIfAbsent("NCCL_LAUNCH_ORDER_IMPLICIT", "1");
         return pb.start();
     }
 
     /** Waits for every process; after the first failure, gives the rest the grace period, then stops them. */
     private int watch() {
         int firstFailure = 0;
+        int firstOwnFailure = 0;               // the first exit code in 1..127: what a process itself reported
         long stopAt = Long.MAX_VALUE;          // when the survivors of a failure get SIGTERM
         boolean terminated = false;
         List<Process> running = new ArrayList<>(processes);
@@ -134,6 +144,9 @@ public final class Launcher {
                 }
                 running.remove(p);
                 int code = p.exitValue();
+                if (code != 0 && firstOwnFailure == 0 && code < 128 && !terminated) {
+                    firstOwnFailure = code;
+                }
                 if (code != 0 && firstFailure == 0) {
                     firstFailure = code;
                     log.println("launch: process " + rankOf(p) + " (pid " + p.pid() + ") " + describe(code)
@@ -160,11 +173,23 @@ public final class Launcher {
                 return 1;
             }
         }
-        return firstFailure;
+        return jobExitCode(firstFailure, firstOwnFailure, stopPassedOn);
+    }
+
+    /**
+     * The job's exit code (see the file comment): a process's own failure first; a death by
+     * signal alone is a failed rank; after a stop passed on, the first failure as it is.
+     */
+    static int jobExitCode(int firstFailure, int firstOwnFailure, boolean stopPassedOn) {
+        if (firstFailure == 0 || stopPassedOn) {
+            return firstFailure;
+        }
+        return firstOwnFailure != 0 ? firstOwnFailure : RANK_FAILED;
     }
 
     /** Passes signal {@code name} ("SIGTERM") on to every process still running (see the file comment). */
     public void forward(String name) {
+        stopPassedOn = true;
         List<Process> all;
         synchronized (processes) {
             all = List.copyOf(processes);

@@ -2,7 +2,8 @@
 // #wrong) of all-gather, reduce-scatter and all-reduce from 1 KiB to 256 MiB, over whichever
 // communicator the ranks use: alone, --world-size N ranks of this process (the in-process group;
 // one per GPU with --device cuda: NCCL); as one process of several (fsdp4j launch, or torchrun's,
-// Slurm's or Open MPI's variables), TCP between the processes. Writes collectives.json with --out;
+// Slurm's or Open MPI's variables), TCP between the processes on the CPU and NCCL between their
+// GPUs (how a user checks a cluster's links before training). Writes collectives.json with --out;
 // exits 8 when any element came out wrong.
 package org.fsdp4j.cli;
 
@@ -23,6 +24,7 @@ import org.fsdp4j.comm.RankGroup;
 import org.fsdp4j.comm.RankGroups;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.dist.ProcessIdentity;
+import org.fsdp4j.fsdp.RankPlacement;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
@@ -114,9 +116,6 @@ final class CollectivesBenchCommand implements Callable<Integer> {
             throw new IllegalArgumentException("--collective-timeout must be at least 1 second, got " + timeoutSeconds);
         }
         Device d = Device.parse(device.equals("cuda") ? "cuda:0" : device);
-        if (identity.isPresent() && !d.isCpu()) {
-            throw new UserError(ExitCode.BAD_INPUT, "several processes talk over TCP from the CPU: use --device cpu");
-        }
         Duration timeout = Duration.ofSeconds(timeoutSeconds);
         try (OutputDir dir = OutputDir.claim(first ? Optional.ofNullable(outDir) : Optional.empty(), "bench collectives",
                 REPORT_FILE);
@@ -139,19 +138,25 @@ final class CollectivesBenchCommand implements Callable<Integer> {
         RankGroup group;
         String communicator;
         int onThisMachine;
+        List<Device> local;
         if (processes != null) {
-            group = processes.ranks(n, timeout);
-            communicator = "TCP: " + DistOptions.describe(processes.identity(), n);
+            int k = n / processes.identity().count();
+            local = RankPlacement.placeLocal(device, d, k, processes.identity().localRank(),
+                    processes.identity().localCount());
+            group = processes.ranks(n, timeout, local);
+            communicator = (d.isCpu() ? "TCP: " : "NCCL: ") + DistOptions.describe(processes.identity(), n, d)
+                    + (d.isCpu() ? "" : ", this process on " + local);
             onThisMachine = group.size() * processes.identity().localCount();
         } else {
-            List<Device> devices = new ArrayList<>(Collections.nCopies(n, d));
-            if (!d.isCpu()) {
+            local = new ArrayList<>(Collections.nCopies(n, d));
+            if (!d.isCpu() && !device.contains(":")) {
                 for (int r = 0; r < n; r++) {
-                    devices.set(r, Device.cuda(r));
+                    local.set(r, Device.cuda(r));
                 }
             }
-            group = RankGroups.forDevices(devices, timeout);
+            group = RankGroups.forDevices(local, timeout);
             communicator = (d.isCpu() ? "in-process group: " + n + " ranks as threads of one process"
+                    : local.get(0).equals(local.get(n - 1)) ? "GPU " + d + " shared by " + n + " ranks of this process"
                     : "GPUs of this process: " + n + " ranks, one per GPU");
             onThisMachine = n;
         }
@@ -164,7 +169,7 @@ final class CollectivesBenchCommand implements Callable<Integer> {
         out.println(Format.f("# %12s %12s %6s %6s %6s %12s %12s %12s %8s", "size", "count", "type", "redop", "iters",
                 "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong"));
         String[] section = {""};
-        List<CollectivesBenchmark.Row> rows = CollectivesBenchmark.run(group, d, threads, options, r -> {
+        List<CollectivesBenchmark.Row> rows = CollectivesBenchmark.run(group, local, threads, options, r -> {
             if (!r.op().equals(section[0])) {
                 out.println("# " + r.op());
                 section[0] = r.op();

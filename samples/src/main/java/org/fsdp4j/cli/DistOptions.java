@@ -11,6 +11,7 @@ import java.time.Duration;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import org.fsdp4j.api.Device;
 import org.fsdp4j.comm.TcpGroup;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.dist.ProcessIdentity;
@@ -81,12 +82,14 @@ final class DistOptions {
 
     /**
      * The run's layout for the header: "2 processes x 2 ranks over TCP (shared memory within a host), master
-     * 127.0.0.1:29500 (torchrun's variables)".
+     * 127.0.0.1:29500 (torchrun's variables)"; on GPUs "... over NCCL ...".
      */
-    static String describe(ProcessIdentity id, int worldSize) {
+    static String describe(ProcessIdentity id, int worldSize, Device device) {
         int k = worldSize / id.count();
-        return id.count() + " processes x " + k + (k == 1 ? " rank" : " ranks") + " over TCP"
-                + (TcpGroup.sharedMemoryByDefault() ? " (shared memory within a host)" : "") + ", master " + id.masterAddr() + ":"
-                + id.masterPort() + " (identity from " + id.source() + ")";
+        String transport = device.isCpu()
+                ? " over TCP" + (TcpGroup.sharedMemoryByDefault() ? " (shared memory within a host)" : "")
+                : " over NCCL (its unique ids through the rendezvous store)";
+        return id.count() + " processes x " + k + (k == 1 ? " rank" : " ranks") + transport + ", master "
+                + id.masterAddr() + ":" + id.masterPort() + " (identity from " + id.source() + ")";
     }
 }

@@ -1,10 +1,12 @@
 // The fsdp4j command line: `train`, `plan`, `checkpoint`, `bench` and `launch`.
 // Only main() exits the JVM; everything else returns an exit code so tests run it in-process
-// (SignalStop's halt after an abandoned step is the one exception). ExitCode lists the codes.
+// (SignalStop's halt after an abandoned step, and the halt of a process still stuck after its
+// group was aborted, StuckAfterAbort, are the exceptions). ExitCode lists the codes.
 package org.fsdp4j.cli;
 
 import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
+import org.fsdp4j.comm.StuckAfterAbort;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.ExecutionException;
 import picocli.CommandLine.Model.CommandSpec;
@@ -77,6 +79,14 @@ public final class Main implements Runnable {
     }
 
     public static void main(String[] args) {
+        // a process whose group was aborted but whose threads stay stuck (a CUDA call behind a NCCL
+        // kernel the abort did not end) still ends, with its one line, so the job can end
+        StuckAfterAbort.handler(why -> {
+            System.err.println("error: " + why.getMessage().strip().replaceAll("\\s*\\n\\s*", "; ")
+                    + " (this process did not end by itself within " + StuckAfterAbort.GRACE.toSeconds() + " s of the abort)");
+            System.err.flush();
+            Runtime.getRuntime().halt(ExitCode.RANK_FAILED.code());
+        });
         System.exit(commandLine().execute(args));
     }
 }

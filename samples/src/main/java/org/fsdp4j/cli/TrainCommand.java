@@ -9,9 +9,9 @@
 // beside the measured memory. On a terminal the steps show as a progress bar with ETA; with --out
 // it also writes metrics.jsonl (one line per step) and, at the end, loss.png and memory.png.
 // As one process of several (DistOptions: flags, or torchrun's, Slurm's or Open MPI's variables)
-// it first meets the others and checks their settings are its own; process 0 prints and writes
-// for the run, and a failure here is left for the others to read, so that every process stops at
-// once with the same reason.
+// it first meets the others and checks their settings are its own; its ranks talk over TCP on the
+// CPU and over NCCL on GPUs; process 0 prints and writes for the run, and a failure here is left
+// for the others to read, so that every process stops at once with the same reason.
 package org.fsdp4j.cli;
 
 import java.io.PrintWriter;
@@ -112,10 +112,6 @@ final class TrainCommand implements Callable<Integer> {
         try (OutputDir dir = OutputDir.claim(asked.outDir(), "train", SUMMARY_FILE, MetricsLog.FILE,
                 RunCharts.LOSS_FILE, RunCharts.MEMORY_FILE)) {
             Device device = Backends.resolve(asked.device(), out::println);
-            if (identity.isPresent() && !device.isCpu()) {
-                throw new UserError(ExitCode.BAD_INPUT, "a run over several processes trains on the CPU (the ranks talk"
-                        + " over TCP), but --device resolved to " + device + ": pass --device cpu");
-            }
             // The trainer places the ranks from the device as asked ("cuda": one rank per GPU;
             // "cuda:i": every rank on GPU i), so only auto's fallback to the CPU is written back
             // (the trainer resolves again, and must not print the fallback's line twice).
@@ -150,7 +146,7 @@ final class TrainCommand implements Callable<Integer> {
             LaunchControl.watch(stop::forwarded);     // started by `fsdp4j launch`: its signals come through stdin
             RunLog.header(out, "train", trainer.info());
             if (processes != null) {
-                out.println("  " + DistOptions.describe(processes.identity(), config.worldSize()));
+                out.println("  " + DistOptions.describe(processes.identity(), config.worldSize(), device));
             }
             RunLog.preflight(out, preflight, config.steps(), force);
             boolean lossScaled = config.precision().needsLossScaling();
