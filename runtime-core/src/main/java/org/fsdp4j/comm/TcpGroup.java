@@ -169,6 +169,27 @@ public final class TcpGroup implements RankGroup, AutoCloseable {
         communicators.remove(c);
     }
 
+    /**
+     * Why the run cannot go on as the store tells it (an abort reason, a process that died),
+     * waiting up to {@code wait} for the store to learn of it (a killed process's mark comes a
+     * moment after its sockets close); null if it says nothing.
+     */
+    String failureInStore(Duration wait) {
+        long deadline = System.nanoTime() + wait.toNanos();
+        while (true) {
+            java.util.Optional<String> why = directory.failure();
+            if (why.isPresent() || System.nanoTime() > deadline) {
+                return why.orElse(null);
+            }
+            try {
+                Thread.sleep(100);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return null;
+            }
+        }
+    }
+
     /** A peer's connection ended: the reason its process left in the store if it left one, else the lost connection. */
     CommException lostPeer(String where, PeerLinks.LostPeerException e) {
         return directory.publishedAbort().map(r -> new CommException(where + ": the run was aborted: " + r, e))

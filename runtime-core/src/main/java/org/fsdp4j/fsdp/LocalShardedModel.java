@@ -30,6 +30,7 @@ import org.fsdp4j.backend.Backends;
 import org.fsdp4j.comm.LocalLauncher;
 import org.fsdp4j.comm.RankGroup;
 import org.fsdp4j.comm.RankGroups;
+import org.fsdp4j.dist.FaultPoint;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.optim.AdamW;
 
@@ -124,6 +125,7 @@ public final class LocalShardedModel implements ShardedModel {
         int k = options.worldSize() / p;
         List<Device> local = RankPlacement.placeLocal(options.device(), device, k, processes.identity().localRank(),
                 processes.identity().localCount());
+        FaultPoint.reach(FaultPoint.BEFORE_RANKS_CONNECT, processes.process());
         RankGroup ranks = processes.ranks(options.worldSize(), options.collectiveTimeout(), local);
         List<Device> devices = new ArrayList<>(Collections.nCopies(options.worldSize(), local.get(0)));
         for (int l = 0; l < k; l++) {

@@ -27,6 +27,7 @@ import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import org.fsdp4j.dist.FaultPoint;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -43,9 +44,16 @@ class MultiProcessCommandTest {
     private record Child(Process process, BlockingQueue<String> lines, Path err) {
 
         static Child start(Path err, Map<String, String> env, List<String> args) throws IOException {
+            return start(err, env, List.of(), args);
+        }
+
+        /** As above with {@code jvmArgs} for the child's JVM (fsdp4j launch passes its own on to its processes). */
+        static Child start(Path err, Map<String, String> env, List<String> jvmArgs, List<String> args) throws IOException {
             String java = ProcessHandle.current().info().command().orElse("java");
             List<String> cmd = new ArrayList<>(List.of(java, "-cp", System.getProperty("java.class.path"),
-                    "-Dorg.bytedeco.javacpp.maxPhysicalBytes=0", "--add-modules", "jdk.incubator.vector", Main.class.getName()));
+                    "-Dorg.bytedeco.javacpp.maxPhysicalBytes=0", "--add-modules", "jdk.incubator.vector"));
+            cmd.addAll(jvmArgs);
+            cmd.add(Main.class.getName());
             cmd.addAll(args);
             ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(err.toFile());
             for (String v : List.of("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
@@ -82,6 +90,24 @@ class MultiProcessCommandTest {
         /** The child's stderr without the JVM's own notice that the Vector API is an incubator module. */
         String stderr() throws IOException {
             return Files.readString(err).replace("WARNING: Using incubator modules: jdk.incubator.vector\n", "");
+        }
+
+        /** Waits (60 s at most) until a process of this child's reaches fault point {@code point}; returns its pid. */
+        long pausedPid(String point) throws InterruptedException, IOException {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            java.util.regex.Pattern p = java.util.regex.Pattern.compile(java.util.regex.Pattern.quote(FaultPoint.PAUSED
+                    + point) + " \\(pid (\\d+)\\)");
+            while (System.nanoTime() < deadline) {
+                java.util.regex.Matcher m = p.matcher(Files.readString(err));
+                if (m.find()) {
+                    return Long.parseLong(m.group(1));
+                }
+                if (!process.isAlive()) {
+                    break;
+                }
+                Thread.sleep(100);
+            }
+            throw new AssertionError("no process paused at " + point + ": " + stderr());
         }
 
         /** Waits (60 s at most) for a stdout line starting with {@code prefix}. */
@@ -202,6 +228,25 @@ class MultiProcessCommandTest {
         for (ProcessHandle p : processes) {
             assertTrue(p.onExit().get(5, TimeUnit.SECONDS) != null && !p.isAlive(), "process " + p.pid() + " is left running");
         }
+    }
+
+    @Test
+    void killMinusNineOfOneProcessBeforeItsRanksConnectEndsTheJobNamingIt() throws Exception {
+        Child launcher = Child.start(dir.resolve("early.err"), Map.of(),
+                List.of("-D" + FaultPoint.PROPERTY + "=" + FaultPoint.BEFORE_RANKS_CONNECT + "@1"),
+                args(List.of("launch", "--standalone", "--nproc-per-node", "2", "--"),
+                        args(RUN, "--steps", "3", "--world-size", "4").toArray(String[]::new)));
+        long victim = launcher.pausedPid(FaultPoint.BEFORE_RANKS_CONNECT);
+        long start = System.nanoTime();
+        new ProcessBuilder("kill", "-9", Long.toString(victim)).start().waitFor();
+        int code = launcher.exit(30 + 10);
+        double seconds = (System.nanoTime() - start) / 1e9;
+        String err = launcher.stderr();
+        assertEquals(ExitCode.RANK_FAILED.code(), code, err);
+        assertTrue(seconds < 10, "took " + seconds + " s: the store tells of the death within a second or two");
+        assertTrue(err.matches("(?s).*error: [^\n]*process 1 \\(ranks 2-3, host [^)]+\\) ended without a word.*"), err);
+        assertEquals(1, err.lines().filter(l -> l.startsWith("error: ")).count(), "one line from the survivor: " + err);
+        launcher.process().descendants().forEach(p -> assertTrue(!p.isAlive(), "left running: " + p.pid()));
     }
 
     @Test
