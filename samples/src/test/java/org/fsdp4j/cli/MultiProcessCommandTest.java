@@ -41,7 +41,7 @@ class MultiProcessCommandTest {
     Path dir;
 
     /** A child JVM running org.fsdp4j.cli.Main; stdout lines queue up, stderr goes to a file. */
-    private record Child(Process process, BlockingQueue<String> lines, Path err) {
+    record Child(Process process, BlockingQueue<String> lines, Path err) {
 
         static Child start(Path err, Map<String, String> env, List<String> args) throws IOException {
             return start(err, env, List.of(), args);
@@ -126,13 +126,13 @@ class MultiProcessCommandTest {
         }
     }
 
-    private static List<String> args(List<String> base, String... more) {
+    static List<String> args(List<String> base, String... more) {
         List<String> a = new ArrayList<>(base);
         a.addAll(List.of(more));
         return a;
     }
 
-    private static float[] losses(Path summary) throws IOException {
+    static float[] losses(Path summary) throws IOException {
         JsonNode losses = new ObjectMapper().readTree(summary.toFile()).get("losses");
         float[] out = new float[losses.size()];
         for (int i = 0; i < out.length; i++) {

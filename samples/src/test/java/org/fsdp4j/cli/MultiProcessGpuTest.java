@@ -1,0 +1,164 @@
+// GPU ranks across processes, on the stand-in CUDA and NCCL (host memory and the emulator, not a
+// GPU; the stand-in NCCL meets the ranks of several processes through the address its unique id
+// carries): `fsdp4j launch --standalone --nproc-per-node 2 -- train --device cuda --world-size 4`
+// (2 processes x 2 stand-in GPUs, NCCL's unique id through the rendezvous store) trains to exactly
+// the losses of 4 ranks on 4 stand-in GPUs of one process, full_shard and hybrid_shard alike, and to
+// the CPU's within fp32's tolerance. And its failures end the job as a user needs: kill -9 of a
+// process before its ranks connect, or mid-step, and SIGSTOP under a short --collective-timeout,
+// each end every process with exit code 7 and one line naming the failed process, its ranks and
+// host, within the timeout plus 10 s, with nothing left running. Fake-GPU run only (tag "standin").
+package org.fsdp4j.cli;
+
+import static org.fsdp4j.cli.MultiProcessCommandTest.args;
+import static org.fsdp4j.cli.MultiProcessCommandTest.losses;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.fsdp4j.cuda.StandIns;
+import org.fsdp4j.dist.FaultPoint;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+@Tag("standin")
+class MultiProcessGpuTest {
+
+    /** Small shapes: the stand-in runs every kernel on the emulator. */
+    private static final List<String> RUN = List.of("train", "--preset", "tiny", "--batch-size", "4", "--seq-len", "32",
+            "--steps", "3", "--world-size", "4");
+    /** Every child sees four stand-in GPUs: one process takes all four, or two take two each. */
+    private static final Map<String, String> FOUR_GPUS = Map.of("FSDP4J_STANDIN_DEVICES", "4");
+
+    @TempDir
+    Path dir;
+
+    /** The JVM flags that make a child JVM load the stand-ins, as this test JVM does. */
+    private static List<String> standInJvm(String... more) {
+        List<String> jvm = new ArrayList<>();
+        for (String p : List.of("org.bytedeco.javacpp.platform.linkpath", "org.bytedeco.javacpp.cachedir",
+                StandIns.PROPERTY)) {
+            jvm.add("-D" + p + "=" + System.getProperty(p));
+        }
+        jvm.add("-Xss4m");
+        jvm.addAll(List.of(more));
+        return jvm;
+    }
+
+    private MultiProcessCommandTest.Child launch(String name, List<String> jvm, List<String> train, String... launchFlags)
+            throws IOException {
+        List<String> cmd = new ArrayList<>(List.of("launch", "--standalone", "--nproc-per-node", "2"));
+        cmd.addAll(List.of(launchFlags));
+        cmd.add("--");
+        cmd.addAll(train);
+        return MultiProcessCommandTest.Child.start(dir.resolve(name + ".err"), FOUR_GPUS, jvm, cmd);
+    }
+
+    private MultiProcessCommandTest.Child alone(String name, List<String> train) throws IOException {
+        return MultiProcessCommandTest.Child.start(dir.resolve(name + ".err"), FOUR_GPUS, standInJvm(), train);
+    }
+
+    @Test
+    void twoProcessesOfTwoGpusTrainExactlyAsFourGpusOfOneProcess() throws Exception {
+        StandIns.assumeStandIns();
+        for (List<String> strategy : List.of(List.of("--strategy", "full_shard"),
+                List.of("--strategy", "hybrid_shard", "--shard-group-size", "2"))) {
+            String name = strategy.get(1);
+            Path one = dir.resolve(name + "-one-process");
+            MultiProcessCommandTest.Child single = alone(name + "-one", concat(RUN, strategy, "--device", "cuda",
+                    "--out", one.toString()));
+            assertEquals(0, single.exit(300), single.stderr());
+
+            Path two = dir.resolve(name + "-two-processes");
+            MultiProcessCommandTest.Child launched = launch(name + "-two", standInJvm(), concat(RUN, strategy,
+                    "--device", "cuda", "--out", two.toString()));
+            assertEquals(0, launched.exit(300), launched.stderr());
+            float[] expected = losses(one.resolve("summary.json"));
+            assertEquals(3, expected.length);
+            assertArrayEquals(expected, losses(two.resolve("summary.json")), name + ": 2 processes x 2 stand-in GPUs, "
+                    + "NCCL across processes, against 4 stand-in GPUs of one process: the same arithmetic, the same bits");
+
+            CliRunner.Result cpu = CliRunner.run(concat(RUN, strategy, "--device", "cpu", "--out",
+                    dir.resolve(name + "-cpu").toString()).toArray(String[]::new));
+            assertEquals(0, cpu.exitCode(), cpu.err());
+            float[] onCpu = losses(dir.resolve(name + "-cpu").resolve("summary.json"));
+            for (int s = 0; s < onCpu.length; s++) {    // as StandInTrainTest: kernels sum in other orders than the CPU's
+                assertEquals(onCpu[s], expected[s], 1e-5 * Math.abs(onCpu[s]), name + ": step " + (s + 1) + " against the CPU");
+            }
+        }
+    }
+
+    @Test
+    void killMinusNineBeforeNcclInitEndsTheJobNamingTheProcess() throws Exception {
+        StandIns.assumeStandIns();
+        MultiProcessCommandTest.Child launcher = launch("early", standInJvm("-D" + FaultPoint.PROPERTY + "="
+                + FaultPoint.BEFORE_RANKS_CONNECT + "@1"), concat(RUN, List.of(), "--device", "cuda",
+                "--collective-timeout", "30"));
+        long victim = launcher.pausedPid(FaultPoint.BEFORE_RANKS_CONNECT);
+        long start = System.nanoTime();
+        new ProcessBuilder("kill", "-9", Long.toString(victim)).start().waitFor();
+        int code = launcher.exit(30 + 10);
+        String err = launcher.stderr();
+        assertEquals(ExitCode.RANK_FAILED.code(), code, err);
+        assertTrue((System.nanoTime() - start) / 1e9 < 15, "the store tells of the death within seconds: " + err);
+        assertTrue(err.matches("(?s).*error: process 1 \\(ranks 2-3, host [^)]+\\) ended without a word[^\\n]*"
+                + "ncclCommInitRank of 'world' at rank [01] \\(process 0, host [^)]+\\).*"), err);
+        assertEquals(1, err.lines().filter(l -> l.startsWith("error: ")).count(), "one line, from the survivor: " + err);
+        assertNothingLeft(launcher);
+    }
+
+    @Test
+    void killMinusNineMidStepEndsTheJobNamingTheProcessAndTheCollective() throws Exception {
+        StandIns.assumeStandIns();
+        MultiProcessCommandTest.Child launcher = launch("mid", standInJvm(), concat(RUN, List.of(), "--device", "cuda",
+                "--steps", "100000", "--collective-timeout", "30"));
+        launcher.await("step 1/");
+        ProcessHandle victim = launcher.process().children().max((a, b) -> Long.compare(a.pid(), b.pid())).orElseThrow();
+        long start = System.nanoTime();
+        new ProcessBuilder("kill", "-9", Long.toString(victim.pid())).start().waitFor();
+        int code = launcher.exit(30 + 10);
+        String err = launcher.stderr();
+        assertEquals(ExitCode.RANK_FAILED.code(), code, err);
+        assertTrue((System.nanoTime() - start) / 1e9 < 30 + 10, err);
+        assertTrue(err.matches("(?s).*error: [^\\n]*process 1 \\(ranks 2-3, host [^)]+\\) ended without a word[^\\n]*"
+                + "(allGather|reduceScatter|allReduce|barrier) #\\d+ on 'world[^']*' at rank [01] .*"), err);
+        assertNothingLeft(launcher);
+    }
+
+    @Test
+    void aStoppedProcessIsNamedByTheWatchdogAndTheJobEnds() throws Exception {
+        StandIns.assumeStandIns();
+        MultiProcessCommandTest.Child launcher = launch("hang", standInJvm(), concat(RUN, List.of(), "--device", "cuda",
+                "--steps", "100000", "--collective-timeout", "5"), "--grace", "1");
+        launcher.await("step 1/");
+        ProcessHandle stopped = launcher.process().children().max((a, b) -> Long.compare(a.pid(), b.pid())).orElseThrow();
+        long start = System.nanoTime();
+        new ProcessBuilder("kill", "-STOP", Long.toString(stopped.pid())).start().waitFor();
+        int code = launcher.exit(5 + 10 + 10);
+        double seconds = (System.nanoTime() - start) / 1e9;
+        String err = launcher.stderr();
+        assertEquals(ExitCode.RANK_FAILED.code(), code, err);
+        assertTrue(seconds < 5 + 10, "watchdog 5 s, then the heartbeat check, grace 1 s: took " + seconds + " s");
+        assertTrue(err.matches("(?s).*error: [^\\n]*(allGather|reduceScatter|allReduce|barrier) #\\d+ on 'world[^']*' at rank"
+                + " [01] \\(process 0, host [^)]+\\) \\(cuda:[01]\\) did not complete within 5 s: process 1 \\(ranks 2-3, host"
+                + " [^)]+\\) stopped answering.*"), err);
+        assertTrue(stopped.onExit().get(10, TimeUnit.SECONDS) != null, "the stopped process is killed, not left behind");
+    }
+
+    private static void assertNothingLeft(MultiProcessCommandTest.Child launcher) {
+        launcher.process().descendants().forEach(p -> assertTrue(!p.isAlive(), "left running: " + p.pid()));
+    }
+
+    private static List<String> concat(List<String> base, List<String> more, String... flags) {
+        List<String> all = new ArrayList<>(base);
+        all.addAll(more);
+        all.addAll(List.of(flags));
+        return all;
+    }
+}
