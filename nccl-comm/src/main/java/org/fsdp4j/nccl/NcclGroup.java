@@ -121,6 +121,11 @@ public final class NcclGroup implements RankGroup {
         return issueRule.describe();
     }
 
+    @Override
+    public String transport() {
+        return "NCCL, collectives " + (issueRule == IssueOrder.Rule.IMPLICIT ? "in " : "") + issueRule.describe();
+    }
+
     /**
      * ncclCommInitRankConfig (non-blocking) for global rank {@code rank} on {@code backend}'s GPU;
      * returns once every rank has joined. Fails (and aborts the group) when NCCL refuses, when a

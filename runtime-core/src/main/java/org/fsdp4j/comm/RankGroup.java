@@ -44,6 +44,11 @@ public interface RankGroup extends AutoCloseable {
         return null;
     }
 
+    /** How the group talks, for the run's header ("NCCL, collectives in NCCL's launch order"), or null to say nothing. */
+    default String transport() {
+        return null;
+    }
+
     /**
      * This process is leaving the group: whatever still connects it to the other processes is
      * released, so that they notice (connections closed, communicators aborted). Idempotent; a

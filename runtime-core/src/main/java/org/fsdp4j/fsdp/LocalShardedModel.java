@@ -62,7 +62,8 @@ public final class LocalShardedModel implements ShardedModel {
             UnitBufferPlan plan = group.plan();
             List<Device> mine = devices.subList(ranks.firstRank(), ranks.firstRank() + here);
             this.info = new ShardingInfo(options, device, n, ranks.firstRank(), here, count, group.paddedParams(),
-                    backendName(group.backendName(), mine), group.peakTflops(config.precision().paramDtype()),
+                    backendName(group.backendName(), mine)
+                            + (ranks.transport() == null ? "" : "; " + ranks.transport()), group.peakTflops(config.precision().paramDtype()),
                     Optional.of(new ShardingInfo.GatherSchedule(plan.schedule().cliName(), plan.budgetBytes(),
                             plan.peakBytes(), plan.keptPeakBytes(), plan.inPlace())));
         } catch (RuntimeException e) {
