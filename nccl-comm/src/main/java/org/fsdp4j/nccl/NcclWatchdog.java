@@ -35,6 +35,7 @@ final class NcclWatchdog {
     private final ProcessDirectory directory;     // null: one process
     private final Duration timeout;
     private final Map<NcclCommunicator, ArrayDeque<InFlight>> inFlight = new ConcurrentHashMap<>();
+    private final Map<NcclCommunicator, String> lastIssued = new ConcurrentHashMap<>();   // named when nothing is in flight
     private Thread thread;                        // runs while a communicator is open
     private volatile boolean stopped;
 
@@ -56,6 +57,7 @@ final class NcclWatchdog {
 
     synchronized void unwatch(NcclCommunicator c) {
         inFlight.remove(c);
+        lastIssued.remove(c);
     }
 
     /** {@code what} was issued on {@code c}; {@code done} completes with it. */
@@ -65,6 +67,7 @@ final class NcclWatchdog {
             synchronized (q) {
                 q.add(new InFlight(what, System.nanoTime(), done));
             }
+            lastIssued.put(c, what);
         }
     }
 
@@ -141,7 +144,8 @@ final class NcclWatchdog {
         for (NcclCommunicator c : inFlight.keySet()) {
             String error = c.asyncError();
             if (error != null) {
-                String during = oldest(c);
+                // the collective in flight, else the last one issued (an aborted collective lets its stream go on)
+                String during = oldest(c) != null ? oldest(c) : lastIssued.get(c);
                 String ncclSays = (during == null ? c.describe() : during) + ": NCCL reported " + error;
                 String why = directory == null ? null : storeSaysWithin(Duration.ofSeconds(3));
                 return why == null ? ncclSays : why + "; " + ncclSays;

@@ -32,7 +32,7 @@ class MultiProcessGpuTest {
 
     /** Small shapes: the stand-in runs every kernel on the emulator. */
     private static final List<String> RUN = List.of("train", "--preset", "tiny", "--batch-size", "4", "--seq-len", "32",
-            "--steps", "3", "--world-size", "4");
+            "--world-size", "4");
     /** Every child sees four stand-in GPUs: one process takes all four, or two take two each. */
     private static final Map<String, String> FOUR_GPUS = Map.of("FSDP4J_STANDIN_DEVICES", "4");
 
@@ -72,19 +72,19 @@ class MultiProcessGpuTest {
             String name = strategy.get(1);
             Path one = dir.resolve(name + "-one-process");
             MultiProcessCommandTest.Child single = alone(name + "-one", concat(RUN, strategy, "--device", "cuda",
-                    "--out", one.toString()));
+                    "--steps", "3", "--out", one.toString()));
             assertEquals(0, single.exit(300), single.stderr());
 
             Path two = dir.resolve(name + "-two-processes");
             MultiProcessCommandTest.Child launched = launch(name + "-two", standInJvm(), concat(RUN, strategy,
-                    "--device", "cuda", "--out", two.toString()));
+                    "--device", "cuda", "--steps", "3", "--out", two.toString()));
             assertEquals(0, launched.exit(300), launched.stderr());
             float[] expected = losses(one.resolve("summary.json"));
             assertEquals(3, expected.length);
             assertArrayEquals(expected, losses(two.resolve("summary.json")), name + ": 2 processes x 2 stand-in GPUs, "
                     + "NCCL across processes, against 4 stand-in GPUs of one process: the same arithmetic, the same bits");
 
-            CliRunner.Result cpu = CliRunner.run(concat(RUN, strategy, "--device", "cpu", "--out",
+            CliRunner.Result cpu = CliRunner.run(concat(RUN, strategy, "--device", "cpu", "--steps", "3", "--out",
                     dir.resolve(name + "-cpu").toString()).toArray(String[]::new));
             assertEquals(0, cpu.exitCode(), cpu.err());
             float[] onCpu = losses(dir.resolve(name + "-cpu").resolve("summary.json"));
@@ -98,7 +98,7 @@ class MultiProcessGpuTest {
     void killMinusNineBeforeNcclInitEndsTheJobNamingTheProcess() throws Exception {
         StandIns.assumeStandIns();
         MultiProcessCommandTest.Child launcher = launch("early", standInJvm("-D" + FaultPoint.PROPERTY + "="
-                + FaultPoint.BEFORE_RANKS_CONNECT + "@1"), concat(RUN, List.of(), "--device", "cuda",
+                + FaultPoint.BEFORE_RANKS_CONNECT + "@1"), concat(RUN, List.of(), "--device", "cuda", "--steps", "3",
                 "--collective-timeout", "30"));
         long victim = launcher.pausedPid(FaultPoint.BEFORE_RANKS_CONNECT);
         long start = System.nanoTime();
@@ -107,7 +107,7 @@ class MultiProcessGpuTest {
         String err = launcher.stderr();
         assertEquals(ExitCode.RANK_FAILED.code(), code, err);
         assertTrue((System.nanoTime() - start) / 1e9 < 15, "the store tells of the death within seconds: " + err);
-        assertTrue(err.matches("(?s).*error: process 1 \\(ranks 2-3, host [^)]+\\) ended without a word[^\\n]*"
+        assertTrue(err.matches("(?s).*error: [^\\n]*process 1 \\(ranks 2-3, host [^)]+\\) ended without a word[^\\n]*"
                 + "ncclCommInitRank of 'world' at rank [01] \\(process 0, host [^)]+\\).*"), err);
         assertEquals(1, err.lines().filter(l -> l.startsWith("error: ")).count(), "one line, from the survivor: " + err);
         assertNothingLeft(launcher);
