@@ -6,7 +6,10 @@
 // implicit launch order (NCCL_LAUNCH_ORDER_IMPLICIT=1: the stand-in gives the slot in host issue
 // order) and the chained streams (each collective after the rank's previous one), two ranks on two
 // stand-in GPUs train hybrid_shard's three communicators (all-gather, reduce-scatter, all-reduce) to
-// the same losses as with no slot limit, with random delays on every stream. Fake-GPU run only.
+// the same losses as with no slot limit, with random delays on every stream. (With the rule
+// switched off, -Dfsdp4j.ncclIssueOrder=unordered, these runs happened to finish too: the engine's
+// own waits order most of its collectives; the deadlock the rule rules out is shown on the stand-in
+// NCCL directly, StandInNcclProcessesTest.) Fake-GPU run only.
 package org.fsdp4j.cli;
 
 import static org.fsdp4j.cli.MultiProcessCommandTest.losses;
