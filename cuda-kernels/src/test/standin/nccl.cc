@@ -1,51 +1,60 @@
 // The stand-in NCCL (libnccl.so.2): ranks on stand-in devices, in one process or in several
-// processes of one host, on the stand-in's streams. What it models:
+// processes of this host, on the stand-in's streams. What it models:
 //   - Meeting. ncclGetUniqueId starts, once per process, a hub: a thread serving a listening socket
 //     on 127.0.0.1. The id carries a magic, the hub's random nonce, the id's number and the hub's
-//     address, so any process can meet there: ncclCommInitRank(Config) connects (one connection per
-//     process and hub, a reader and a writer thread on each side) and joins the id with its device
-//     and its host's name. When every rank has joined, the hub refuses two ranks on one (host,
-//     device) ("Duplicate GPU detected", as NCCL) or makes the communicator. A communicator whose
-//     ranks are all in one process runs in that process alone (below); one that spans processes
-//     runs through the hub.
-//   - Non-blocking communicators. A config with blocking = 0 (its header checked as NCCL checks
-//     it: size, magic 0xcafebeef, version) makes ncclCommInitRankConfig and ncclCommSplit return
-//     ncclInProgress at once with a handle, whose ncclCommGetAsyncError says ncclInProgress until
-//     the communicator exists, then ncclSuccess or the failure. No config means blocking for init;
-//     a split without one inherits its parent's mode, as in NCCL. A handle still being made
-//     refuses collectives, splits and queries (ncclInvalidUsage); ncclCommAbort on it gives up.
+//     address, so that any process can meet there: ncclCommInitRank(Config) connects (one
+//     connection per process and hub, a reader and a writer thread on each side, so that no caller
+//     ever blocks on a slow or stopped peer) and joins the id with its current device and the
+//     host's name. When every rank has joined, the hub refuses two ranks on one (host, device)
+//     ("Duplicate GPU detected", ncclInvalidUsage for every rank, as NCCL) or makes the
+//     communicator. One whose ranks are all in one process then runs in that process alone; one
+//     that spans processes runs through the hub, whose process must outlive it (the process that
+//     called ncclGetUniqueId is the job's rendezvous, as its store is). ncclCommSplit takes every
+//     rank's color and key (no color: no communicator) and makes the new ones the same way.
+//   - Non-blocking communicators. A config with blocking = 0 (its header read as NCCL reads it:
+//     `size` bytes of it, the magic 0xcafebeef, a version from 2.14 for `blocking` to count) makes
+//     ncclCommInitRankConfig and ncclCommSplit return ncclInProgress at once with a handle, whose
+//     ncclCommGetAsyncError says ncclInProgress until the communicator exists, then ncclSuccess or
+//     why it never will (a duplicate GPU, a rank that did not come within the stand-in's timeout,
+//     an abort, a process gone). No config means blocking for an init; a split without one
+//     inherits its parent's mode, as in NCCL. A handle still being made refuses collectives,
+//     splits and queries (ncclInvalidUsage); ncclCommAbort on it gives up its init or split.
 //   - Collectives. A collective is checked when it is issued (buffers in device memory of the
 //     communicator's device, aligned to the dtype, in-place layouts as NCCL defines them, a stream
-//     of that device) and queued on the stream. In one process: when every rank's stream has
-//     reached it, the last to arrive moves the data for all. Across processes: each rank's stream
+//     of that device) and queued on the stream. In one process, when every rank's stream has
+//     reached it, the last to arrive moves the data for all; across processes each rank's stream
 //     sends its input to the hub, which moves the data when every rank's has come and sends each
-//     rank its output. Either way with the same arithmetic: reductions in rank order, rounded to
-//     the dtype after each step; ncclAvg of floats multiplies each input by 1/N first, as NCCL's
-//     PreMulSum does. Stricter than NCCL, which would hang or mix buffers: the n-th collective of
-//     every rank of a communicator must be the same call (operation, count, dtype, reduction,
-//     root). In one process the rank that issues a different one gets ncclInvalidUsage from the
-//     call; across processes the hub notices and every rank's n-th collective fails with
-//     ncclInvalidUsage as its communicator's async error. Both name both calls.
+//     rank its output. Both with one arithmetic: reductions in rank order, rounded to the dtype
+//     after each step; ncclAvg of floats multiplies each input by 1/N first, as NCCL's PreMulSum
+//     does. Stricter than NCCL, which would hang or mix buffers: the n-th collective of every rank
+//     of a communicator must be the same call (operation, count, dtype, reduction, root). In one
+//     process the rank that issues a different one gets ncclInvalidUsage from the call; across
+//     processes the hub notices, and every rank's n-th collective fails with ncclInvalidUsage as
+//     its communicator's async error. Both name both calls.
 //   - Kernel slots and launch order. With FSDP4J_STANDIN_NCCL_SLOTS=k a device runs at most k
 //     collectives at a time, from the moment its stream reaches one until its data has moved (as
-//     NCCL's kernels spin on the GPU until their peers come), so two ranks that reach two
+//     NCCL's kernels spin on the GPU until their peers come), so two ranks whose streams reach two
 //     communicators' collectives in different orders can deadlock. With NCCL_LAUNCH_ORDER_IMPLICIT
 //     set (NCCL 2.26), a device's collectives start in the order the host issued them, over every
 //     communicator of that device in this process: a later-issued one never starts before an
 //     earlier-issued one has.
-//   - Failures: the communicator's, as NCCL reports asynchronous ones (ncclCommGetAsyncError),
-//     the stream itself going on. ncclCommAbort releases this process's ranks waiting in the
-//     communicator's collectives, kernel slots, split or making; the hub tells the other processes,
-//     whose ranks get ncclRemoteError at once. A process that dies closes its connection: the hub
-//     fails every communicator and pending join it had ranks in (ncclRemoteError elsewhere); the
-//     hub's process dying fails every communicator spanning processes that it served. A process
-//     that is stopped makes the others wait, as NCCL hangs, until FSDP4J_STANDIN_NCCL_TIMEOUT_S
-//     (default 600) passes: then ncclSystemError. Every failure is one line on stderr, prefixed
-//     "[stand-in NCCL]", and is what ncclGetLastError says.
-// Not modelled: NCCL's transports, topology, channels or proxies; hosts other than this one (the
-// hub listens on loopback); collectives returning ncclInProgress on non-blocking communicators;
-// NCCL_COMM_BLOCKING; ncclCommInitRank inside a group; point-to-point and the other collectives.
-// The hub trusts nothing on the wire: every length is capped (1 GiB a message) and checked.
+//   - Failures are the communicator's, as NCCL reports asynchronous ones: a rank waiting in a
+//     collective fails with its communicator's async error, its stream going on. ncclCommAbort
+//     stops the communicator in this process (its ranks waiting here in collectives, kernel slots
+//     or splits are released; later calls on it fail at once) and, spanning processes, at the hub,
+//     which tells the other processes: their waiting ranks get ncclRemoteError at once. A process
+//     that dies closes its connection: whatever it had ranks in (and had not destroyed) fails at
+//     the hub, so that ranks waiting elsewhere get ncclRemoteError; when the hub's process dies,
+//     every rank waiting there does. Ranks not waiting notice at their next call on the
+//     communicator, as NCCL notices a peer's failure only in an operation with it. A stopped
+//     process makes the others wait, as NCCL hangs, until FSDP4J_STANDIN_NCCL_TIMEOUT_S (default
+//     600) passes: then ncclSystemError. Each failure is one line on stderr, "[stand-in NCCL] ...",
+//     and what ncclGetLastError says.
+// Not modelled: NCCL's transports, topology, channels and proxies; other hosts (the hub listens on
+// loopback); collectives or ncclGroupEnd returning ncclInProgress on non-blocking communicators;
+// NCCL_COMM_BLOCKING and the config's other fields; ncclCommInitRank inside a group; point-to-point,
+// reduce and all-to-all. Nothing read from a socket is trusted: lengths are capped (1 GiB a
+// message) and every field is checked before use.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

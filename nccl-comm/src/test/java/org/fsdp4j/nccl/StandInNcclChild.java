@@ -18,6 +18,7 @@ import static org.bytedeco.cuda.global.cudart.cudaMemcpyHostToDevice;
 import static org.bytedeco.cuda.global.cudart.cudaSetDevice;
 import static org.bytedeco.cuda.global.cudart.cudaStreamCreateWithFlags;
 import static org.bytedeco.cuda.global.cudart.cudaStreamNonBlocking;
+import static org.bytedeco.cuda.global.cudart.cudaStreamQuery;
 import static org.bytedeco.cuda.global.cudart.cudaStreamSynchronize;
 import static org.bytedeco.cuda.global.cudart.cudaStreamWaitEvent;
 import static org.bytedeco.cuda.global.nccl.NCCL_VERSION_CODE;
@@ -106,6 +107,7 @@ public final class StandInNcclChild {
                 case "hub-dies" -> hubDies(dir, process);
                 case "abort" -> abort(dir, process);
                 case "order" -> order(dir, process);
+                case "slot-abort" -> slotAbort(dir);
                 default -> throw new IllegalArgumentException("no scenario " + scenario);
             }
             report("done");
@@ -305,6 +307,50 @@ public final class StandInNcclChild {
                 + " last=" + lastError(c1));
     }
 
+    /**
+     * One process, ranks 0 and 1 of a communicator A and of its split B, made from one thread (the
+     * non-blocking calls return at once). With one kernel slot: rank 0's all-reduce on A, which
+     * rank 1 never joins, holds cuda:0's slot; rank 0's all-reduce on B waits for it; then
+     * ncclCommAbort of rank 0's B must release that wait at once.
+     */
+    private static void slotAbort(Path dir) throws Exception {
+        byte[] id = shareId(dir, "slot-abort", 0);
+        ncclComm[] a = new ncclComm[2];
+        ncclComm[] b = new ncclComm[2];
+        for (int r = 0; r < 2; r++) {
+            check(cudaSetDevice(r), "cudaSetDevice");
+            a[r] = new ncclComm();
+            inProgress(ncclCommInitRankConfig(a[r], 2, uniqueId(id), r, config(0)), "ncclCommInitRankConfig");
+        }
+        for (int r = 0; r < 2; r++) {
+            nccl(poll(a[r]), "making A");
+        }
+        for (int r = 0; r < 2; r++) {
+            check(cudaSetDevice(r), "cudaSetDevice");
+            b[r] = new ncclComm();
+            inProgress(ncclCommSplit(a[r], 0, r, b[r], config(0)), "ncclCommSplit");
+        }
+        for (int r = 0; r < 2; r++) {
+            nccl(poll(b[r]), "making B");
+        }
+        check(cudaSetDevice(0), "cudaSetDevice");
+        CUstream_st sa = stream();
+        CUstream_st sb = stream();
+        Pointer x = upload(f32Bytes(new float[] {1}));
+        nccl(ncclAllReduce(x, x, 1, ncclFloat32, ncclSum, a[0], sa), "ncclAllReduce A");
+        Thread.sleep(200);   // A's collective holds the slot, waiting for rank 1
+        nccl(ncclAllReduce(x, x, 1, ncclFloat32, ncclSum, b[0], sb), "ncclAllReduce B");
+        Thread.sleep(300);
+        int before = cudaStreamQuery(sb);   // cudaErrorNotReady: B waits for the slot
+        long start = System.nanoTime();
+        nccl(ncclCommAbort(b[0]), "ncclCommAbort B");
+        int stream = cudaStreamSynchronize(sb);
+        long ms = (System.nanoTime() - start) / 1_000_000;
+        report("released before=" + before + " stream=" + stream + " ms=" + ms + " last=" + lastError(a[0]));
+        nccl(ncclCommAbort(a[0]), "ncclCommAbort A");
+        check(cudaStreamSynchronize(sa), "cudaStreamSynchronize");
+    }
+
     /** Sleeps DELAY_MS on the device's host-function thread. */
     private static final class Sleep extends cudaHostFn_t {
         @Override
@@ -384,10 +430,7 @@ public final class StandInNcclChild {
     /** ncclCommInitRankConfig, non-blocking: ncclInProgress at once, then polled until made. */
     private static ncclComm init(byte[] id, int nranks, int rank) {
         ncclComm c = new ncclComm();
-        int rc = ncclCommInitRankConfig(c, nranks, uniqueId(id), rank, config(0));
-        if (rc != ncclInProgress) {
-            throw new AssertionError("rank " + rank + ": ncclCommInitRankConfig returned " + rc + ", not ncclInProgress");
-        }
+        inProgress(ncclCommInitRankConfig(c, nranks, uniqueId(id), rank, config(0)), "rank " + rank + ": ncclCommInitRankConfig");
         int e = poll(c);
         if (e != 0) {
             throw new AssertionError("rank " + rank + ": making the communicator failed: " + e + ": " + lastError(c));
@@ -397,10 +440,7 @@ public final class StandInNcclChild {
 
     private static ncclComm split(ncclComm parent, int color, int key) {
         ncclComm c = new ncclComm();
-        int rc = ncclCommSplit(parent, color, key, c, config(0));
-        if (rc != ncclInProgress) {
-            throw new AssertionError("ncclCommSplit returned " + rc + ", not ncclInProgress: " + lastError(parent));
-        }
+        inProgress(ncclCommSplit(parent, color, key, c, config(0)), "ncclCommSplit");
         int e = poll(c);
         if (e != 0) {
             throw new AssertionError("the split failed: " + e + ": " + lastError(c));
@@ -471,6 +511,13 @@ public final class StandInNcclChild {
     private static void check(int rc, String what) {
         if (rc != 0) {
             throw new AssertionError(what + " returned " + rc);
+        }
+    }
+
+    private static void inProgress(int rc, String what) {
+        if (rc != ncclInProgress) {
+            BytePointer last = ncclGetLastError(null);
+            throw new AssertionError(what + " returned " + rc + ", not ncclInProgress: " + (last == null ? "" : last.getString()));
         }
     }
 
