@@ -198,7 +198,7 @@ class MultiProcessCommandTest {
         String err = launcher.stderr();
         assertNotEquals(0, code, err);
         assertTrue(seconds < timeoutSeconds + 5, "took " + seconds + " s");
-        assertTrue(err.matches("(?s).*lost the connection to rank [23] \\(process 1\\).*"), err);
+        assertTrue(err.matches("(?s).*lost the connection to rank [23] \\(process 1, host [^)]+\\).*"), err);
         assertTrue(err.contains("exited with 137"), err);
         for (ProcessHandle p : processes) {
             assertTrue(p.onExit().get(5, TimeUnit.SECONDS) != null && !p.isAlive(), "process " + p.pid() + " is left running");
@@ -220,7 +220,7 @@ class MultiProcessCommandTest {
         double seconds = (System.nanoTime() - start) / 1e9;
         String err = launcher.stderr();
         assertEquals(ExitCode.RANK_FAILED.code(), code, err);
-        assertTrue(err.matches("(?s).*rank 1 \\(process 1\\) did not arrive within 3 s.*"), err);
+        assertTrue(err.matches("(?s).*rank 1 \\(process 1, host [^)]+\\) did not arrive within 3 s.*"), err);
         assertTrue(err.matches("(?s).*(allGather|reduceScatter|allReduce) #\\d+ on 'world[^']*' at rank 0 \\([^)]+\\).*"), err);
         assertTrue(seconds < 3 + 1 + 5 + 5, "took " + seconds + " s: watchdog 3 s, grace 1 s, SIGKILL 5 s after SIGTERM");
         assertTrue(hung.onExit().get(10, TimeUnit.SECONDS) != null, "the hung process is killed, not left behind");
