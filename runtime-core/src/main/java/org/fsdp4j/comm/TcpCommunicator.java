@@ -136,9 +136,10 @@ final class TcpCommunicator implements Communicator {
         } catch (RuntimeException e) {
             channels.values().forEach(PeerListener::closeQuietly);
             pipes.values().forEach(ShmPipe::release);      // set up before the failure; nothing runs on them
+            String where = "communicator '" + name + "' at rank " + members[me];
             CommException why = group.fate().isAborted() ? new CommException(group.fate().cause().getMessage(), e)
-                    : new CommException("communicator '" + name + "' at rank " + members[me] + " cannot reach its peers: "
-                            + e.getMessage(), e);
+                    : group.abortedElsewhere(where, e).orElseGet(() -> new CommException(where
+                            + " cannot reach its peers: " + e.getMessage(), e));
             group.fate().abort(why);
             throw why;
         }
