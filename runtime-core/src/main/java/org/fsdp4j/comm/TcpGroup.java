@@ -190,10 +190,18 @@ public final class TcpGroup implements RankGroup, AutoCloseable {
         }
     }
 
+    /**
+     * Why {@code where} failed with {@code e} when another process failed first and left its
+     * reason in the store (ProcessGroup.fail, before its ranks connected: it closes its listener
+     * after); empty when none did.
+     */
+    java.util.Optional<CommException> abortedElsewhere(String where, Exception e) {
+        return directory.publishedAbort().map(r -> new CommException(where + ": the run was aborted: " + r, e));
+    }
+
     /** A peer's connection ended: the reason its process left in the store if it left one, else the lost connection. */
     CommException lostPeer(String where, PeerLinks.LostPeerException e) {
-        return directory.publishedAbort().map(r -> new CommException(where + ": the run was aborted: " + r, e))
-                .orElseGet(() -> new CommException(e.getMessage(), e));
+        return abortedElsewhere(where, e).orElseGet(() -> new CommException(e.getMessage(), e));
     }
 
     /** The group was aborted (here): leave the reason for the other processes, then close every connection. */

@@ -10,7 +10,8 @@
 // store twice a second, so that a process waiting for a stopped (SIGSTOP) peer can name it; each
 // process's host is kept for messages. Work beside the step (a checkpoint's commit) meets the
 // others through a store connection of its own (meet, publish, await), so it never waits behind
-// the step's vote.
+// the step's vote. The vote can carry each process's figures of the step to process 0, which
+// reports for the whole run.
 package org.fsdp4j.dist;
 
 import java.net.InetSocketAddress;
@@ -237,22 +238,72 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
     /**
      * Whether the run stops after step {@code step}: every process calls it at the same step
      * boundary with the reason it was asked to stop (a signal's name), or null; all get the same
-     * answer, the first reason given, or null to go on. Fails (RendezvousException) when a process
+     * answer, the first reason given, or null to go on. Fails (CommException) when a process
      * died or the run was aborted meanwhile.
      */
     public String agreeToStop(int step, String reason) {
+        return agreeToStop(step, reason, null).reason();
+    }
+
+    /**
+     * The stop vote of {@link #agreeToStop(int, String)}, carrying this process's {@code figures}
+     * for the step (what its ranks measured) to process 0, or nothing when null. Every process
+     * must pass figures at a step, or none. Process 0 gets every process's, by process (its own
+     * first); the others get none. The cost, on top of the vote's: two store round trips on each
+     * process other than 0 (it sets its figures before it arrives, and removes those of two votes
+     * ago, which process 0 has read) and one per other process on process 0 (it reads them once
+     * all have arrived).
+     */
+    public StopVote agreeToStop(int step, String reason, byte[] figures) {
         String base = "stop/" + step;
         if (reason != null) {
             control.compareSet(base + "/why", new byte[0], reason.getBytes(StandardCharsets.UTF_8));
         }
+        if (figures != null && identity.rank() != 0) {
+            control.set(base + "/figures/" + identity.rank(), figures);
+            if (step > 2) {         // process 0 read them before it arrived at the last vote, which this one passed
+                control.delete("stop/" + (step - 2) + "/figures/" + identity.rank());
+            }
+        }
         meetAll(control, base, "the end of step " + step, timeout);
         String why = control.check(base + "/why") ? control.getString(base + "/why", Duration.ZERO) : null;
+        List<byte[]> byProcess = null;
+        if (figures != null && identity.rank() == 0) {
+            byProcess = new ArrayList<>(List.of(figures));
+            for (int q = 1; q < identity.count(); q++) {
+                byProcess.add(control.get(base + "/figures/" + q, Duration.ZERO));   // set before q arrived
+            }
+        }
         if (identity.rank() == 0 && step > 2) {           // every process is past step − 2's vote by now
             for (String k : List.of("why", "arrived", "done")) {
                 control.delete("stop/" + (step - 2) + "/" + k);
             }
         }
-        return why;
+        return new StopVote(why, byProcess == null ? null : List.copyOf(byProcess));
+    }
+
+    /**
+     * What a stop vote decided: the agreed reason to stop (null: go on), and on process 0 every
+     * process's figures by process, when they were carried (else null).
+     */
+    public record StopVote(String reason, List<byte[]> figuresByProcess) {
+    }
+
+    /**
+     * On the thread that votes on stops (the step's store connection, so it never waits behind
+     * work beside the step): every process's {@code mine}, by process, once every process has
+     * called it with {@code name} (each name once per run). Fails (CommException) as soon as a
+     * process is found dead or the run aborted, or after the timeout; {@code what} names the
+     * values in messages ("the figures for the summary").
+     */
+    public List<byte[]> exchange(String name, byte[] mine, String what) {
+        String base = "exchange/" + name + "/";
+        control.set(base + identity.rank(), mine);
+        List<byte[]> byProcess = new ArrayList<>();
+        for (int q = 0; q < identity.count(); q++) {
+            byProcess.add(q == identity.rank() ? mine : awaitOn(control, base + q, what + " of " + describe(q), timeout));
+        }
+        return List.copyOf(byProcess);
     }
 
     /**

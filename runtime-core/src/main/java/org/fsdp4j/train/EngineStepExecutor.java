@@ -136,13 +136,8 @@ public final class EngineStepExecutor implements StepExecutor {
     }
 
     @Override
-    public boolean agreesOnStops() {
-        return processes != null;
-    }
-
-    @Override
-    public String agreeToStop(int step, String requested) {
-        return processes == null ? requested : processes.agreeToStop(step, requested);
+    public Optional<ProcessGroup> processGroup() {
+        return Optional.ofNullable(processes).map(Processes::group);
     }
 
     @Override

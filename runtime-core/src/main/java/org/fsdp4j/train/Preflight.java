@@ -4,6 +4,8 @@
 // backend keeps for itself (cuBLAS's workspace), is no single buffer over the CPU backend's 2 GiB
 // limit, and about how long will a step take. A run that does not fit gets the figures and the
 // flags that would make it fit. The memory figures come from a StepCostModel (the planner).
+// In a run over several processes each process checks its own host (Placement): the host's RAM
+// holds the ranks of every process of the run on it, each GPU one rank.
 package org.fsdp4j.train;
 
 import java.util.ArrayList;
@@ -65,6 +67,27 @@ public final class Preflight {
     public record Fix(String flags, long neededBytes) {
     }
 
+    /**
+     * Where this process's ranks run: one process of {@code processes} in the run (each holding
+     * N / processes consecutive ranks), {@code processesOnHost} of them on this host (they share
+     * its RAM), this one the {@code localProcess}-th there.
+     */
+    public record Placement(int processes, int processesOnHost, int localProcess) {
+
+        /** A run of one process: it holds every rank. */
+        public static final Placement ALONE = new Placement(1, 1, 0);
+
+        /** This process's place, from its identity in a run over several. */
+        public static Placement of(org.fsdp4j.dist.ProcessIdentity id) {
+            return new Placement(id.count(), id.localCount(), id.localRank());
+        }
+
+        /** The ranks whose memory comes from this host's RAM in a sharded run of {@code worldSize} ranks. */
+        int ranksOnHost(int worldSize) {
+            return processesOnHost * (worldSize / processes);
+        }
+    }
+
     private Preflight() {
     }
 
@@ -74,12 +97,24 @@ public final class Preflight {
      */
     public static Report check(TrainConfig config, Device device, StepCostModel model, OptionalLong availableBytes,
                                boolean measureTime) {
+        return check(config, device, model, availableBytes, measureTime, Placement.ALONE);
+    }
+
+    /**
+     * As above for the process at {@code placement} in a run over several: its host's RAM, or
+     * the GPUs its ranks run on (the one with the least memory available), holds what it needs.
+     */
+    public static Report check(TrainConfig config, Device device, StepCostModel model, OptionalLong availableBytes,
+                               boolean measureTime, Placement placement) {
         boolean cpu = device.isCpu();
-        int sharing = cpu ? (config.sharded() ? config.worldSize() : 1) : ranksOn(config, device);
-        long reserved = Backends.provider(device.kind()).map(p -> p.reservedBytesPerRank(device)).orElse(0L);
-        Pool pool = new Pool(sharing, cpu, reserved);
+        boolean alone = placement.processes() == 1;
+        int sharing = cpu ? (config.sharded() ? placement.ranksOnHost(config.worldSize()) : 1)
+                : alone ? ranksOn(config, device) : 1;             // across processes each rank has a GPU of its own
+        Device checked = cpu || alone ? device : leastFreeGpu(config, device, placement);
+        long reserved = Backends.provider(device.kind()).map(p -> p.reservedBytesPerRank(checked)).orElse(0L);
+        Pool pool = new Pool(sharing, cpu, reserved, placement);
         OptionalLong available = availableBytes.isPresent() ? availableBytes
-                : Backends.provider(device.kind()).map(p -> p.availableMemoryBytes(device)).orElse(OptionalLong.empty());
+                : Backends.provider(device.kind()).map(p -> p.availableMemoryBytes(checked)).orElse(OptionalLong.empty());
         long limit = cpu ? CpuStorage.MAX_BYTES : 0;
         StepCost cost = model.estimate(config, pool.onGpu());
         long needed = pool.needed(cost);
@@ -94,7 +129,7 @@ public final class Preflight {
     }
 
     /** The ranks whose memory comes from one pool, and what each rank's backend keeps for itself. */
-    private record Pool(int sharing, boolean cpu, long reservedPerRank) {
+    private record Pool(int sharing, boolean cpu, long reservedPerRank, Placement placement) {
         boolean onGpu() {
             return !cpu;
         }
@@ -104,8 +139,25 @@ public final class Preflight {
         }
 
         Pool withSharing(int n) {
-            return new Pool(n, cpu, reservedPerRank);
+            return new Pool(n, cpu, reservedPerRank, placement);
         }
+    }
+
+    /** Of the GPUs this process's ranks run on (RankPlacement.placeLocal), the one with the least memory available. */
+    private static Device leastFreeGpu(TrainConfig config, Device device, Placement placement) {
+        List<Device> mine = RankPlacement.placeLocal(config.device(), device, config.worldSize() / placement.processes(),
+                placement.localProcess(), placement.processesOnHost());
+        Device least = mine.get(0);
+        long leastFree = Long.MAX_VALUE;
+        for (Device d : mine) {
+            long free = Backends.provider(d.kind()).map(p -> p.availableMemoryBytes(d)).orElse(OptionalLong.empty())
+                    .orElse(Long.MAX_VALUE);
+            if (free < leastFree) {
+                least = d;
+                leastFree = free;
+            }
+        }
+        return least;
     }
 
     /** How many ranks the run places on {@code device}, rank 0's GPU (RankPlacement). */
@@ -153,13 +205,17 @@ public final class Preflight {
         }
         if (pool.cpu() && config.worldSize() > 1) {
             for (int n = config.worldSize() - 1; n >= 1; n--) {       // the most ranks that fit
+                if (n % pool.placement().processes() != 0) {
+                    continue;                   // every process holds as many ranks
+                }
                 TrainConfig c;
                 try {
                     c = config.toBuilder().worldSize(n).build();
                 } catch (IllegalArgumentException e) {
                     continue;                   // the batch or the shard groups do not split over n ranks
                 }
-                if (fitsWith(c, model, pool.withSharing(c.sharded() ? n : 1), available, limit, fixes, "--world-size " + n)) {
+                if (fitsWith(c, model, pool.withSharing(c.sharded() ? pool.placement().ranksOnHost(n) : 1), available, limit,
+                        fixes, "--world-size " + n)) {
                     break;
                 }
             }

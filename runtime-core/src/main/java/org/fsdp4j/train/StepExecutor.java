@@ -68,16 +68,15 @@ public interface StepExecutor extends AutoCloseable {
 
     /** Whether this run's processes decide together when to stop (a run over several processes). */
     default boolean agreesOnStops() {
-        return false;
+        return processGroup().isPresent();
     }
 
     /**
-     * At the end of step {@code step} of a run over several processes: whether they all stop now,
-     * decided from what each was asked ({@code requested}: a signal's name, or null); null to go
-     * on. Every process gets the same answer at the same step boundary.
+     * The run's processes when this executor runs one process's share of the ranks (they vote on
+     * stops at each step's end and pool their figures: Trainer, JobFigures); empty in one process.
      */
-    default String agreeToStop(int step, String requested) {
-        return requested;
+    default Optional<org.fsdp4j.dist.ProcessGroup> processGroup() {
+        return Optional.empty();
     }
 
     /** Every rank's training state copied to the host (for a checkpoint; between steps). */

@@ -1,4 +1,6 @@
-// What one training step reports: what the step line prints and the summary collects.
+// What one training step reports: what the step line prints and the summary collects. In a run
+// over several processes "over ranks" means over every process's ranks on process 0 when it
+// writes metrics.jsonl (--out), else over this process's (JobFigures says why).
 package org.fsdp4j.train;
 
 /**

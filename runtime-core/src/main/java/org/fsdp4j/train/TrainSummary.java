@@ -1,6 +1,8 @@
 // The record of a run that --out writes as summary.json (keys in snake_case), also when it
 // diverged or was interrupted (outcome says which). Arrays named *_per_rank have one entry per
-// rank, in rank order. A loss that was not finite is written as null, never as a string.
+// rank, in rank order, also in a run over several processes (process 0 writes every process's
+// ranks), except in the summary of one that failed: then ranks_in_per_rank_arrays names the
+// ranks they hold (process 0's). A loss that was not finite is written as null, never as a string.
 package org.fsdp4j.train;
 
 import com.fasterxml.jackson.annotation.JsonInclude;
@@ -49,6 +51,9 @@ import java.util.Map;
  * @param resumedFrom             the checkpoint the run started from (its losses are included above); absent for a fresh run
  * @param checkpoints             the checkpoints written (step, dir, blocked_ms, write_ms, bytes, files); absent without --save-dir
  * @param memoryCheck             the planner's prediction beside the first step's measured memory per rank
+ * @param ranksInPerRankArrays    the global ranks the per-rank arrays (memory_check's too) hold, in order; absent
+ *                                when they hold every rank 0..N−1, which is always but in a run over several
+ *                                processes that failed before its end: then they hold only process 0's ranks
  */
 public record TrainSummary(String model, String preset, long params, int worldSize, String device, String backend, String data,
                            int steps, int batchSize, int seqLen, long seed,
@@ -67,5 +72,6 @@ public record TrainSummary(String model, String preset, long params, int worldSi
                            @JsonUnwrapped RunOutcome outcome,
                            @JsonInclude(JsonInclude.Include.NON_NULL) Trainer.ResumedFrom resumedFrom,
                            @JsonInclude(JsonInclude.Include.NON_NULL) java.util.List<org.fsdp4j.checkpoint.Checkpointer.Save> checkpoints,
-                           @JsonInclude(JsonInclude.Include.NON_NULL) MemoryCheck memoryCheck) {
+                           @JsonInclude(JsonInclude.Include.NON_NULL) MemoryCheck memoryCheck,
+                           @JsonInclude(JsonInclude.Include.NON_NULL) int[] ranksInPerRankArrays) {
 }

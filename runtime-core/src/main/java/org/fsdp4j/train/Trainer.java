@@ -9,7 +9,9 @@
 // step + 1 (batches and the schedule are functions of the step). A save copies the ranks' state
 // to the host at a step boundary (the only time the step is blocked) and a Checkpointer writes
 // it on a background thread. The planner's prediction for the run is compared with the first
-// step's measured memory (MemoryCheck).
+// step's measured memory (MemoryCheck). In a run over several processes each process measures
+// its own ranks; JobFigures pools them so process 0 reports for all N ranks (per step, and in
+// the summary of a run that reaches its end).
 package org.fsdp4j.train;
 
 import java.nio.file.Files;
@@ -70,6 +72,9 @@ public final class Trainer implements AutoCloseable {
     private final StepCost predicted;           // the planner's, for the memory check after the first step
     private MemoryCheck memoryCheck;            // set by the first step this process runs
     private List<List<long[]>> memoryTimelines = List.of();   // per rank, over the first step this process ran
+    private JobFigures jobFigures;              // several processes: how they pool figures; made when first needed
+    private MemoryCheck wholeRunMemoryCheck;    // several processes, on process 0: every rank's first step
+    private RankFigures wholeRunFigures;        // several processes: every rank's, once the run reached its end
     /** Allocations and frees recorded per rank for the memory-over-a-step chart. */
     private static final int TIMELINE_EVENTS = 200_000;
 
@@ -200,7 +205,7 @@ public final class Trainer implements AutoCloseable {
     /**
      * Asks the run to stop after the step in progress; {@code why} ("SIGINT") goes into the
      * summary. Safe to call from any thread (a signal handler's). In a run over several
-     * processes they all stop after the step at whose end they agree (StepExecutor.agreeToStop).
+     * processes they all stop after the step at whose end they agree (ProcessGroup.agreeToStop).
      */
     public void requestStop(String why) {
         if (executor.agreesOnStops()) {
@@ -305,16 +310,48 @@ public final class Trainer implements AutoCloseable {
         if (checkpointer != null && checkpoints.saveEvery() > 0 && step % checkpoints.saveEvery() == 0) {
             saveCheckpoint();
         }
-        if (executor.agreesOnStops() && step < config.steps()) {
-            String agreed = executor.agreeToStop(step, stopSignalled);
-            if (agreed != null) {
-                stopRequestedBy = agreed;
-            }
+        StepFigures figures = new StepFigures(live, peak, peakSplit, Arrays.stream(executor.commBytesPerRank()).max()
+                .orElse(0), outcome.hostSyncs(), outcome.promotedCopies(), firstHere ? memoryCheck.measuredPersistentBytesPerRank()
+                : null, firstHere ? memoryCheck.measuredPeakBytesPerRank() : null);
+        if (executor.agreesOnStops()) {
+            figures = endStepWithTheOthers(step, figures, firstHere);
         }
         return new StepResult(step, config.steps(), outcome.loss(), outcome.gradNorm(), lr, timeMs,
-                config.tokensPerStep() / (timeMs / 1e3), live, peak, peakSplit, outcome.skipped(),
-                Arrays.stream(executor.commBytesPerRank()).max().orElse(0), outcome.hostSyncs(),
-                outcome.promotedCopies());
+                config.tokensPerStep() / (timeMs / 1e3), figures.liveBytes(), figures.peakBytes(), figures.peakSplit(),
+                outcome.skipped(), figures.commBytes(), figures.hostSyncs(), figures.promotedCopies());
+    }
+
+    /**
+     * The end of a step in a run over several processes: every process votes on stopping (all
+     * stop after the same step), and process 0 gets the whole run's figures where they are
+     * pooled (JobFigures says when): returns what the step reports, this process's {@code mine} otherwise.
+     */
+    private StepFigures endStepWithTheOthers(int step, StepFigures mine, boolean firstHere) {
+        JobFigures.StepEnd end = jobFigures().stepEnd(step, step == config.steps(), stopSignalled, mine, firstHere);
+        if (end.stopReason() != null && step < config.steps()) {
+            stopRequestedBy = end.stopReason();
+        }
+        if (end.wholeRun() == null) {
+            return mine;
+        }
+        if (firstHere) {
+            synchronized (this) {
+                wholeRunMemoryCheck = new MemoryCheck(predicted.persistentBytesPerRank(), predicted.peakBytesPerRank(),
+                        predicted.temporaryBytesPerRank(), predicted.activationBytesPerRank(),
+                        end.wholeRun().persistentBytesPerRank(), end.wholeRun().peakBytesPerRank());
+            }
+        }
+        // the step lines and metrics.jsonl show every rank's figures when process 0 has them for every
+        // step (it writes metrics): not the first step's alone, so that the lines compare with each other
+        return config.outDir().isPresent() ? end.wholeRun() : mine;
+    }
+
+    /** How this process pools figures with the others (a run over several processes). */
+    private JobFigures jobFigures() {
+        if (jobFigures == null) {
+            jobFigures = new JobFigures(executor.processGroup().orElseThrow(), config.outDir().isPresent());
+        }
+        return jobFigures;
     }
 
     /**
@@ -325,7 +362,33 @@ public final class Trainer implements AutoCloseable {
         while (hasNextStep()) {
             onStep.accept(step());
         }
+        poolFiguresOfEveryProcess();
         return summary();
+    }
+
+    /**
+     * In a run over several processes, which all reach the end of run() after the same step:
+     * every process's per-rank figures, for the summary. A process that died fails it at once.
+     */
+    private void poolFiguresOfEveryProcess() {
+        if (!executor.agreesOnStops() || wholeRunFigures != null) {
+            return;
+        }
+        RankFigures mine;
+        synchronized (this) {
+            mine = figuresOfThisProcess();
+        }
+        try {
+            RankFigures all = jobFigures().gather(mine);
+            synchronized (this) {
+                wholeRunFigures = all;
+            }
+        } catch (RuntimeException e) {
+            synchronized (this) {
+                failure = "the end of the run, pooling the processes' figures: " + e;   // the summary is this process's
+            }
+            throw e;
+        }
     }
 
     /**
@@ -379,9 +442,12 @@ public final class Trainer implements AutoCloseable {
         }
     }
 
-    /** The planner's prediction beside the first step's measured memory; empty before a step ran. */
+    /**
+     * The planner's prediction beside the first step's measured memory (on process 0 of a run
+     * over several processes, of every rank); empty before a step ran.
+     */
     public synchronized java.util.Optional<MemoryCheck> memoryCheck() {
-        return java.util.Optional.ofNullable(memoryCheck);
+        return java.util.Optional.ofNullable(wholeRunMemoryCheck != null ? wholeRunMemoryCheck : memoryCheck);
     }
 
     /**
@@ -397,7 +463,11 @@ public final class Trainer implements AutoCloseable {
         return java.util.Optional.ofNullable(resumedFrom);
     }
 
-    /** The summary of the steps run so far (none yet: NaN times and losses, written as null). */
+    /**
+     * The summary of the steps run so far (none yet: NaN times and losses, written as null). In a
+     * run over several processes its per-rank arrays hold every rank once run() has reached its
+     * end; before that (a failed run) they hold this process's ranks, which ranksInPerRankArrays names.
+     */
     public synchronized TrainSummary summary() {
         float[] done = Arrays.copyOf(losses, completedSteps);
         double[] times = Arrays.copyOf(stepTimesMs, completedSteps);
@@ -407,6 +477,31 @@ public final class Trainer implements AutoCloseable {
         for (double t : timed) {
             totalMs += t;
         }
+        RankFigures ranks = wholeRunFigures != null ? wholeRunFigures : figuresOfThisProcess();
+        MemoryCheck check = memoryCheck == null || ranks.measuredPeakBytesPerRank() == null ? memoryCheck
+                : new MemoryCheck(memoryCheck.predictedPersistentBytes(), memoryCheck.predictedPeakBytes(),
+                        memoryCheck.predictedUnitBufferBytes(), memoryCheck.predictedActivationBytes(),
+                        ranks.measuredPersistentBytesPerRank(), ranks.measuredPeakBytesPerRank());
+        Double floor = info.lossFloorNats().isPresent() ? info.lossFloorNats().getAsDouble() : null;
+        return new TrainSummary(config.model().family().cliName(), config.preset(), info.parameters(), info.worldSize(), info.device(),
+                info.backendName(), info.data(), completedSteps, config.batchSize(), config.seqLen(), config.seed(),
+                floor, done, completedSteps == 0 ? Float.NaN : done[completedSteps - 1],
+                completedSteps == 0 ? Double.NaN : Stats.tailMean(done, TAIL_STEPS), medianMs,
+                config.tokensPerStep() / (medianMs / 1e3), totalMs / 1e3, ranks.persistentBytesPerRank(),
+                ranks.peakBytesPerRank(), ranks.peakBytesByCategory(), ranks.bytesAtPeakByCategory(),
+                config.strategy().cliName(), config.precision().paramDtype().shortName(),
+                config.precision().reduceDtype().shortName(), config.microBatches(), executor.paddedParameterCount(),
+                ranks.commBytesPerRank(),
+                info.gatherSchedule().map(ShardingInfo.GatherSchedule::name).orElse(null),
+                info.gatherSchedule().map(ShardingInfo.GatherSchedule::budgetBytes).orElse(null),
+                ranks.hostPersistentBytesPerRank(), ranks.hostPeakBytesPerRank(), ranks.hostSyncsPerStep(),
+                ranks.promotedCopies(), config.debugStreams(), outcome(), resumedFrom,
+                checkpointer == null ? null : checkpointer.saves(), check,
+                ranks.ranks() == info.worldSize() ? null : ranks.globalRanks());
+    }
+
+    /** The per-rank figures of this process's ranks (all of them in a run of one process). */
+    private RankFigures figuresOfThisProcess() {
         long[] persistent = new long[trackers.size()];
         for (int r = 0; r < trackers.size(); r++) {
             persistent[r] = trackers.get(r).persistentBytes();
@@ -415,21 +510,14 @@ public final class Trainer implements AutoCloseable {
         peakBytesByCategory.forEach((c, perRank) -> byCategory.put(c.label(), perRank.clone()));
         Map<String, long[]> atPeak = new LinkedHashMap<>();
         atPeakBytesByCategory.forEach((c, perRank) -> atPeak.put(c.label(), perRank.clone()));
-        Double floor = info.lossFloorNats().isPresent() ? info.lossFloorNats().getAsDouble() : null;
-        return new TrainSummary(config.model().family().cliName(), config.preset(), info.parameters(), info.worldSize(), info.device(),
-                info.backendName(), info.data(), completedSteps, config.batchSize(), config.seqLen(), config.seed(),
-                floor, done, completedSteps == 0 ? Float.NaN : done[completedSteps - 1],
-                completedSteps == 0 ? Double.NaN : Stats.tailMean(done, TAIL_STEPS), medianMs,
-                config.tokensPerStep() / (medianMs / 1e3), totalMs / 1e3, persistent, peakBytesPerRank.clone(),
-                byCategory, atPeak, config.strategy().cliName(), config.precision().paramDtype().shortName(),
-                config.precision().reduceDtype().shortName(), config.microBatches(), executor.paddedParameterCount(),
+        int firstRank = executor.processGroup().map(g -> g.identity().rank() * (info.worldSize() / g.identity().count()))
+                .orElse(0);
+        return new RankFigures(firstRank, persistent, peakBytesPerRank.clone(), byCategory, atPeak,
                 executor.commBytesPerRank(),
-                info.gatherSchedule().map(ShardingInfo.GatherSchedule::name).orElse(null),
-                info.gatherSchedule().map(ShardingInfo.GatherSchedule::budgetBytes).orElse(null),
                 hostTrackers.isEmpty() ? null : hostTrackers.stream().mapToLong(MemoryTracker::persistentBytes).toArray(),
-                hostTrackers.isEmpty() ? null : hostPeakBytesPerRank.clone(), hostSyncsPerStep, promotedCopies,
-                config.debugStreams(), outcome(), resumedFrom,
-                checkpointer == null ? null : checkpointer.saves(), memoryCheck);
+                hostTrackers.isEmpty() ? null : hostPeakBytesPerRank.clone(),
+                memoryCheck == null ? null : memoryCheck.measuredPersistentBytesPerRank(),
+                memoryCheck == null ? null : memoryCheck.measuredPeakBytesPerRank(), hostSyncsPerStep, promotedCopies);
     }
 
     /** How the run ended so far. */

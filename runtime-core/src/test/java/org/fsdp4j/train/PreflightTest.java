@@ -1,6 +1,8 @@
 // The preflight refuses a run whose estimated peak exceeds the memory it is given, names the
 // flags that would make it fit (each checked against the same model, with room to spare), and
 // flags a buffer over the CPU backend's 2 GiB limit. Its estimate is the Planner's (PlannerRuntimeTest).
+// In-process ranks share the host's RAM; a process of several checks its host for the ranks of
+// every process there.
 package org.fsdp4j.train;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -55,6 +57,27 @@ class PreflightTest {
         Preflight.Report r = Preflight.check(config, Device.CPU, MODEL, OptionalLong.of(Long.MAX_VALUE), false);
         assertEquals(4, r.sharingRanks());
         assertEquals(4 * r.cost().peakBytesPerRank(), r.neededBytes());
+    }
+
+    @Test
+    void aProcessOfSeveralChecksItsHostForTheRanksOfEveryProcessThere() {
+        // 8 ranks over 4 processes, 2 of them on this host: the host's RAM holds 2 × 2 ranks, not 8, not 2
+        TrainConfig config = small().worldSize(8).build();
+        Preflight.Placement placement = new Preflight.Placement(4, 2, 1);
+        Preflight.Report r = Preflight.check(config, Device.CPU, MODEL, OptionalLong.of(Long.MAX_VALUE), false, placement);
+        assertEquals(4, r.sharingRanks());
+        assertEquals(4 * r.cost().peakBytesPerRank(), r.neededBytes());
+        assertEquals(8, Preflight.check(config, Device.CPU, MODEL, OptionalLong.of(Long.MAX_VALUE), false).sharingRanks(),
+                "in one process the host holds every rank");
+
+        // room for 2 of the host's 4 ranks, with a model whose need per rank is fixed: fewer ranks is
+        // suggested only as a world size every process holds as many of (24 splits over 6 ranks, not 4 processes)
+        StepCostModel fixedPerRank = (c, onGpu) -> new StepCost(1000, 400, 100, 500, 0, 100, 1e6);
+        Preflight.Report over = Preflight.check(small().worldSize(8).batchSize(24).build(), Device.CPU, fixedPerRank,
+                OptionalLong.of(3000), false, placement);
+        assertFalse(over.fitsMemory());
+        assertEquals(4000, over.neededBytes());
+        assertEquals(List.of(new Preflight.Fix("--world-size 4", 2000)), over.fixes(), "2 processes x 1 rank on this host");
     }
 
     @Test

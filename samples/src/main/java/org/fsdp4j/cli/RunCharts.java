@@ -3,7 +3,8 @@
 // bytes by category over the first step this process ran (one stacked panel per rank, time on the
 // x axis), which shows where the peak comes from: the persistent state at the bottom, the
 // gathered units and gradients coming and going, the activations rising through the forward
-// and falling through the backward.
+// and falling through the backward. In a run over several processes that is process 0's ranks
+// (a step's every allocation stays in the process that made it); the title says so.
 package org.fsdp4j.cli;
 
 import java.awt.BasicStroke;
@@ -138,7 +139,8 @@ final class RunCharts {
         }
         String title = String.format(java.util.Locale.ROOT, "%s: live memory by category over the first step, per rank"
                 + " (N = %d, %s%s)", s.preset(), s.worldSize(), s.strategy(),
-                timelines.size() > MAX_RANKS_DRAWN ? "; first " + MAX_RANKS_DRAWN + " ranks" : "");
+                timelines.size() > MAX_RANKS_DRAWN ? "; first " + MAX_RANKS_DRAWN + " ranks"
+                        : timelines.size() < s.worldSize() ? "; process 0's ranks 0-" + (timelines.size() - 1) : "");
         JFreeChart chart = new JFreeChart(title, JFreeChart.DEFAULT_TITLE_FONT, combined, true);
         chart.setBackgroundPaint(Color.WHITE);
         return chart;

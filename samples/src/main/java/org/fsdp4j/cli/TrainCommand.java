@@ -133,9 +133,11 @@ final class TrainCommand implements Callable<Integer> {
     /** The run itself, once the configuration is resolved and, for a run over several processes, they have met. */
     private int train(PrintWriter out, OutputDir dir, TrainConfig config, Device device, CheckpointOptions checkpoints,
                       ProcessGroup processes) {
+        // each process checks its own host, for the ranks of every process of the run there
         Preflight.Report preflight = Preflight.check(config, device, new Planner(),
-                memoryLimit == null ? OptionalLong.empty() : OptionalLong.of(memoryLimit), true);
-        refuseUnlessItFits(preflight);
+                memoryLimit == null ? OptionalLong.empty() : OptionalLong.of(memoryLimit), true,
+                processes == null ? Preflight.Placement.ALONE : Preflight.Placement.of(processes.identity()));
+        refuseUnlessItFits(preflight, processes == null ? "" : " on host " + processes.hostOf(processes.process()));
         dir.removeEarlierReports();
         try (Trainer trainer = processes == null ? new Trainer(config, checkpoints, out::println)
                 : new Trainer(config, out::println, processes);
@@ -231,13 +233,16 @@ final class TrainCommand implements Callable<Integer> {
                         ? ", or --on-nonfinite skip for rare bad batches" : "");
     }
 
-    /** Refuses a run the preflight says will not fit, with the figures and the flags that would fit. */
-    private void refuseUnlessItFits(Preflight.Report p) {
+    /**
+     * Refuses a run the preflight says will not fit, with the figures and the flags that would
+     * fit; {@code onHost} names the host checked in a run over several processes (" on host node7"), else "".
+     */
+    private void refuseUnlessItFits(Preflight.Report p, String onHost) {
         String fixes = p.fixes().isEmpty() ? ""
                 : ": it fits with " + p.fixes().stream()
                         .map(f -> f.flags() + " (≈ " + Format.bytes(f.neededBytes()) + ")")
                         .collect(Collectors.joining(", or "));
-        String need = "the run needs ≈ " + Format.bytes(p.neededBytes()) + " of " + p.memoryKind() + " at its peak ("
+        String need = "the run needs ≈ " + Format.bytes(p.neededBytes()) + " of " + p.memoryKind() + onHost + " at its peak ("
                 + (p.sharingRanks() > 1 ? p.sharingRanks() + " ranks × "
                         + Format.bytes(p.cost().peakBytesPerRank() + p.reservedBytesPerRank()) + ": " : "")
                 + Format.bytes(p.cost().persistentBytesPerRank()) + " state, "

@@ -1,10 +1,13 @@
 // Runs over several real processes (child JVMs on this machine, the test's classpath), as users
 // start them: `fsdp4j launch --standalone` with 2 processes × 2 ranks trains to exactly the
-// losses of 4 in-process ranks, and so do 2 processes given their identity only through Slurm's
-// variables set by hand, or only through torchrun's; kill -9 of one process mid-run makes the
-// others exit non-zero promptly (within the collective timeout + 5 s) naming the rank that died,
-// and leaves no process running; processes started with different --lr all fail at start
-// showing both values; SIGTERM to the launcher stops every process after the same step.
+// losses of 4 in-process ranks, and writes a summary.json of all 4 ranks and a metrics.jsonl of
+// their maxima, and so do 2 processes given their identity only through Slurm's variables set by
+// hand, or only through torchrun's; kill -9 of one process mid-run makes the others exit non-zero
+// promptly (within the collective timeout + 5 s) naming the rank that died, leaves no process
+// running, and process 0's summary of the steps before names the ranks it holds (its own);
+// processes started with different --lr all fail at start showing both values; SIGTERM to the
+// launcher stops every process after the same step, with a summary of all 4 ranks; a process
+// whose host has too little memory fails before step 1 naming the host, and the other ends too.
 package org.fsdp4j.cli;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -184,6 +187,7 @@ class MultiProcessCommandTest {
                 .toArray(String[]::new)));
         assertEquals(0, launcher.exit(120), launcher.stderr());
         assertArrayEquals(expected, losses(launched.resolve("summary.json")), "fsdp4j launch, 2 processes x 2 ranks");
+        assertDescribesEveryRank(inProcess, launched);
 
         int[] portAndJob = freeSlurmPort();
         Path slurm = dir.resolve("slurm");
@@ -207,11 +211,93 @@ class MultiProcessCommandTest {
         assertArrayEquals(expected, losses(torchrun.resolve("summary.json")), "torchrun's variables, 2 processes x 2 ranks");
     }
 
+    private static JsonNode json(Path file) throws IOException {
+        return new ObjectMapper().readTree(file.toFile());
+    }
+
+    private static long[] longs(JsonNode array) {
+        long[] out = new long[array.size()];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = array.get(i).asLong();
+        }
+        return out;
+    }
+
+    /**
+     * The run in {@code launched} (2 processes x 2 ranks) wrote the summary a run of 4 ranks in one
+     * process writes ({@code inProcess}): the same keys, every per-rank array of 4 ranks, the same
+     * bytes kept and sent per rank. Only the workspace differs by design: a reduce-scatter across
+     * processes stages the remote members' chunks, which in one process are read where they lie,
+     * so the peaks differ by at most the workspace's. Each metrics.jsonl line is the maximum over
+     * the 4 ranks of that step.
+     */
+    private static void assertDescribesEveryRank(Path inProcess, Path launched) throws IOException {
+        JsonNode one = json(inProcess.resolve("summary.json"));
+        JsonNode two = json(launched.resolve("summary.json"));
+        List<String> keys = new ArrayList<>();
+        one.fieldNames().forEachRemaining(keys::add);
+        List<String> launchedKeys = new ArrayList<>();
+        two.fieldNames().forEachRemaining(launchedKeys::add);
+        assertEquals(keys, launchedKeys);
+        assertEquals(4, two.get("world_size").asInt());
+        for (String perRank : List.of("persistent_bytes_per_rank", "comm_bytes_per_rank")) {
+            long[] got = longs(two.get(perRank));
+            assertArrayEquals(longs(one.get(perRank)), got, perRank);
+            assertTrue(java.util.Arrays.stream(got).allMatch(b -> b > 0), perRank + ": every rank holds state and sends");
+        }
+        assertArrayEquals(longs(one.get("memory_check").get("measured_persistent_bytes_per_rank")),
+                longs(two.get("memory_check").get("measured_persistent_bytes_per_rank")));
+        assertEquals(4, two.get("memory_check").get("measured_peak_bytes_per_rank").size());
+        long[] peaks = longs(two.get("peak_bytes_per_rank"));
+        long[] peaksInProcess = longs(one.get("peak_bytes_per_rank"));
+        long[] atPeakSum = new long[4];
+        for (String category : List.of("params", "grads", "optimizer", "gathered", "activations", "workspace")) {
+            long[] byCategory = longs(two.get("peak_bytes_by_category").get(category));
+            assertEquals(4, byCategory.length, category);
+            if (!category.equals("workspace")) {
+                assertArrayEquals(longs(one.get("peak_bytes_by_category").get(category)), byCategory, category);
+            }
+            long[] atPeak = longs(two.get("bytes_at_peak_by_category").get(category));
+            assertEquals(4, atPeak.length, category);
+            for (int r = 0; r < 4; r++) {
+                atPeakSum[r] += atPeak[r];
+            }
+        }
+        long[] workspace = longs(two.get("peak_bytes_by_category").get("workspace"));
+        long[] workspaceInProcess = longs(one.get("peak_bytes_by_category").get("workspace"));
+        for (int r = 0; r < 4; r++) {
+            assertEquals(peaks[r], atPeakSum[r], "rank " + r + ": the split at its peak sums to its peak");
+            assertTrue(Math.abs(peaks[r] - peaksInProcess[r]) <= Math.max(workspace[r], workspaceInProcess[r]),
+                    "rank " + r + ": peak " + peaks[r] + " vs " + peaksInProcess[r] + " in one process");
+        }
+        long maxPeak = java.util.Arrays.stream(peaks).max().orElseThrow();
+        long maxPeakOfLines = 0;
+        List<String> lines = Files.readAllLines(launched.resolve("metrics.jsonl"));
+        List<String> linesInProcess = Files.readAllLines(inProcess.resolve("metrics.jsonl"));
+        assertEquals(linesInProcess.size(), lines.size());
+        for (int i = 0; i < lines.size(); i++) {
+            JsonNode line = new ObjectMapper().readTree(lines.get(i));
+            JsonNode lineInProcess = new ObjectMapper().readTree(linesInProcess.get(i));
+            assertTrue(line.get("peak_bytes").asLong() <= maxPeak, lines.get(i));
+            maxPeakOfLines = Math.max(maxPeakOfLines, line.get("peak_bytes").asLong());
+            assertEquals(lineInProcess.get("live_bytes").asLong(), line.get("live_bytes").asLong(), lines.get(i));
+            assertEquals(lineInProcess.get("comm_bytes").asLong(), line.get("comm_bytes").asLong(), lines.get(i));
+            long split = 0;
+            for (JsonNode b : line.get("bytes_at_peak_by_category")) {
+                split += b.asLong();
+            }
+            assertEquals(line.get("peak_bytes").asLong(), split, lines.get(i));
+        }
+        assertEquals(maxPeak, maxPeakOfLines, "the highest peak of any rank is the highest of the steps' maxima");
+    }
+
     @Test
     void killMinusNineOfOneProcessEndsTheOthersNamingTheMissingRank() throws Exception {
         int timeoutSeconds = 30;
+        Path out = dir.resolve("killed");
         Child launcher = Child.start(dir.resolve("kill.err"), Map.of(), args(List.of("launch", "--standalone",
-                "--nproc-per-node", "2", "--"), args(RUN, "--steps", "100000", "--world-size", "4").toArray(String[]::new)));
+                "--nproc-per-node", "2", "--"), args(RUN, "--steps", "100000", "--world-size", "4", "--out", out.toString())
+                .toArray(String[]::new)));
         launcher.await("step 2/");
         List<ProcessHandle> processes = launcher.process().children().toList();
         assertEquals(2, processes.size(), "the launcher runs two processes");
@@ -228,6 +314,11 @@ class MultiProcessCommandTest {
         for (ProcessHandle p : processes) {
             assertTrue(p.onExit().get(5, TimeUnit.SECONDS) != null && !p.isAlive(), "process " + p.pid() + " is left running");
         }
+        // process 0 wrote the summary of the steps before, of its own ranks: the others could not send theirs
+        JsonNode summary = json(out.resolve("summary.json"));
+        assertEquals("[0,1]", summary.get("ranks_in_per_rank_arrays").toString(), summary.toString());
+        assertEquals(2, summary.get("peak_bytes_per_rank").size(), summary.toString());
+        assertEquals(4, summary.get("world_size").asInt());
     }
 
     @Test
@@ -314,8 +405,33 @@ class MultiProcessCommandTest {
         assertEquals(ExitCode.SIGTERM.code(), launcher.exit(60), launcher.stderr());
         JsonNode summary = new ObjectMapper().readTree(out.resolve("summary.json").toFile());
         assertTrue(summary.get("interrupted").asBoolean(), summary.toString());
+        assertEquals(4, summary.get("persistent_bytes_per_rank").size(), "every rank's: " + summary);
+        assertEquals(4, summary.get("comm_bytes_per_rank").size(), "every rank's: " + summary);
+        assertTrue(summary.get("ranks_in_per_rank_arrays") == null, summary.toString());
         String err = launcher.stderr();
         assertEquals(2, err.lines().filter(l -> l.startsWith("interrupted by SIGTERM after step " + summary.get("steps")))
                 .count(), "both processes stop after the same step: " + err);
+    }
+
+    @Test
+    void aHostWithTooLittleMemoryForItsRanksFailsBeforeStepOneNamingItAndTheOtherProcessEnds() throws Exception {
+        // both processes on this host hold 2 ranks each: process 1 is given room for fewer than its host's 4
+        int port = freePort();
+        List<Child> children = twoByHand(r -> Map.of("RANK", "" + r, "WORLD_SIZE", "2", "LOCAL_RANK", "" + r,
+                "LOCAL_WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1", "MASTER_PORT", "" + port),
+                r -> r == 0 ? args(RUN, "--steps", "3", "--world-size", "4")
+                        : args(RUN, "--steps", "3", "--world-size", "4", "--memory-limit", "12MiB"));
+        Child short1 = children.get(1);
+        assertEquals(ExitCode.OUT_OF_MEMORY.code(), short1.exit(60), short1.stderr());
+        String err = short1.stderr();
+        String host = java.net.InetAddress.getLocalHost().getHostName();
+        assertEquals(1, err.strip().lines().count(), "one line: " + err);
+        assertTrue(err.startsWith("error: the run needs ≈ ") && err.contains("of host RAM on host " + host + " at its peak (4 ranks × ")
+                && err.contains("12.00 MiB is available"), err);
+        Child other = children.get(0);
+        int code = other.exit(60);
+        assertNotEquals(0, code, other.stderr());
+        assertTrue(other.stderr().contains("process 1 (host " + host + ") failed: the run needs"), other.stderr());
+        assertTrue(other.lines().stream().noneMatch(l -> l.startsWith("step 1/")), "no step ran: " + other.lines());
     }
 }
