@@ -11,7 +11,8 @@
 // As one process of several (DistOptions: flags, or torchrun's, Slurm's or Open MPI's variables)
 // it first meets the others and checks their settings are its own; process 0 prints and writes
 // for the run, and a failure here is left for the others to read, so that every process stops at
-// once with the same reason.
+// once with the same reason. Checkpoints then work as in one process, with --save-dir a directory
+// every process sees: each process saves its own ranks there and process 0 commits the checkpoint.
 package org.fsdp4j.cli;
 
 import java.io.PrintWriter;
@@ -105,10 +106,6 @@ final class TrainCommand implements Callable<Integer> {
         TrainConfig asked = builder.build();
         CheckpointOptions checkpoints = new CheckpointOptions(saveEvery, Optional.ofNullable(saveDir), keep,
                 Optional.ofNullable(resume));
-        if (identity.isPresent() && (checkpoints.saveDir().isPresent() || checkpoints.resume().isPresent())) {
-            throw new UserError(ExitCode.BAD_INPUT, "checkpoints of a run over several processes are not supported yet"
-                    + " (each process holds only its ranks' shards): drop --save-dir and --resume, or run in one process");
-        }
         try (OutputDir dir = OutputDir.claim(asked.outDir(), "train", SUMMARY_FILE, MetricsLog.FILE,
                 RunCharts.LOSS_FILE, RunCharts.MEMORY_FILE)) {
             Device device = Backends.resolve(asked.device(), out::println);
@@ -142,7 +139,7 @@ final class TrainCommand implements Callable<Integer> {
         refuseUnlessItFits(preflight);
         dir.removeEarlierReports();
         try (Trainer trainer = processes == null ? new Trainer(config, checkpoints, out::println)
-                : new Trainer(config, out::println, processes);
+                : new Trainer(config, checkpoints, out::println, processes);
              SignalStop stop = SignalStop.install(trainer, why -> abandon(trainer, dir, why));
              MetricsLog metrics = MetricsLog.open(config.outDir());
              StepDisplay display = StepDisplay.create(out, config, trainer.resumedFrom().map(Trainer.ResumedFrom::step)
@@ -173,8 +170,11 @@ final class TrainCommand implements Callable<Integer> {
                 waitForHalt();              // a signal abandoned the run and is writing its summary
             }
             display.close();
-            // preemption: SIGTERM saves the steps done (the watchdog no longer runs: the ending is claimed)
-            boolean savedAtStop = stop.signal().filter("SIGTERM"::equals).isPresent() && trainer.saveAtStop();
+            // preemption: SIGTERM saves the steps done (the watchdog no longer runs: the ending is claimed).
+            // Over several processes the stop they agreed on decides, so that all save or none does
+            // (a signal may have reached only some of them).
+            String stoppedBy = processes == null ? stop.signal().orElse(null) : trainer.outcome().interruptedBy();
+            boolean savedAtStop = "SIGTERM".equals(stoppedBy) && trainer.saveAtStop();
             trainer.awaitCheckpoints();
             TrainSummary ended = trainer.summary();      // with the checkpoints written
             summary = ended;
