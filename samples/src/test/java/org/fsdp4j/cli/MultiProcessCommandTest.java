@@ -14,18 +14,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.net.ServerSocket;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.BlockingQueue;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -39,67 +33,6 @@ class MultiProcessCommandTest {
 
     @TempDir
     Path dir;
-
-    /** A child JVM running org.fsdp4j.cli.Main; stdout lines queue up, stderr goes to a file. */
-    private record Child(Process process, BlockingQueue<String> lines, Path err) {
-
-        static Child start(Path err, Map<String, String> env, List<String> args) throws IOException {
-            String java = ProcessHandle.current().info().command().orElse("java");
-            List<String> cmd = new ArrayList<>(List.of(java, "-cp", System.getProperty("java.class.path"),
-                    "-Dorg.bytedeco.javacpp.maxPhysicalBytes=0", "--add-modules", "jdk.incubator.vector", Main.class.getName()));
-            cmd.addAll(args);
-            ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(err.toFile());
-            for (String v : List.of("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
-                    "MASTER_PORT")) {
-                pb.environment().remove(v);
-            }
-            pb.environment().keySet().removeIf(k -> k.startsWith("SLURM_") || k.startsWith("OMPI_") || k.startsWith("PET_"));
-            pb.environment().putAll(env);
-            Process p = pb.start();
-            BlockingQueue<String> lines = new LinkedBlockingQueue<>();
-            Thread reader = new Thread(() -> {
-                try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
-                    for (String l = r.readLine(); l != null; l = r.readLine()) {
-                        lines.add(l);
-                    }
-                } catch (IOException ignored) {
-                    // the child ended
-                }
-            });
-            reader.setDaemon(true);
-            reader.start();
-            return new Child(p, lines, err);
-        }
-
-        int exit(long seconds) throws InterruptedException {
-            if (!process.waitFor(seconds, TimeUnit.SECONDS)) {
-                process.descendants().forEach(ProcessHandle::destroyForcibly);
-                process.destroyForcibly();
-                throw new AssertionError("the child did not end within " + seconds + " s");
-            }
-            return process.exitValue();
-        }
-
-        /** The child's stderr without the JVM's own notice that the Vector API is an incubator module. */
-        String stderr() throws IOException {
-            return Files.readString(err).replace("WARNING: Using incubator modules: jdk.incubator.vector\n", "");
-        }
-
-        /** Waits (60 s at most) for a stdout line starting with {@code prefix}. */
-        void await(String prefix) throws InterruptedException, IOException {
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            while (System.nanoTime() < deadline) {
-                String l = lines.poll(1, TimeUnit.SECONDS);
-                if (l != null && l.startsWith(prefix)) {
-                    return;
-                }
-                if (l == null && !process.isAlive()) {
-                    break;
-                }
-            }
-            throw new AssertionError("no line '" + prefix + "...': " + stderr());
-        }
-    }
 
     private static List<String> args(List<String> base, String... more) {
         List<String> a = new ArrayList<>(base);
@@ -136,11 +69,11 @@ class MultiProcessCommandTest {
     }
 
     /** Two processes started by hand, each with {@code env(rank)}; returns their exit codes and stderr. */
-    private List<Child> twoByHand(java.util.function.IntFunction<Map<String, String>> env,
+    private List<ChildJvm> twoByHand(java.util.function.IntFunction<Map<String, String>> env,
                                   java.util.function.IntFunction<List<String>> argsOf) throws IOException {
-        List<Child> children = new ArrayList<>();
+        List<ChildJvm> children = new ArrayList<>();
         for (int r = 0; r < 2; r++) {
-            children.add(Child.start(dir.resolve("err" + r + "-" + System.nanoTime()), env.apply(r), argsOf.apply(r)));
+            children.add(ChildJvm.start(dir.resolve("err" + r + "-" + System.nanoTime()), env.apply(r), argsOf.apply(r)));
         }
         return children;
     }
@@ -154,7 +87,7 @@ class MultiProcessCommandTest {
         float[] expected = losses(inProcess.resolve("summary.json"));
 
         Path launched = dir.resolve("launched");
-        Child launcher = Child.start(dir.resolve("launch.err"), Map.of(), args(List.of("launch", "--standalone",
+        ChildJvm launcher = ChildJvm.start(dir.resolve("launch.err"), Map.of(), args(List.of("launch", "--standalone",
                 "--nproc-per-node", "2", "--"), args(RUN, "--steps", "3", "--world-size", "4", "--out", launched.toString())
                 .toArray(String[]::new)));
         assertEquals(0, launcher.exit(120), launcher.stderr());
@@ -162,21 +95,21 @@ class MultiProcessCommandTest {
 
         int[] portAndJob = freeSlurmPort();
         Path slurm = dir.resolve("slurm");
-        List<Child> bySlurm = twoByHand(r -> Map.of("SLURM_PROCID", "" + r, "SLURM_NTASKS", "2", "SLURM_LOCALID", "" + r,
+        List<ChildJvm> bySlurm = twoByHand(r -> Map.of("SLURM_PROCID", "" + r, "SLURM_NTASKS", "2", "SLURM_LOCALID", "" + r,
                 "SLURM_NTASKS_PER_NODE", "2", "SLURM_NODEID", "0", "SLURM_JOB_NODELIST", "localhost",
                 "SLURM_JOB_ID", "" + portAndJob[1]),
                 r -> args(RUN, "--steps", "3", "--world-size", "4", "--out", slurm.toString()));
-        for (Child c : bySlurm) {
+        for (ChildJvm c : bySlurm) {
             assertEquals(0, c.exit(120), c.stderr());
         }
         assertArrayEquals(expected, losses(slurm.resolve("summary.json")), "Slurm's variables, 2 processes x 2 ranks");
 
         int port = freePort();
         Path torchrun = dir.resolve("torchrun");
-        List<Child> byTorchrun = twoByHand(r -> Map.of("RANK", "" + r, "WORLD_SIZE", "2", "LOCAL_RANK", "" + r,
+        List<ChildJvm> byTorchrun = twoByHand(r -> Map.of("RANK", "" + r, "WORLD_SIZE", "2", "LOCAL_RANK", "" + r,
                 "LOCAL_WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1", "MASTER_PORT", "" + port),
                 r -> args(RUN, "--steps", "3", "--world-size", "4", "--out", torchrun.toString()));
-        for (Child c : byTorchrun) {
+        for (ChildJvm c : byTorchrun) {
             assertEquals(0, c.exit(120), c.stderr());
         }
         assertArrayEquals(expected, losses(torchrun.resolve("summary.json")), "torchrun's variables, 2 processes x 2 ranks");
@@ -185,7 +118,7 @@ class MultiProcessCommandTest {
     @Test
     void killMinusNineOfOneProcessEndsTheOthersNamingTheMissingRank() throws Exception {
         int timeoutSeconds = 30;
-        Child launcher = Child.start(dir.resolve("kill.err"), Map.of(), args(List.of("launch", "--standalone",
+        ChildJvm launcher = ChildJvm.start(dir.resolve("kill.err"), Map.of(), args(List.of("launch", "--standalone",
                 "--nproc-per-node", "2", "--"), args(RUN, "--steps", "100000", "--world-size", "4").toArray(String[]::new)));
         launcher.await("step 2/");
         List<ProcessHandle> processes = launcher.process().children().toList();
@@ -198,7 +131,7 @@ class MultiProcessCommandTest {
         String err = launcher.stderr();
         assertNotEquals(0, code, err);
         assertTrue(seconds < timeoutSeconds + 5, "took " + seconds + " s");
-        assertTrue(err.matches("(?s).*lost the connection to rank [23] \\(process 1\\).*"), err);
+        assertTrue(err.matches("(?s).*lost the connection to rank [23] \\(process 1, host [^)]+\\).*"), err);
         assertTrue(err.contains("exited with 137"), err);
         for (ProcessHandle p : processes) {
             assertTrue(p.onExit().get(5, TimeUnit.SECONDS) != null && !p.isAlive(), "process " + p.pid() + " is left running");
@@ -209,7 +142,7 @@ class MultiProcessCommandTest {
     void aProcessThatHangsIsNamedByTheWatchdogAndTheRunEnds() throws Exception {
         List<String> run = new ArrayList<>(RUN);
         run.set(run.indexOf("--collective-timeout") + 1, "3");
-        Child launcher = Child.start(dir.resolve("hang.err"), Map.of(), args(List.of("launch", "--standalone",
+        ChildJvm launcher = ChildJvm.start(dir.resolve("hang.err"), Map.of(), args(List.of("launch", "--standalone",
                 "--nproc-per-node", "2", "--grace", "1", "--"), args(run, "--steps", "100000", "--world-size", "2")
                 .toArray(String[]::new)));
         launcher.await("step 2/");
@@ -220,7 +153,7 @@ class MultiProcessCommandTest {
         double seconds = (System.nanoTime() - start) / 1e9;
         String err = launcher.stderr();
         assertEquals(ExitCode.RANK_FAILED.code(), code, err);
-        assertTrue(err.matches("(?s).*rank 1 \\(process 1\\) did not arrive within 3 s.*"), err);
+        assertTrue(err.matches("(?s).*rank 1 \\(process 1, host [^)]+\\) did not arrive within 3 s.*"), err);
         assertTrue(err.matches("(?s).*(allGather|reduceScatter|allReduce) #\\d+ on 'world[^']*' at rank 0 \\([^)]+\\).*"), err);
         assertTrue(seconds < 3 + 1 + 5 + 5, "took " + seconds + " s: watchdog 3 s, grace 1 s, SIGKILL 5 s after SIGTERM");
         assertTrue(hung.onExit().get(10, TimeUnit.SECONDS) != null, "the hung process is killed, not left behind");
@@ -249,9 +182,9 @@ class MultiProcessCommandTest {
     @Test
     void processesStartedWithAnotherLrAllFailAtStartShowingBothValues() throws Exception {
         int port = freePort();
-        List<Child> children = twoByHand(r -> Map.of("RANK", "" + r, "WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1",
+        List<ChildJvm> children = twoByHand(r -> Map.of("RANK", "" + r, "WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1",
                 "MASTER_PORT", "" + port), r -> args(RUN, "--steps", "3", "--lr", r == 0 ? "1e-3" : "2e-3"));
-        for (Child c : children) {
+        for (ChildJvm c : children) {
             assertEquals(ExitCode.SETTINGS_DIFFER.code(), c.exit(60), c.stderr());
             String err = c.stderr();
             assertTrue(err.contains("lr: 0.001 (process 0), 0.002 (process 1)"), err);
@@ -262,7 +195,7 @@ class MultiProcessCommandTest {
     @Test
     void sigtermToTheLauncherStopsEveryProcessAfterTheSameStep() throws Exception {
         Path out = dir.resolve("stopped");
-        Child launcher = Child.start(dir.resolve("term.err"), Map.of(), args(List.of("launch", "--standalone",
+        ChildJvm launcher = ChildJvm.start(dir.resolve("term.err"), Map.of(), args(List.of("launch", "--standalone",
                 "--nproc-per-node", "2", "--"), args(RUN, "--steps", "100000", "--world-size", "4", "--out", out.toString())
                 .toArray(String[]::new)));
         launcher.await("step 2/");
