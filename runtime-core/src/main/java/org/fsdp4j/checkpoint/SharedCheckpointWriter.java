@@ -88,14 +88,14 @@ final class SharedCheckpointWriter {
             if (me != 0) {
                 processes.publish(key + "part/" + me, writePart(partial, part).getBytes(StandardCharsets.UTF_8));
                 String[] committed = awaitFrom(0, key + "committed", "the commit of step " + step + " by "
-                        + processes.describe(0), step).split("\t");
+                        + processes.describe(0)).split("\t");
                 return new CheckpointWriter.Written(saveDir.resolve(committed[0]), Long.parseLong(committed[1]),
                         Integer.parseInt(committed[2]));
             }
             List<CheckpointPart> parts = new ArrayList<>(List.of(part));
             for (int q = 1; q < processes.processCount(); q++) {     // prepared: every process's files are durable
                 parts.add(readPart(partial, q, awaitFrom(q, key + "part/" + q, "the files of " + processes.describe(q)
-                        + " for the save of step " + step, step)));
+                        + " for the save of step " + step)));
             }
             for (int q = 1; q < processes.processCount(); q++) {
                 Files.deleteIfExists(partial.resolve(CheckpointPart.fileName(q)));   // merged into the index
@@ -117,7 +117,7 @@ final class SharedCheckpointWriter {
      * What process {@code q} published under {@code key} for this save; a process that failed
      * answers with its failure instead (FAILED), so that nobody waits on a process about to end.
      */
-    private String awaitFrom(int q, String key, String what, int step) {
+    private String awaitFrom(int q, String key, String what) {
         String value = text(processes.await(key, what, timeout));
         if (value.startsWith(FAILED)) {
             throw new PeerFailed(processes.describe(q) + " failed: " + value.substring(FAILED.length()));
@@ -148,7 +148,7 @@ final class SharedCheckpointWriter {
     /** The others: the directory process 0 created, once this process sees it. */
     private Path findPartial(int step, String key) {
         Path partial = saveDir.resolve(awaitFrom(0, key + "dir", "the directory of the save of step " + step + " from "
-                + processes.describe(0), step));
+                + processes.describe(0)));
         long deadline = System.nanoTime() + VISIBLE_WITHIN.toNanos();
         while (!Files.isDirectory(partial)) {
             if (System.nanoTime() > deadline) {
