@@ -17,7 +17,9 @@ package org.fsdp4j.cli;
 
 import java.io.PrintWriter;
 import java.nio.file.Path;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.concurrent.Callable;
@@ -26,6 +28,7 @@ import org.fsdp4j.api.Device;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.dist.ProcessIdentity;
+import org.fsdp4j.dist.Settings;
 import org.fsdp4j.plan.Planner;
 import org.fsdp4j.train.CheckpointOptions;
 import org.fsdp4j.train.NonFinitePolicy;
@@ -118,7 +121,7 @@ final class TrainCommand implements Callable<Integer> {
             // (the trainer resolves again, and must not print the fallback's line twice).
             TrainConfig config = device.isCpu() ? asked.toBuilder().device("cpu").build() : asked;
             try (ProcessGroup processes = identity.isPresent()
-                    ? DistOptions.join(identity.get(), config, config.collectiveTimeout()) : null) {
+                    ? DistOptions.join(identity.get(), settings(config, checkpoints), config.collectiveTimeout()) : null) {
                 try {
                     return train(out, dir, config, device, checkpoints, processes);
                 } catch (RuntimeException | Error e) {
@@ -129,6 +132,21 @@ final class TrainCommand implements Callable<Integer> {
                 }
             }
         }
+    }
+
+    /**
+     * What every process of a run must agree on: the configuration, and how it saves and resumes
+     * (every process saves the same steps; the directories themselves may be mounted at
+     * different paths on different nodes, so only whether there is one is compared).
+     */
+    private static Map<String, String> settings(TrainConfig config, CheckpointOptions checkpoints) {
+        Map<String, String> settings = new LinkedHashMap<>(Settings.of(config, DistOptions.PER_PROCESS_SETTINGS));
+        settings.put("checkpoints.saveEvery", Integer.toString(checkpoints.saveEvery()));
+        settings.put("checkpoints.keep", Integer.toString(checkpoints.keep()));
+        settings.put("checkpoints.saveDir", checkpoints.saveDir().isPresent() ? "given" : "none");
+        settings.put("checkpoints.resume", checkpoints.resume().map(r -> r.equals("latest") ? r : "a directory")
+                .orElse("none"));
+        return settings;
     }
 
     /** The run itself, once the configuration is resolved and, for a run over several processes, they have met. */

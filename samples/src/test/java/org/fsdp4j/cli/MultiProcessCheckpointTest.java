@@ -4,6 +4,7 @@
 // processes of 1 rank to the uninterrupted run's losses bit for bit, and in one process of 2 ranks
 // within 1e-6 relative (fp32 sums in another order); `checkpoint export` and `inspect` read it. SIGTERM to the
 // launcher saves once, every process exits 0 after the commit, and --resume latest continues.
+// Processes started to save at other steps fail at start, showing both values.
 // kill -9 of one process in the middle of a save (the writer slowed by a test hook) ends the
 // other within the collective timeout + 10 s with one line naming the dead process, its ranks and
 // host and the save, leaves no process running, and --resume latest takes the previous checkpoint.
@@ -178,6 +179,28 @@ class MultiProcessCheckpointTest {
                 "--resume", "latest", "--steps", String.valueOf(steps + 1)));
         assertEquals(0, resumed.exitCode(), resumed.err());
         assertTrue(resumed.out().contains("resumed from " + saved + " at step " + steps), resumed.out());
+    }
+
+    @Test
+    void processesStartedToSaveAtOtherStepsAllFailAtStartShowingBothValues() throws Exception {
+        int port;
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+            port = s.getLocalPort();
+        }
+        List<ChildJvm> children = new ArrayList<>();
+        for (int r = 0; r < 2; r++) {
+            List<String> args = new ArrayList<>(RUN);
+            args.addAll(List.of("--steps", "6", "--save-dir", dir.resolve("saves").toString(), "--save-every",
+                    r == 0 ? "3" : "2"));
+            children.add(ChildJvm.start(dir.resolve("differ" + r + ".err"), Map.of("RANK", "" + r, "WORLD_SIZE", "2",
+                    "MASTER_ADDR", "127.0.0.1", "MASTER_PORT", "" + port), args));
+        }
+        for (ChildJvm c : children) {
+            assertEquals(ExitCode.SETTINGS_DIFFER.code(), c.exit(60), c.stderr());
+            String err = c.stderr();
+            assertTrue(err.contains("checkpoints.saveEvery: 3 (process 0), 2 (process 1)"), err);
+            assertEquals(1, err.strip().lines().count(), "one line: " + err);
+        }
     }
 
     @Test
