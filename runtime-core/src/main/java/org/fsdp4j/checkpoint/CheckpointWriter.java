@@ -7,6 +7,9 @@
 // Each rank of replica 0 writes one file: for every unit, every parameter slice its shard holds
 // (a Slice: name, element range), every buffer (master, exp_avg, exp_avg_sq) as fp32
 // little-endian; the index's entries say where. Replicas hold the same values and write nothing.
+// The two halves are separate (writeRanks: one process's files, a CheckpointPart; commit: the
+// index of every part, the rename) because over several processes each writes its own ranks
+// and process 0 alone commits (SharedCheckpointWriter).
 package org.fsdp4j.checkpoint;
 
 import java.io.IOException;
@@ -20,7 +23,9 @@ import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.HexFormat;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.zip.CRC32C;
 import org.fsdp4j.api.ShardedStateDict;
 import org.fsdp4j.metrics.JsonFiles;
@@ -48,30 +53,70 @@ public final class CheckpointWriter {
      * checkpoint of the same step is replaced only once the new one is complete.
      */
     public static Written write(Path saveDir, CheckpointIndex header, ShardedStateDict state) {
-        Path finalDir = saveDir.resolve(Checkpointer.dirName(header.step()));
-        Path partial = saveDir.resolve("." + Checkpointer.dirName(header.step()) + Checkpointer.PARTIAL_SUFFIX
-                + ProcessHandle.current().pid());
+        Path partial = saveDir.resolve(partialName(header.step(), ProcessHandle.current().pid()));
         try {
             Files.createDirectories(saveDir);
             deleteTree(partial);
             Files.createDirectory(partial);
-            List<CheckpointIndex.RankFile> files = new ArrayList<>();
-            List<CheckpointIndex.Entry> entries = new ArrayList<>();
-            long total = 0;
-            for (ShardedStateDict.RankShard s : state.ranks()) {
-                if (s.replicaIndex() != 0) {
-                    continue;                       // a replica of shards replica 0 writes
-                }
-                String name = String.format("rank-%05d.bin", s.worldRank());
-                CheckpointIndex.RankFile f = writeRank(partial.resolve(name), name, s, state.bufferNames(), entries);
-                files.add(f);
-                total += f.bytes();
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot write checkpoint " + saveDir.resolve(Checkpointer.dirName(header.step()))
+                    + ": " + e.getMessage(), e);
+        }
+        CheckpointPart part = writeRanks(partial, 0, state, () -> { });
+        return commit(saveDir, partial, header, state.bufferNames(), List.of(part));
+    }
+
+    /** ".step-00000020.partial-4242": where the save of {@code step} by process {@code pid} is written. */
+    static String partialName(int step, long pid) {
+        return "." + Checkpointer.dirName(step) + Checkpointer.PARTIAL_SUFFIX + pid;
+    }
+
+    /**
+     * Writes the files of {@code state}'s ranks of replica 0 into {@code partial} and syncs each;
+     * returns what they hold as process {@code process}'s part. {@code check} runs before each
+     * 1 MiB is written (a run over several processes stops a save there when another failed).
+     */
+    static CheckpointPart writeRanks(Path partial, int process, ShardedStateDict state, Runnable check) {
+        List<CheckpointIndex.RankFile> files = new ArrayList<>();
+        List<CheckpointIndex.Entry> entries = new ArrayList<>();
+        for (ShardedStateDict.RankShard s : state.ranks()) {
+            if (s.replicaIndex() != 0) {
+                continue;                       // a replica of shards replica 0 writes
             }
-            CheckpointIndex index = new CheckpointIndex(header.format(), header.formatVersion(), header.step(),
-                    header.model(), header.preset(), header.strategy(), header.worldSize(), header.shardSize(),
-                    header.paramDtype(), header.reduceDtype(), header.stateDtype(), state.bufferNames(),
-                    header.optimizer(), header.lossScaler(), header.data(), header.losses(), params(state),
-                    List.copyOf(files), List.copyOf(entries));
+            String name = String.format("rank-%05d.bin", s.worldRank());
+            try {
+                files.add(writeRank(partial.resolve(name), name, s, state.bufferNames(), entries, check));
+            } catch (IOException e) {
+                throw new UncheckedIOException("cannot write " + partial.resolve(name) + ": " + e.getMessage(), e);
+            }
+        }
+        return new CheckpointPart(process, params(state), files, entries);
+    }
+
+    /**
+     * Makes {@code partial} (holding every part's files) the checkpoint {@code saveDir}/step-NNNNNNNN:
+     * one index.json of {@code header} and every part (parts in process order, as the ranks are),
+     * written and synced, then the rename and the parent's sync. Process 0 alone calls it.
+     */
+    static Written commit(Path saveDir, Path partial, CheckpointIndex header, List<String> bufferNames,
+                          List<CheckpointPart> parts) {
+        Path finalDir = saveDir.resolve(Checkpointer.dirName(header.step()));
+        Map<String, CheckpointIndex.Param> params = new LinkedHashMap<>();
+        List<CheckpointIndex.RankFile> files = new ArrayList<>();
+        List<CheckpointIndex.Entry> entries = new ArrayList<>();
+        long total = 0;
+        for (CheckpointPart part : parts) {
+            part.params().forEach(p -> params.putIfAbsent(p.name(), p));   // the order one process meets them in
+            files.addAll(part.files());
+            entries.addAll(part.entries());
+            total += part.files().stream().mapToLong(CheckpointIndex.RankFile::bytes).sum();
+        }
+        CheckpointIndex index = new CheckpointIndex(header.format(), header.formatVersion(), header.step(),
+                header.model(), header.preset(), header.strategy(), header.worldSize(), header.shardSize(),
+                header.paramDtype(), header.reduceDtype(), header.stateDtype(), bufferNames,
+                header.optimizer(), header.lossScaler(), header.data(), header.losses(), List.copyOf(params.values()),
+                List.copyOf(files), List.copyOf(entries));
+        try {
             Path indexFile = partial.resolve(CheckpointIndex.FILE_NAME);
             JsonFiles.writeAtomically(indexFile, index);
             sync(indexFile);
@@ -99,8 +144,8 @@ public final class CheckpointWriter {
     }
 
     private static CheckpointIndex.RankFile writeRank(Path file, String name, ShardedStateDict.RankShard s,
-                                                      List<String> bufferNames, List<CheckpointIndex.Entry> entries)
-            throws IOException {
+                                                      List<String> bufferNames, List<CheckpointIndex.Entry> entries,
+                                                      Runnable check) throws IOException {
         long delayMs = Long.getLong(CHUNK_DELAY_PROPERTY, 0);
         CRC32C crc = new CRC32C();
         ByteBuffer buf = ByteBuffer.allocate(CHUNK_BYTES).order(ByteOrder.LITTLE_ENDIAN);
@@ -116,6 +161,7 @@ public final class CheckpointWriter {
                                 slice.paramOffset(), slice.paramOffset() + count, name, offset));
                         for (int done = 0; done < count; ) {        // bulk copies through the 1 MiB buffer
                             if (!buf.hasRemaining()) {
+                                check.run();
                                 flush(ch, buf, crc, delayMs);
                             }
                             int n = Math.min(count - done, buf.remaining() / 4);
@@ -149,6 +195,25 @@ public final class CheckpointWriter {
                 throw new IOException("interrupted while writing", e);
             }
         }
+    }
+
+    /** CRC-32C of {@code file}'s bytes, 8 hex digits (as the index records it). */
+    static String crc32cOf(Path file) throws IOException {
+        CRC32C crc = new CRC32C();
+        ByteBuffer buf = ByteBuffer.allocateDirect(CHUNK_BYTES);
+        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
+            for (long at = 0; ; ) {
+                buf.clear();
+                int n = ch.read(buf, at);
+                if (n < 0) {
+                    break;
+                }
+                buf.flip();
+                crc.update(buf);
+                at += n;
+            }
+        }
+        return HexFormat.of().toHexDigits((int) crc.getValue());
     }
 
     /** fsync of a file or a directory (a directory's entries: the renames into it). */

@@ -3,24 +3,31 @@
 // for the previous), keeps the last --keep complete ones, and finds the latest for
 // --resume latest. A complete checkpoint is a directory step-NNNNNNNN with an index.json; a
 // partial one (.step-NNNNNNNN.partial-<pid>, a save that did not finish) is never taken for one:
-// it is named in a message, and removed once the process that wrote it is gone.
+// it is named in a message, and removed once the process that wrote it is gone. In a run over
+// several processes every process has one, each saving its own ranks into the one shared
+// directory, and process 0 commits (SharedCheckpointWriter); only process 0 removes and prunes.
 package org.fsdp4j.checkpoint;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.function.Consumer;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.fsdp4j.api.ShardedStateDict;
+import org.fsdp4j.dist.ProcessGroup;
 
 public final class Checkpointer implements AutoCloseable {
 
@@ -35,18 +42,29 @@ public final class Checkpointer implements AutoCloseable {
     private final Path saveDir;
     private final int keep;
     private final Consumer<String> log;
+    private final SharedCheckpointWriter shared;     // null in a run of one process
     private final ExecutorService writer;
     private Future<Save> pending;
     private final List<Save> done = new ArrayList<>();
 
     /** Saves into {@code saveDir}, keeping the last {@code keep}; {@code log} gets one line per finished save. */
     public Checkpointer(Path saveDir, int keep, Consumer<String> log) {
+        this(saveDir, keep, log, null, null);
+    }
+
+    /**
+     * As above for one process of a run over several ({@code processes}): every process saves
+     * the same steps, each its own ranks, into {@code saveDir}, which all of them must see;
+     * {@code timeout} bounds each wait for another process (the collective timeout).
+     */
+    public Checkpointer(Path saveDir, int keep, Consumer<String> log, ProcessGroup processes, Duration timeout) {
         if (keep < 1) {
             throw new IllegalArgumentException("--keep must be at least 1, got " + keep);
         }
         this.saveDir = saveDir;
         this.keep = keep;
         this.log = log;
+        this.shared = processes == null ? null : new SharedCheckpointWriter(saveDir, keep, processes, timeout, log);
         this.writer = Executors.newSingleThreadExecutor(r -> {
             Thread t = new Thread(r, "fsdp4j-checkpoint-writer");
             t.setDaemon(true);
@@ -69,10 +87,17 @@ public final class Checkpointer implements AutoCloseable {
         double blockedMs = copyMs + (System.nanoTime() - t0) / 1e6;
         pending = writer.submit(() -> {
             long w0 = System.nanoTime();
-            removeStalePartials(saveDir, s -> { });
-            CheckpointWriter.Written w = CheckpointWriter.write(saveDir, header, state);
+            CheckpointWriter.Written w;
+            if (shared != null) {
+                w = shared.write(header, state);        // process 0 prunes as it commits
+            } else {
+                removeStalePartials(saveDir, s -> { });
+                w = CheckpointWriter.write(saveDir, header, state);
+            }
             double writeMs = (System.nanoTime() - w0) / 1e6;
-            prune();
+            if (shared == null) {
+                prune(saveDir, keep);
+            }
             Save s = new Save(header.step(), w.dir(), blockedMs, writeMs, w.bytes(), w.files());
             log.accept(String.format(java.util.Locale.ROOT,
                     "checkpoint: step %d saved to %s (%d files, %.1f MiB) in %.0f ms on a background thread;"
@@ -92,11 +117,36 @@ public final class Checkpointer implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IllegalStateException("interrupted while waiting for a checkpoint write", e);
-        } catch (java.util.concurrent.ExecutionException e) {
+        } catch (ExecutionException e) {
             Throwable c = e.getCause();
             throw c instanceof RuntimeException r ? r : new UncheckedIOException(new IOException(c));
         } finally {
             pending = null;
+        }
+    }
+
+    /**
+     * After a failed step of a run over several processes: the failure of the save in flight, if
+     * it failed, waiting up to {@code wait} for it to end (a save fails promptly once another
+     * process failed); empty when no save is in flight, it succeeded, or it is still going.
+     */
+    public synchronized Optional<RuntimeException> failureOfSaveInFlight(Duration wait) {
+        if (pending == null) {
+            return Optional.empty();
+        }
+        try {
+            done.add(pending.get(wait.toMillis(), TimeUnit.MILLISECONDS));
+            pending = null;
+            return Optional.empty();
+        } catch (TimeoutException e) {
+            return Optional.empty();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return Optional.empty();
+        } catch (ExecutionException e) {
+            pending = null;
+            Throwable c = e.getCause();
+            return Optional.of(c instanceof RuntimeException r ? r : new UncheckedIOException(new IOException(c)));
         }
     }
 
@@ -105,8 +155,8 @@ public final class Checkpointer implements AutoCloseable {
         return List.copyOf(done);
     }
 
-    /** Removes complete checkpoints beyond the last {@code keep}. */
-    private void prune() throws IOException {
+    /** Removes complete checkpoints in {@code saveDir} beyond the last {@code keep}. */
+    static void prune(Path saveDir, int keep) throws IOException {
         List<Path> all = complete(saveDir);
         for (int i = 0; i + keep < all.size(); i++) {
             CheckpointWriter.deleteTree(all.get(i));

@@ -441,8 +441,14 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
     @Override
     public String publishAbort(String reason) {
         try {
-            return new String(aborts.compareSet("abort", new byte[0], reason.getBytes(StandardCharsets.UTF_8)),
-                    StandardCharsets.UTF_8);
+            synchronized (aborts) {
+                String standing = new String(aborts.compareSet("abort", new byte[0],
+                        reason.getBytes(StandardCharsets.UTF_8)), StandardCharsets.UTF_8);
+                if (standing.equals(reason)) {
+                    aborts.set("abort/by", Integer.toString(identity.rank()));    // for rootFailure
+                }
+                return standing;
+            }
         } catch (RuntimeException storeGone) {
             return reason;
         }
@@ -455,15 +461,35 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
 
     @Override
     public Optional<String> failure() {
+        return failure(false);
+    }
+
+    /**
+     * As {@link #failure()}, but naming the process at the root of it: when the store found a
+     * process dead, that death, unless the abort reason was left by that very process (its own
+     * reason, given before it ended). A survivor's abort over its lost connections to a killed
+     * process is a consequence, so work beside the step (a checkpoint's commit) reports the death.
+     */
+    public Optional<String> rootFailure() {
+        return failure(true);
+    }
+
+    private Optional<String> failure(boolean deathFirst) {
         try {
             synchronized (aborts) {
-                if (aborts.check("abort")) {
-                    return Optional.of(aborts.getString("abort", Duration.ZERO));
-                }
+                String abort = aborts.check("abort") ? aborts.getString("abort", Duration.ZERO) : null;
+                Integer dead = null;
                 if (aborts.check("dead")) {
                     String who = aborts.getString("dead", Duration.ZERO);     // "process 1"
-                    int q = Integer.parseInt(who.substring(who.lastIndexOf(' ') + 1));
-                    return Optional.of(describe(q) + " ended without a word (its connection to the store closed)");
+                    dead = Integer.parseInt(who.substring(who.lastIndexOf(' ') + 1));
+                }
+                boolean leftByTheDead = dead != null && aborts.check("abort/by")
+                        && aborts.getString("abort/by", Duration.ZERO).equals(dead.toString());
+                if (abort != null && (dead == null || !deathFirst || leftByTheDead)) {
+                    return Optional.of(abort);
+                }
+                if (dead != null) {
+                    return Optional.of(describe(dead) + " ended without a word (its connection to the store closed)");
                 }
             }
             return Optional.empty();

@@ -8,10 +8,13 @@
 // count, the loss scaler and the losses so far before its first step, and continues at the saved
 // step + 1 (batches and the schedule are functions of the step). A save copies the ranks' state
 // to the host at a step boundary (the only time the step is blocked) and a Checkpointer writes
-// it on a background thread. The planner's prediction for the run is compared with the first
-// step's measured memory (MemoryCheck). In a run over several processes each process measures
-// its own ranks; JobFigures pools them so process 0 reports for all N ranks (per step, and in
-// the summary of a run that reaches its end).
+// it on a background thread. Over several processes each saves its own ranks into the one shared
+// --save-dir and process 0 commits (Checkpointer); a resume loads the checkpoint process 0 names
+// (SharedResume); a step that fails while a save is in flight reports the save's failure when
+// there is one, since that is where the run broke (a process that died mid-save). The planner's
+// prediction for the run is compared with the first step's measured memory (MemoryCheck). In a
+// run over several processes each process measures its own ranks; JobFigures pools them so
+// process 0 reports for all N ranks (per step, and in the summary of a run that reaches its end).
 package org.fsdp4j.train;
 
 import java.nio.file.Files;
@@ -32,8 +35,10 @@ import org.fsdp4j.backend.Backends;
 import org.fsdp4j.checkpoint.CheckpointIndex;
 import org.fsdp4j.checkpoint.CheckpointReader;
 import org.fsdp4j.checkpoint.Checkpointer;
+import org.fsdp4j.checkpoint.SharedResume;
 import org.fsdp4j.data.BatchSampler;
 import org.fsdp4j.data.TokenCorpus;
+import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.metrics.Stats;
 import org.fsdp4j.model.HfModelConfig;
 import org.fsdp4j.optim.CosineSchedule;
@@ -96,24 +101,32 @@ public final class Trainer implements AutoCloseable {
      * (incomplete, corrupted, another model) is a CheckpointException naming the file.
      */
     public Trainer(TrainConfig config, CheckpointOptions checkpoints, Consumer<String> log) {
-        this(config, checkpoints, log, (c, d) -> new EngineStepExecutor(c));
+        this(config, checkpoints, log, (c, d) -> new EngineStepExecutor(c), null);
     }
 
     /**
      * As above for one process of a run over several ({@code processes}): it trains its share
      * of the ranks on the same batches as every other process, and stops when they all agree.
      */
-    public Trainer(TrainConfig config, Consumer<String> log, org.fsdp4j.dist.ProcessGroup processes) {
-        this(config, log, (c, d) -> new EngineStepExecutor(c, processes));
+    public Trainer(TrainConfig config, Consumer<String> log, ProcessGroup processes) {
+        this(config, CheckpointOptions.none(), log, processes);
+    }
+
+    /**
+     * As above, saving and resuming as {@code checkpoints} says: every process saves its own ranks
+     * into the one --save-dir (which every process must see) and resumes from the checkpoint process 0 names.
+     */
+    public Trainer(TrainConfig config, CheckpointOptions checkpoints, Consumer<String> log, ProcessGroup processes) {
+        this(config, checkpoints, log, (c, d) -> new EngineStepExecutor(c, processes), processes);
     }
 
     /** As above with the step executor {@code executors} builds (tests substitute one). */
     Trainer(TrainConfig config, Consumer<String> log, BiFunction<TrainConfig, Device, StepExecutor> executors) {
-        this(config, CheckpointOptions.none(), log, executors);
+        this(config, CheckpointOptions.none(), log, executors, null);
     }
 
     private Trainer(TrainConfig config, CheckpointOptions checkpoints, Consumer<String> log,
-                    BiFunction<TrainConfig, Device, StepExecutor> executors) {
+                    BiFunction<TrainConfig, Device, StepExecutor> executors, ProcessGroup processes) {
         this.config = config;
         this.checkpoints = checkpoints;
         this.log = log;
@@ -144,13 +157,16 @@ public final class Trainer implements AutoCloseable {
         this.stepTimesMs = new double[losses.length];
         this.predicted = new Planner().estimate(config, !device.isCpu(), executor.gathersInPlace());
         try {
-            this.resumedFrom = checkpoints.resume().map(r -> resume(Checkpointer.resolve(r, checkpoints.saveDir(), log)))
+            this.resumedFrom = checkpoints.resume().map(r -> resume(processes == null
+                    ? Checkpointer.resolve(r, checkpoints.saveDir(), log)
+                    : SharedResume.resolve(r, checkpoints.saveDir(), log, processes, config.collectiveTimeout())))
                     .orElse(null);
         } catch (RuntimeException e) {
             executor.close();
             throw e;
         }
-        this.checkpointer = checkpoints.saveDir().map(d -> new Checkpointer(d, checkpoints.keep(), log)).orElse(null);
+        this.checkpointer = checkpoints.saveDir().map(d -> processes == null ? new Checkpointer(d, checkpoints.keep(), log)
+                : new Checkpointer(d, checkpoints.keep(), log, processes, config.collectiveTimeout())).orElse(null);
     }
 
     /** Loads the checkpoint in {@code dir} into every rank and continues at its step + 1. */
@@ -217,6 +233,41 @@ public final class Trainer implements AutoCloseable {
 
     /** Runs the next step and reports it. */
     public StepResult step() {
+        int step = completedSteps + 1;
+        try {
+            return runStep();
+        } catch (RuntimeException | Error e) {
+            RuntimeException saveFailed = saveFailureBehind(e, step);
+            if (saveFailed != null) {
+                throw saveFailed;
+            }
+            throw e;
+        }
+    }
+
+    /**
+     * In a run over several processes, a step that fails while a save is in flight usually fails
+     * because of what ended the save (a process that died in it): the save's failure, which names
+     * that process and the save, is reported then, with the step's failure {@code e} as suppressed.
+     * Null when there is no such failure.
+     */
+    private RuntimeException saveFailureBehind(Throwable e, int step) {
+        if (checkpointer == null || !executor.agreesOnStops()) {
+            return null;
+        }
+        java.util.Optional<RuntimeException> saveFailed = checkpointer.failureOfSaveInFlight(config.collectiveTimeout());
+        if (saveFailed.isEmpty()) {
+            return null;
+        }
+        RuntimeException s = saveFailed.get();
+        s.addSuppressed(e);
+        synchronized (this) {
+            failure = "step " + step + ": " + s;
+        }
+        return s;
+    }
+
+    private StepResult runStep() {
         if (!hasNextStep()) {
             throw new IllegalStateException(watch.divergence().isPresent() ? "the run diverged at step "
                     + watch.divergence().get().step() : failure != null ? "the run failed at " + failure

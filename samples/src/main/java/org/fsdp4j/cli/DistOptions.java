@@ -56,7 +56,12 @@ final class DistOptions {
      * configuration record) are theirs too; waits up to {@code timeout} for them.
      */
     static ProcessGroup join(ProcessIdentity id, Record settings, Duration timeout) {
-        return ProcessGroup.join(id, Settings.of(settings, PER_PROCESS_SETTINGS), timeout);
+        return join(id, Settings.of(settings, PER_PROCESS_SETTINGS), timeout);
+    }
+
+    /** As above with the settings already flattened (Settings.of, plus what the command adds). */
+    static ProcessGroup join(ProcessIdentity id, Map<String, String> settings, Duration timeout) {
+        return ProcessGroup.join(id, settings, timeout);
     }
 
     /**

@@ -11,12 +11,16 @@
 // As one process of several (DistOptions: flags, or torchrun's, Slurm's or Open MPI's variables)
 // it first meets the others and checks their settings are its own; its ranks talk over TCP on the
 // CPU and over NCCL on GPUs; process 0 prints and writes for the run, and a failure here is left
-// for the others to read, so that every process stops at once with the same reason.
+// for the others to read, so that every process stops at once with the same reason. Checkpoints
+// then work as in one process, with --save-dir a directory every process sees: each process saves
+// its own ranks there and process 0 commits the checkpoint.
 package org.fsdp4j.cli;
 
 import java.io.PrintWriter;
 import java.nio.file.Path;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.concurrent.Callable;
@@ -25,6 +29,7 @@ import org.fsdp4j.api.Device;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.dist.ProcessIdentity;
+import org.fsdp4j.dist.Settings;
 import org.fsdp4j.plan.Planner;
 import org.fsdp4j.train.CheckpointOptions;
 import org.fsdp4j.train.NonFinitePolicy;
@@ -105,10 +110,6 @@ final class TrainCommand implements Callable<Integer> {
         TrainConfig asked = builder.build();
         CheckpointOptions checkpoints = new CheckpointOptions(saveEvery, Optional.ofNullable(saveDir), keep,
                 Optional.ofNullable(resume));
-        if (identity.isPresent() && (checkpoints.saveDir().isPresent() || checkpoints.resume().isPresent())) {
-            throw new UserError(ExitCode.BAD_INPUT, "checkpoints of a run over several processes are not supported yet"
-                    + " (each process holds only its ranks' shards): drop --save-dir and --resume, or run in one process");
-        }
         try (OutputDir dir = OutputDir.claim(asked.outDir(), "train", SUMMARY_FILE, MetricsLog.FILE,
                 RunCharts.LOSS_FILE, RunCharts.MEMORY_FILE)) {
             Device device = Backends.resolve(asked.device(), out::println);
@@ -117,7 +118,7 @@ final class TrainCommand implements Callable<Integer> {
             // (the trainer resolves again, and must not print the fallback's line twice).
             TrainConfig config = device.isCpu() ? asked.toBuilder().device("cpu").build() : asked;
             try (ProcessGroup processes = identity.isPresent()
-                    ? DistOptions.join(identity.get(), config, config.collectiveTimeout()) : null) {
+                    ? DistOptions.join(identity.get(), settings(config, checkpoints), config.collectiveTimeout()) : null) {
                 try {
                     return train(out, dir, config, device, checkpoints, processes);
                 } catch (RuntimeException | Error e) {
@@ -130,6 +131,21 @@ final class TrainCommand implements Callable<Integer> {
         }
     }
 
+    /**
+     * What every process of a run must agree on: the configuration, and how it saves and resumes
+     * (every process saves the same steps; the directories themselves may be mounted at
+     * different paths on different nodes, so only whether there is one is compared).
+     */
+    private static Map<String, String> settings(TrainConfig config, CheckpointOptions checkpoints) {
+        Map<String, String> settings = new LinkedHashMap<>(Settings.of(config, DistOptions.PER_PROCESS_SETTINGS));
+        settings.put("checkpoints.saveEvery", Integer.toString(checkpoints.saveEvery()));
+        settings.put("checkpoints.keep", Integer.toString(checkpoints.keep()));
+        settings.put("checkpoints.saveDir", checkpoints.saveDir().isPresent() ? "given" : "none");
+        settings.put("checkpoints.resume", checkpoints.resume().map(r -> r.equals("latest") ? r : "a directory")
+                .orElse("none"));
+        return settings;
+    }
+
     /** The run itself, once the configuration is resolved and, for a run over several processes, they have met. */
     private int train(PrintWriter out, OutputDir dir, TrainConfig config, Device device, CheckpointOptions checkpoints,
                       ProcessGroup processes) {
@@ -140,7 +156,7 @@ final class TrainCommand implements Callable<Integer> {
         refuseUnlessItFits(preflight, processes == null ? "" : " on host " + processes.hostOf(processes.process()));
         dir.removeEarlierReports();
         try (Trainer trainer = processes == null ? new Trainer(config, checkpoints, out::println)
-                : new Trainer(config, out::println, processes);
+                : new Trainer(config, checkpoints, out::println, processes);
              SignalStop stop = SignalStop.install(trainer, why -> abandon(trainer, dir, why));
              MetricsLog metrics = MetricsLog.open(config.outDir());
              StepDisplay display = StepDisplay.create(out, config, trainer.resumedFrom().map(Trainer.ResumedFrom::step)
@@ -171,8 +187,11 @@ final class TrainCommand implements Callable<Integer> {
                 waitForHalt();              // a signal abandoned the run and is writing its summary
             }
             display.close();
-            // preemption: SIGTERM saves the steps done (the watchdog no longer runs: the ending is claimed)
-            boolean savedAtStop = stop.signal().filter("SIGTERM"::equals).isPresent() && trainer.saveAtStop();
+            // preemption: SIGTERM saves the steps done (the watchdog no longer runs: the ending is claimed).
+            // Over several processes the stop they agreed on decides, so that all save or none does
+            // (a signal may have reached only some of them).
+            String stoppedBy = processes == null ? stop.signal().orElse(null) : trainer.outcome().interruptedBy();
+            boolean savedAtStop = "SIGTERM".equals(stoppedBy) && trainer.saveAtStop();
             trainer.awaitCheckpoints();
             TrainSummary ended = trainer.summary();      // with the checkpoints written
             summary = ended;

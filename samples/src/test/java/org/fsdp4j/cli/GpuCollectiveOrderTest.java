@@ -50,7 +50,7 @@ class GpuCollectiveOrderTest {
         }
         flags.add("-Xss4m");
         flags.addAll(jvm);
-        MultiProcessCommandTest.Child c = MultiProcessCommandTest.Child.start(dir.resolve(name + ".err"), all, flags, args);
+        ChildJvm c = ChildJvm.start(dir.resolve(name + ".err"), all, flags, args);
         assertEquals(0, c.exit(300), name + ": " + c.stderr());
         return losses(dir.resolve(name).resolve("summary.json"));
     }

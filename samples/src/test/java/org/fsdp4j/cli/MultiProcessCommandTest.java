@@ -16,18 +16,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.net.ServerSocket;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.BlockingQueue;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import org.fsdp4j.dist.FaultPoint;
@@ -42,92 +37,6 @@ class MultiProcessCommandTest {
 
     @TempDir
     Path dir;
-
-    /** A child JVM running org.fsdp4j.cli.Main; stdout lines queue up, stderr goes to a file. */
-    record Child(Process process, BlockingQueue<String> lines, Path err) {
-
-        static Child start(Path err, Map<String, String> env, List<String> args) throws IOException {
-            return start(err, env, List.of(), args);
-        }
-
-        /** As above with {@code jvmArgs} for the child's JVM (fsdp4j launch passes its own on to its processes). */
-        static Child start(Path err, Map<String, String> env, List<String> jvmArgs, List<String> args) throws IOException {
-            String java = ProcessHandle.current().info().command().orElse("java");
-            List<String> cmd = new ArrayList<>(List.of(java, "-cp", System.getProperty("java.class.path"),
-                    "-Dorg.bytedeco.javacpp.maxPhysicalBytes=0", "--add-modules", "jdk.incubator.vector"));
-            cmd.addAll(jvmArgs);
-            cmd.add(Main.class.getName());
-            cmd.addAll(args);
-            ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(err.toFile());
-            for (String v : List.of("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
-                    "MASTER_PORT")) {
-                pb.environment().remove(v);
-            }
-            pb.environment().keySet().removeIf(k -> k.startsWith("SLURM_") || k.startsWith("OMPI_") || k.startsWith("PET_"));
-            pb.environment().putAll(env);
-            Process p = pb.start();
-            BlockingQueue<String> lines = new LinkedBlockingQueue<>();
-            Thread reader = new Thread(() -> {
-                try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
-                    for (String l = r.readLine(); l != null; l = r.readLine()) {
-                        lines.add(l);
-                    }
-                } catch (IOException ignored) {
-                    // the child ended
-                }
-            });
-            reader.setDaemon(true);
-            reader.start();
-            return new Child(p, lines, err);
-        }
-
-        int exit(long seconds) throws InterruptedException {
-            if (!process.waitFor(seconds, TimeUnit.SECONDS)) {
-                process.descendants().forEach(ProcessHandle::destroyForcibly);
-                process.destroyForcibly();
-                throw new AssertionError("the child did not end within " + seconds + " s");
-            }
-            return process.exitValue();
-        }
-
-        /** The child's stderr without the JVM's own notice that the Vector API is an incubator module. */
-        String stderr() throws IOException {
-            return Files.readString(err).replace("WARNING: Using incubator modules: jdk.incubator.vector\n", "");
-        }
-
-        /** Waits (60 s at most) until a process of this child's reaches fault point {@code point}; returns its pid. */
-        long pausedPid(String point) throws InterruptedException, IOException {
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            java.util.regex.Pattern p = java.util.regex.Pattern.compile(java.util.regex.Pattern.quote(FaultPoint.PAUSED
-                    + point) + " \\(pid (\\d+)\\)");
-            while (System.nanoTime() < deadline) {
-                java.util.regex.Matcher m = p.matcher(Files.readString(err));
-                if (m.find()) {
-                    return Long.parseLong(m.group(1));
-                }
-                if (!process.isAlive()) {
-                    break;
-                }
-                Thread.sleep(100);
-            }
-            throw new AssertionError("no process paused at " + point + ": " + stderr());
-        }
-
-        /** Waits (60 s at most) for a stdout line starting with {@code prefix}. */
-        void await(String prefix) throws InterruptedException, IOException {
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            while (System.nanoTime() < deadline) {
-                String l = lines.poll(1, TimeUnit.SECONDS);
-                if (l != null && l.startsWith(prefix)) {
-                    return;
-                }
-                if (l == null && !process.isAlive()) {
-                    break;
-                }
-            }
-            throw new AssertionError("no line '" + prefix + "...': " + stderr());
-        }
-    }
 
     static List<String> args(List<String> base, String... more) {
         List<String> a = new ArrayList<>(base);
@@ -164,11 +73,11 @@ class MultiProcessCommandTest {
     }
 
     /** Two processes started by hand, each with {@code env(rank)}; returns their exit codes and stderr. */
-    private List<Child> twoByHand(java.util.function.IntFunction<Map<String, String>> env,
+    private List<ChildJvm> twoByHand(java.util.function.IntFunction<Map<String, String>> env,
                                   java.util.function.IntFunction<List<String>> argsOf) throws IOException {
-        List<Child> children = new ArrayList<>();
+        List<ChildJvm> children = new ArrayList<>();
         for (int r = 0; r < 2; r++) {
-            children.add(Child.start(dir.resolve("err" + r + "-" + System.nanoTime()), env.apply(r), argsOf.apply(r)));
+            children.add(ChildJvm.start(dir.resolve("err" + r + "-" + System.nanoTime()), env.apply(r), argsOf.apply(r)));
         }
         return children;
     }
@@ -182,7 +91,7 @@ class MultiProcessCommandTest {
         float[] expected = losses(inProcess.resolve("summary.json"));
 
         Path launched = dir.resolve("launched");
-        Child launcher = Child.start(dir.resolve("launch.err"), Map.of(), args(List.of("launch", "--standalone",
+        ChildJvm launcher = ChildJvm.start(dir.resolve("launch.err"), Map.of(), args(List.of("launch", "--standalone",
                 "--nproc-per-node", "2", "--"), args(RUN, "--steps", "3", "--world-size", "4", "--out", launched.toString())
                 .toArray(String[]::new)));
         assertEquals(0, launcher.exit(120), launcher.stderr());
@@ -191,21 +100,21 @@ class MultiProcessCommandTest {
 
         int[] portAndJob = freeSlurmPort();
         Path slurm = dir.resolve("slurm");
-        List<Child> bySlurm = twoByHand(r -> Map.of("SLURM_PROCID", "" + r, "SLURM_NTASKS", "2", "SLURM_LOCALID", "" + r,
+        List<ChildJvm> bySlurm = twoByHand(r -> Map.of("SLURM_PROCID", "" + r, "SLURM_NTASKS", "2", "SLURM_LOCALID", "" + r,
                 "SLURM_NTASKS_PER_NODE", "2", "SLURM_NODEID", "0", "SLURM_JOB_NODELIST", "localhost",
                 "SLURM_JOB_ID", "" + portAndJob[1]),
                 r -> args(RUN, "--steps", "3", "--world-size", "4", "--out", slurm.toString()));
-        for (Child c : bySlurm) {
+        for (ChildJvm c : bySlurm) {
             assertEquals(0, c.exit(120), c.stderr());
         }
         assertArrayEquals(expected, losses(slurm.resolve("summary.json")), "Slurm's variables, 2 processes x 2 ranks");
 
         int port = freePort();
         Path torchrun = dir.resolve("torchrun");
-        List<Child> byTorchrun = twoByHand(r -> Map.of("RANK", "" + r, "WORLD_SIZE", "2", "LOCAL_RANK", "" + r,
+        List<ChildJvm> byTorchrun = twoByHand(r -> Map.of("RANK", "" + r, "WORLD_SIZE", "2", "LOCAL_RANK", "" + r,
                 "LOCAL_WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1", "MASTER_PORT", "" + port),
                 r -> args(RUN, "--steps", "3", "--world-size", "4", "--out", torchrun.toString()));
-        for (Child c : byTorchrun) {
+        for (ChildJvm c : byTorchrun) {
             assertEquals(0, c.exit(120), c.stderr());
         }
         assertArrayEquals(expected, losses(torchrun.resolve("summary.json")), "torchrun's variables, 2 processes x 2 ranks");
@@ -295,7 +204,7 @@ class MultiProcessCommandTest {
     void killMinusNineOfOneProcessEndsTheOthersNamingTheMissingRank() throws Exception {
         int timeoutSeconds = 30;
         Path out = dir.resolve("killed");
-        Child launcher = Child.start(dir.resolve("kill.err"), Map.of(), args(List.of("launch", "--standalone",
+        ChildJvm launcher = ChildJvm.start(dir.resolve("kill.err"), Map.of(), args(List.of("launch", "--standalone",
                 "--nproc-per-node", "2", "--"), args(RUN, "--steps", "100000", "--world-size", "4", "--out", out.toString())
                 .toArray(String[]::new)));
         launcher.await("step 2/");
@@ -323,7 +232,7 @@ class MultiProcessCommandTest {
 
     @Test
     void killMinusNineOfOneProcessBeforeItsRanksConnectEndsTheJobNamingIt() throws Exception {
-        Child launcher = Child.start(dir.resolve("early.err"), Map.of(),
+        ChildJvm launcher = ChildJvm.start(dir.resolve("early.err"), Map.of(),
                 List.of("-D" + FaultPoint.PROPERTY + "=" + FaultPoint.BEFORE_RANKS_CONNECT + "@1"),
                 args(List.of("launch", "--standalone", "--nproc-per-node", "2", "--"),
                         args(RUN, "--steps", "3", "--world-size", "4").toArray(String[]::new)));
@@ -344,7 +253,7 @@ class MultiProcessCommandTest {
     void aProcessThatHangsIsNamedByTheWatchdogAndTheRunEnds() throws Exception {
         List<String> run = new ArrayList<>(RUN);
         run.set(run.indexOf("--collective-timeout") + 1, "3");
-        Child launcher = Child.start(dir.resolve("hang.err"), Map.of(), args(List.of("launch", "--standalone",
+        ChildJvm launcher = ChildJvm.start(dir.resolve("hang.err"), Map.of(), args(List.of("launch", "--standalone",
                 "--nproc-per-node", "2", "--grace", "1", "--"), args(run, "--steps", "100000", "--world-size", "2")
                 .toArray(String[]::new)));
         launcher.await("step 2/");
@@ -384,9 +293,9 @@ class MultiProcessCommandTest {
     @Test
     void processesStartedWithAnotherLrAllFailAtStartShowingBothValues() throws Exception {
         int port = freePort();
-        List<Child> children = twoByHand(r -> Map.of("RANK", "" + r, "WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1",
+        List<ChildJvm> children = twoByHand(r -> Map.of("RANK", "" + r, "WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1",
                 "MASTER_PORT", "" + port), r -> args(RUN, "--steps", "3", "--lr", r == 0 ? "1e-3" : "2e-3"));
-        for (Child c : children) {
+        for (ChildJvm c : children) {
             assertEquals(ExitCode.SETTINGS_DIFFER.code(), c.exit(60), c.stderr());
             String err = c.stderr();
             assertTrue(err.contains("lr: 0.001 (process 0), 0.002 (process 1)"), err);
@@ -397,7 +306,7 @@ class MultiProcessCommandTest {
     @Test
     void sigtermToTheLauncherStopsEveryProcessAfterTheSameStep() throws Exception {
         Path out = dir.resolve("stopped");
-        Child launcher = Child.start(dir.resolve("term.err"), Map.of(), args(List.of("launch", "--standalone",
+        ChildJvm launcher = ChildJvm.start(dir.resolve("term.err"), Map.of(), args(List.of("launch", "--standalone",
                 "--nproc-per-node", "2", "--"), args(RUN, "--steps", "100000", "--world-size", "4", "--out", out.toString())
                 .toArray(String[]::new)));
         launcher.await("step 2/");
@@ -417,18 +326,18 @@ class MultiProcessCommandTest {
     void aHostWithTooLittleMemoryForItsRanksFailsBeforeStepOneNamingItAndTheOtherProcessEnds() throws Exception {
         // both processes on this host hold 2 ranks each: process 1 is given room for fewer than its host's 4
         int port = freePort();
-        List<Child> children = twoByHand(r -> Map.of("RANK", "" + r, "WORLD_SIZE", "2", "LOCAL_RANK", "" + r,
+        List<ChildJvm> children = twoByHand(r -> Map.of("RANK", "" + r, "WORLD_SIZE", "2", "LOCAL_RANK", "" + r,
                 "LOCAL_WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1", "MASTER_PORT", "" + port),
                 r -> r == 0 ? args(RUN, "--steps", "3", "--world-size", "4")
                         : args(RUN, "--steps", "3", "--world-size", "4", "--memory-limit", "12MiB"));
-        Child short1 = children.get(1);
+        ChildJvm short1 = children.get(1);
         assertEquals(ExitCode.OUT_OF_MEMORY.code(), short1.exit(60), short1.stderr());
         String err = short1.stderr();
         String host = java.net.InetAddress.getLocalHost().getHostName();
         assertEquals(1, err.strip().lines().count(), "one line: " + err);
         assertTrue(err.startsWith("error: the run needs ≈ ") && err.contains("of host RAM on host " + host + " at its peak (4 ranks × ")
                 && err.contains("12.00 MiB is available"), err);
-        Child other = children.get(0);
+        ChildJvm other = children.get(0);
         int code = other.exit(60);
         assertEquals(ExitCode.RANK_FAILED.code(), code, other.stderr());
         assertTrue(other.stderr().contains("process 1 (host " + host + ") failed: the run needs"), other.stderr());

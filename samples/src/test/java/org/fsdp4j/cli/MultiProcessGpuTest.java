@@ -51,17 +51,17 @@ class MultiProcessGpuTest {
         return jvm;
     }
 
-    private MultiProcessCommandTest.Child launch(String name, List<String> jvm, List<String> train, String... launchFlags)
+    private ChildJvm launch(String name, List<String> jvm, List<String> train, String... launchFlags)
             throws IOException {
         List<String> cmd = new ArrayList<>(List.of("launch", "--standalone", "--nproc-per-node", "2"));
         cmd.addAll(List.of(launchFlags));
         cmd.add("--");
         cmd.addAll(train);
-        return MultiProcessCommandTest.Child.start(dir.resolve(name + ".err"), FOUR_GPUS, jvm, cmd);
+        return ChildJvm.start(dir.resolve(name + ".err"), FOUR_GPUS, jvm, cmd);
     }
 
-    private MultiProcessCommandTest.Child alone(String name, List<String> train) throws IOException {
-        return MultiProcessCommandTest.Child.start(dir.resolve(name + ".err"), FOUR_GPUS, standInJvm(), train);
+    private ChildJvm alone(String name, List<String> train) throws IOException {
+        return ChildJvm.start(dir.resolve(name + ".err"), FOUR_GPUS, standInJvm(), train);
     }
 
     @Test
@@ -71,12 +71,12 @@ class MultiProcessGpuTest {
                 List.of("--strategy", "hybrid_shard", "--shard-group-size", "2"))) {
             String name = strategy.get(1);
             Path one = dir.resolve(name + "-one-process");
-            MultiProcessCommandTest.Child single = alone(name + "-one", concat(RUN, strategy, "--device", "cuda",
+            ChildJvm single = alone(name + "-one", concat(RUN, strategy, "--device", "cuda",
                     "--steps", "3", "--out", one.toString()));
             assertEquals(0, single.exit(300), single.stderr());
 
             Path two = dir.resolve(name + "-two-processes");
-            MultiProcessCommandTest.Child launched = launch(name + "-two", standInJvm(), concat(RUN, strategy,
+            ChildJvm launched = launch(name + "-two", standInJvm(), concat(RUN, strategy,
                     "--device", "cuda", "--steps", "3", "--out", two.toString()));
             assertEquals(0, launched.exit(300), launched.stderr());
             float[] expected = losses(one.resolve("summary.json"));
@@ -97,7 +97,7 @@ class MultiProcessGpuTest {
     @Test
     void killMinusNineBeforeNcclInitEndsTheJobNamingTheProcess() throws Exception {
         StandIns.assumeStandIns();
-        MultiProcessCommandTest.Child launcher = launch("early", standInJvm("-D" + FaultPoint.PROPERTY + "="
+        ChildJvm launcher = launch("early", standInJvm("-D" + FaultPoint.PROPERTY + "="
                 + FaultPoint.BEFORE_RANKS_CONNECT + "@1"), concat(RUN, List.of(), "--device", "cuda", "--steps", "3",
                 "--collective-timeout", "30"));
         long victim = launcher.pausedPid(FaultPoint.BEFORE_RANKS_CONNECT);
@@ -116,7 +116,7 @@ class MultiProcessGpuTest {
     @Test
     void killMinusNineMidStepEndsTheJobNamingTheProcessAndTheCollective() throws Exception {
         StandIns.assumeStandIns();
-        MultiProcessCommandTest.Child launcher = launch("mid", standInJvm(), concat(RUN, List.of(), "--device", "cuda",
+        ChildJvm launcher = launch("mid", standInJvm(), concat(RUN, List.of(), "--device", "cuda",
                 "--steps", "100000", "--collective-timeout", "30"));
         launcher.await("step 1/");
         ProcessHandle victim = launcher.process().children().max((a, b) -> Long.compare(a.pid(), b.pid())).orElseThrow();
@@ -134,7 +134,7 @@ class MultiProcessGpuTest {
     @Test
     void aStoppedProcessIsNamedByTheWatchdogAndTheJobEnds() throws Exception {
         StandIns.assumeStandIns();
-        MultiProcessCommandTest.Child launcher = launch("hang", standInJvm(), concat(RUN, List.of(), "--device", "cuda",
+        ChildJvm launcher = launch("hang", standInJvm(), concat(RUN, List.of(), "--device", "cuda",
                 "--steps", "100000", "--collective-timeout", "5"), "--grace", "1");
         launcher.await("step 1/");
         ProcessHandle stopped = launcher.process().children().max((a, b) -> Long.compare(a.pid(), b.pid())).orElseThrow();
@@ -151,7 +151,7 @@ class MultiProcessGpuTest {
         assertTrue(stopped.onExit().get(10, TimeUnit.SECONDS) != null, "the stopped process is killed, not left behind");
     }
 
-    private static void assertNothingLeft(MultiProcessCommandTest.Child launcher) {
+    private static void assertNothingLeft(ChildJvm launcher) {
         launcher.process().descendants().forEach(p -> assertTrue(!p.isAlive(), "left running: " + p.pid()));
     }
 
