@@ -3,10 +3,12 @@
 // carries): `fsdp4j launch --standalone --nproc-per-node 2 -- train --device cuda --world-size 4`
 // (2 processes x 2 stand-in GPUs, NCCL's unique id through the rendezvous store) trains to exactly
 // the losses of 4 ranks on 4 stand-in GPUs of one process, full_shard and hybrid_shard alike, and to
-// the CPU's within fp32's tolerance. And its failures end the job as a user needs: kill -9 of a
-// process before its ranks connect, or mid-step, and SIGSTOP under a short --collective-timeout,
-// each end every process with exit code 7 and one line naming the failed process, its ranks and
-// host, within the timeout plus 10 s, with nothing left running. Fake-GPU run only (tag "standin").
+// the CPU's within fp32's tolerance; its checkpoint resumes on 4 GPUs of one process to the same
+// bits and on 4 CPU processes within fp32's tolerance. And its failures end the job as a user
+// needs: kill -9 of a process before its ranks connect, mid-step or mid-save, and SIGSTOP under a
+// short --collective-timeout, each end every process with exit code 7 and one line naming the
+// failed process, its ranks and host, within the timeout plus 10 s, with nothing left running and
+// no partial checkpoint taken for the latest. Fake-GPU run only (tag "standin").
 package org.fsdp4j.cli;
 
 import static org.fsdp4j.cli.MultiProcessCommandTest.args;
@@ -92,6 +94,74 @@ class MultiProcessGpuTest {
                 assertEquals(onCpu[s], expected[s], 1e-5 * Math.abs(onCpu[s]), name + ": step " + (s + 1) + " against the CPU");
             }
         }
+    }
+
+    @Test
+    void aCheckpointOfTwoProcessesResumesOnFourGpusOfOneProcessAndOnFourCpuProcesses() throws Exception {
+        StandIns.assumeStandIns();
+        Path saves = dir.resolve("saves");
+        Path whole = dir.resolve("whole");
+        ChildJvm saved = launch("save", standInJvm(), concat(RUN, List.of(), "--device", "cuda", "--steps", "6",
+                "--save-every", "3", "--save-dir", saves.toString(), "--out", whole.toString()));
+        assertEquals(0, saved.exit(300), saved.stderr());
+        float[] expected = losses(whole.resolve("summary.json"));
+        Path step3 = saves.resolve("step-00000003");
+
+        Path onGpus = dir.resolve("one-process");
+        ChildJvm one = alone("resume-gpus", concat(RUN, List.of(), "--device", "cuda", "--steps", "6", "--resume",
+                step3.toString(), "--out", onGpus.toString()));
+        assertEquals(0, one.exit(300), one.stderr());
+        assertArrayEquals(expected, losses(onGpus.resolve("summary.json")), "resumed on 4 stand-in GPUs of one process:"
+                + " the same state, the same arithmetic");
+
+        Path onCpus = dir.resolve("four-cpu-processes");
+        ChildJvm four = ChildJvm.start(dir.resolve("resume-cpus.err"), Map.of(), List.of(), concat(List.of("launch",
+                "--standalone", "--nproc-per-node", "4", "--"), concat(RUN, List.of(), "--device", "cpu", "--cpu-threads",
+                "1", "--steps", "6", "--resume", step3.toString(), "--out", onCpus.toString())));
+        assertEquals(0, four.exit(300), four.stderr());
+        float[] cpu = losses(onCpus.resolve("summary.json"));
+        double worst = 0;
+        for (int s = 3; s < 6; s++) {
+            worst = Math.max(worst, Math.abs(cpu[s] - expected[s]) / Math.abs(expected[s]));
+        }
+        System.out.println("stand-in GPUs 2x2 checkpoint resumed on 4 CPU processes: steps 4-6 within " + worst + " relative");
+        assertTrue(worst <= 1e-6, "resumed on the CPU: steps 4-6 within 1e-6 of the GPU run, got " + worst);
+    }
+
+    @Test
+    void killMinusNineMidSaveEndsTheJobAndLeavesNoCheckpointForTheLatest() throws Exception {
+        StandIns.assumeStandIns();
+        Path saves = dir.resolve("saves");
+        ChildJvm launcher = launch("mid-save", standInJvm("-Dfsdp4j.checkpoint.chunkDelayMs=1000"), concat(RUN,
+                List.of(), "--device", "cuda", "--steps", "100000", "--save-every", "2", "--save-dir", saves.toString(),
+                "--collective-timeout", "30"));
+        launcher.await("checkpoint: step 2 saved");
+        Path partial = null;
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+        while (partial == null && System.nanoTime() < deadline) {       // process 1 writing its first file of step 4
+            try (var list = java.nio.file.Files.list(saves)) {
+                partial = list.filter(p -> p.getFileName().toString().startsWith(".step-00000004.partial-"))
+                        .filter(p -> java.nio.file.Files.exists(p.resolve("rank-00002.bin"))).findFirst().orElse(null);
+            }
+            Thread.sleep(20);
+        }
+        assertTrue(partial != null, "the save of step 4 started: " + launcher.stderr());
+        String name = partial.getFileName().toString();
+        long processZero = Long.parseLong(name.substring(name.lastIndexOf('-') + 1));
+        ProcessHandle victim = launcher.process().children().filter(p -> p.pid() != processZero).findFirst().orElseThrow();
+        long start = System.nanoTime();
+        new ProcessBuilder("kill", "-9", Long.toString(victim.pid())).start().waitFor();
+        int code = launcher.exit(30 + 10);
+        String err = launcher.stderr();
+        assertEquals(ExitCode.RANK_FAILED.code(), code, err);
+        assertTrue((System.nanoTime() - start) / 1e9 < 30 + 10, err);
+        assertTrue(err.matches("(?s).*error: [^\\n]*process 1 \\(ranks 2-3, host [^)]+\\) ended without a word[^\\n]*"
+                + "step 4.*"), err);
+        assertNothingLeft(launcher);
+        assertTrue(!java.nio.file.Files.exists(saves.resolve("step-00000004")) && !java.nio.file.Files.exists(
+                partial.resolve("index.json")), "the interrupted save never looks complete");
+        assertTrue(java.nio.file.Files.isRegularFile(saves.resolve("step-00000002").resolve("index.json")),
+                "the previous checkpoint stays the latest");
     }
 
     @Test
