@@ -36,7 +36,7 @@ final class NcclWatchdog {
     private final Duration timeout;
     private final Map<NcclCommunicator, ArrayDeque<InFlight>> inFlight = new ConcurrentHashMap<>();
     private final Map<NcclCommunicator, String> lastIssued = new ConcurrentHashMap<>();   // named when nothing is in flight
-    private Thread thread;                        // runs while a communicator is open
+    private Thread thread;                        // runs while a communicator is open, null otherwise
     private volatile boolean stopped;
 
     NcclWatchdog(NcclGroup group, ProcessDirectory directory, Duration timeout) {
@@ -100,6 +100,12 @@ final class NcclWatchdog {
         try {
             while (!stopped && !group.isAborted()) {
                 Thread.sleep(POLL_MILLIS);
+                synchronized (this) {
+                    if (inFlight.isEmpty()) {       // every communicator closed: the next one starts a thread again
+                        thread = null;
+                        return;
+                    }
+                }
                 String failure = lookAtCollectives();
                 long now = System.nanoTime();
                 if (failure == null && now >= nextSlowLook) {

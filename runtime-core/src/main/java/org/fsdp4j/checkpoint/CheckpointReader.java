@@ -99,20 +99,7 @@ public final class CheckpointReader implements StateSource, AutoCloseable {
                     throw new CheckpointException(p, (size < f.bytes() ? "truncated: " : "wrong size: ") + size
                             + " bytes, the index says " + f.bytes());
                 }
-                CRC32C crc = new CRC32C();
-                ByteBuffer buf = ByteBuffer.allocateDirect(1 << 20);
-                long at = 0;
-                while (at < size) {
-                    buf.clear();
-                    int n = ch.read(buf, at);
-                    if (n < 0) {
-                        break;
-                    }
-                    buf.flip();
-                    crc.update(buf);
-                    at += n;
-                }
-                String actual = HexFormat.of().toHexDigits((int) crc.getValue());
+                String actual = CheckpointWriter.crc32cOf(ch);
                 if (!actual.equalsIgnoreCase(f.crc32c())) {
                     throw new CheckpointException(p, "checksum mismatch (CRC-32C " + actual + ", the index says "
                             + f.crc32c() + "): the file is corrupted");

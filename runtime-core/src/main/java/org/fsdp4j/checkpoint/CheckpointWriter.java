@@ -199,19 +199,24 @@ public final class CheckpointWriter {
 
     /** CRC-32C of {@code file}'s bytes, 8 hex digits (as the index records it). */
     static String crc32cOf(Path file) throws IOException {
+        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
+            return crc32cOf(ch);
+        }
+    }
+
+    /** CRC-32C of every byte of {@code ch} (read by position: its own position is left alone), 8 hex digits. */
+    static String crc32cOf(FileChannel ch) throws IOException {
         CRC32C crc = new CRC32C();
         ByteBuffer buf = ByteBuffer.allocateDirect(CHUNK_BYTES);
-        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
-            for (long at = 0; ; ) {
-                buf.clear();
-                int n = ch.read(buf, at);
-                if (n < 0) {
-                    break;
-                }
-                buf.flip();
-                crc.update(buf);
-                at += n;
+        for (long at = 0; ; ) {
+            buf.clear();
+            int n = ch.read(buf, at);
+            if (n < 0) {
+                break;
             }
+            buf.flip();
+            crc.update(buf);
+            at += n;
         }
         return HexFormat.of().toHexDigits((int) crc.getValue());
     }

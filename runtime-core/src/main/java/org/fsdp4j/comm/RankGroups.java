@@ -42,20 +42,9 @@ public final class RankGroups {
                     + localDevices + ": across processes each rank needs a GPU of its own (NCCL refuses two ranks on"
                     + " one GPU); use --device cuda");
         }
-        StringBuilder why = new StringBuilder();
-        for (RankGroupProvider p : ServiceLoader.load(RankGroupProvider.class)) {
-            if (!p.serves(localDevices)) {
-                continue;
-            }
-            Optional<String> reason = p.unavailableReason();
-            if (reason.isEmpty()) {
-                int firstRank = directory.process() * localDevices.size();
-                return p.createAcrossProcesses(localDevices, worldSize, firstRank, directory, key, timeout);
-            }
-            why.append("; ").append(p.name()).append(" is not usable: ").append(reason.get());
-        }
-        throw new IllegalArgumentException("GPU ranks across processes need NCCL (nccl-comm)"
-                + (why.length() == 0 ? ", which is not on the class path" : why));
+        RankGroupProvider p = provider(localDevices, "GPU ranks across processes need NCCL (nccl-comm)", "");
+        return p.createAcrossProcesses(localDevices, worldSize, directory.process() * localDevices.size(), directory, key,
+                timeout);
     }
 
     /** The group for ranks placed on {@code devices} (rank r on devices.get(r)). */
@@ -72,6 +61,16 @@ public final class RankGroups {
         if (devices.stream().anyMatch(Device::isCpu)) {
             throw new IllegalArgumentException("ranks on the CPU and on GPUs cannot form one group: " + devices);
         }
+        return provider(devices, devices.size() + " ranks on " + devices + " need a communicator between GPUs (NCCL, in"
+                + " nccl-comm)", "; to run several ranks on one GPU, name it: --device cuda:0").create(devices, timeout);
+    }
+
+    /**
+     * The first provider that serves {@code devices} and is usable here; else an
+     * IllegalArgumentException of {@code need}, why each serving provider is not usable (or that
+     * none is on the class path), and {@code hint}.
+     */
+    private static RankGroupProvider provider(List<Device> devices, String need, String hint) {
         StringBuilder why = new StringBuilder();
         for (RankGroupProvider p : ServiceLoader.load(RankGroupProvider.class)) {
             if (!p.serves(devices)) {
@@ -79,12 +78,10 @@ public final class RankGroups {
             }
             Optional<String> reason = p.unavailableReason();
             if (reason.isEmpty()) {
-                return p.create(devices, timeout);
+                return p;
             }
             why.append("; ").append(p.name()).append(" is not usable: ").append(reason.get());
         }
-        throw new IllegalArgumentException(devices.size() + " ranks on " + devices + " need a communicator between"
-                + " GPUs (NCCL, in nccl-comm)" + (why.length() == 0 ? ", which is not on the class path" : why)
-                + "; to run several ranks on one GPU, name it: --device cuda:0");
+        throw new IllegalArgumentException(need + (why.length() == 0 ? ", which is not on the class path" : why) + hint);
     }
 }

@@ -149,15 +149,7 @@ class MultiProcessGpuTest {
         String name = partial.getFileName().toString();
         long processZero = Long.parseLong(name.substring(name.lastIndexOf('-') + 1));
         ProcessHandle victim = launcher.process().children().filter(p -> p.pid() != processZero).findFirst().orElseThrow();
-        long start = System.nanoTime();
-        new ProcessBuilder("kill", "-9", Long.toString(victim.pid())).start().waitFor();
-        int code = launcher.exit(30 + 10);
-        String err = launcher.stderr();
-        assertEquals(ExitCode.RANK_FAILED.code(), code, err);
-        assertTrue((System.nanoTime() - start) / 1e9 < 30 + 10, err);
-        assertTrue(err.matches("(?s).*error: [^\\n]*process 1 \\(ranks 2-3, host [^)]+\\) ended without a word[^\\n]*"
-                + "step 4.*"), err);
-        assertNothingLeft(launcher);
+        killAndExpectTheDeathNamed(launcher, victim.pid(), "step 4.*");
         assertTrue(!java.nio.file.Files.exists(saves.resolve("step-00000004")) && !java.nio.file.Files.exists(
                 partial.resolve("index.json")), "the interrupted save never looks complete");
         assertTrue(java.nio.file.Files.isRegularFile(saves.resolve("step-00000002").resolve("index.json")),
@@ -190,15 +182,8 @@ class MultiProcessGpuTest {
                 "--steps", "100000", "--collective-timeout", "30"));
         launcher.await("step 1/");
         ProcessHandle victim = launcher.process().children().max((a, b) -> Long.compare(a.pid(), b.pid())).orElseThrow();
-        long start = System.nanoTime();
-        new ProcessBuilder("kill", "-9", Long.toString(victim.pid())).start().waitFor();
-        int code = launcher.exit(30 + 10);
-        String err = launcher.stderr();
-        assertEquals(ExitCode.RANK_FAILED.code(), code, err);
-        assertTrue((System.nanoTime() - start) / 1e9 < 30 + 10, err);
-        assertTrue(err.matches("(?s).*error: [^\\n]*process 1 \\(ranks 2-3, host [^)]+\\) ended without a word[^\\n]*"
-                + "(allGather|reduceScatter|allReduce|barrier) #\\d+ on 'world[^']*' at rank [01] .*"), err);
-        assertNothingLeft(launcher);
+        killAndExpectTheDeathNamed(launcher, victim.pid(),
+                "(allGather|reduceScatter|allReduce|barrier) #\\d+ on 'world[^']*' at rank [01] .*");
     }
 
     @Test
@@ -219,6 +204,23 @@ class MultiProcessGpuTest {
                 + " [01] \\(process 0, host [^)]+\\) \\(cuda:[01]\\) did not complete within 5 s: process 1 \\(ranks 2-3, host"
                 + " [^)]+\\) stopped answering.*"), err);
         assertTrue(stopped.onExit().get(10, TimeUnit.SECONDS) != null, "the stopped process is killed, not left behind");
+    }
+
+    /**
+     * kill -9 of process 1 ({@code pid}, under a --collective-timeout of 30 s): the job ends within
+     * the timeout + 10 s with exit 7, its error line naming process 1's death and then matching
+     * {@code then} (where the survivor was), and nothing is left running.
+     */
+    private static void killAndExpectTheDeathNamed(ChildJvm launcher, long pid, String then) throws Exception {
+        long start = System.nanoTime();
+        new ProcessBuilder("kill", "-9", Long.toString(pid)).start().waitFor();
+        int code = launcher.exit(30 + 10);
+        String err = launcher.stderr();
+        assertEquals(ExitCode.RANK_FAILED.code(), code, err);
+        assertTrue((System.nanoTime() - start) / 1e9 < 30 + 10, err);
+        assertTrue(err.matches("(?s).*error: [^\\n]*process 1 \\(ranks 2-3, host [^)]+\\) ended without a word[^\\n]*"
+                + then), err);
+        assertNothingLeft(launcher);
     }
 
     private static void assertNothingLeft(ChildJvm launcher) {
