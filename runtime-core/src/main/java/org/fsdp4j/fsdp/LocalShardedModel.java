@@ -27,6 +27,7 @@ import org.fsdp4j.api.StateSource;
 import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.Backends;
+import org.fsdp4j.backend.RankPlacement;
 import org.fsdp4j.comm.LocalLauncher;
 import org.fsdp4j.comm.RankGroup;
 import org.fsdp4j.comm.RankGroups;

@@ -17,9 +17,9 @@ import org.fsdp4j.api.Device;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Backends;
+import org.fsdp4j.backend.RankPlacement;
 import org.fsdp4j.backend.cpu.CpuStorage;
 import org.fsdp4j.bench.GemmBenchmark;
-import org.fsdp4j.fsdp.RankPlacement;
 
 public final class Preflight {
 

@@ -5,14 +5,12 @@
 // several runs K ranks: on GPUs it takes the K GPUs of its place on the node (local process i takes
 // GPUs iK .. iK+K−1, as torchrun's LOCAL_RANK picks GPU i for one rank a process), or, when it sees
 // only K GPUs (Slurm's --gpus-per-task, CUDA_VISIBLE_DEVICES set per process), those.
-package org.fsdp4j.fsdp;
+package org.fsdp4j.backend;
 
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import org.fsdp4j.api.Device;
-import org.fsdp4j.backend.BackendProvider;
-import org.fsdp4j.backend.Backends;
 
 public final class RankPlacement {
 
