@@ -5,7 +5,7 @@
 #      nvidia/*/lib folders count) and puts their folders on LD_LIBRARY_PATH,
 #   2. runs the cuda-kernels and nccl-comm test suites (GPU tests included; not the CPU-only
 #      emulator tests, tag "emulator", nor the stand-in CUDA's own, tag "standin", which mvn
-#      verify runs) with the bundled Java,
+#      verify runs) with the bundled Java, then NCCL across processes through fsdp4j launch,
 #   3. benchmarks bf16 GEMMs (4096³, 8192³) against the device's peak with the fsdp4j CLI
 #      (bench gemm, which also checks sampled entries against fp64), trains the default run on
 #      cuda and on the cpu (same final loss) and a Llama on cuda, then bench step for gpt2-124m (T = 1024) in fp32 and
@@ -17,8 +17,9 @@
 # Writes gpu-check.log, gpu-check.json, tests.txt and results.tar.gz (JUnit XML, gemm.json, the
 # train and bench outputs) to $OUT, or to .bundle/out without it. Exit 0 only if every test passed, none skipped for want of a GPU,
 # and the GEMM results check out. Budget: under 8 minutes on an H200; the timeouts add up to
-# 535 s at the very worst (library search 6 x 15 s, tests 150 s, bench gemm 45 s, train 95 s,
-# llama train 15 s, bench step 4 x 35 s), each far longer than it should need.
+# 595 s at the very worst (library search 6 x 15 s, tests 150 s, bench gemm 45 s, train 95 s,
+# llama train 15 s, bench step 4 x 35 s; procs 60 s on one GPU, 150 s on more), each far longer
+# than it should need.
 #
 # From a session with the device tool: build the bundle in the checkout the tool sends, then
 #   run(command="bash scripts/gpu-check.sh", carry=[".bundle-pack"], timeout_s=580)
@@ -132,9 +133,9 @@ gpu_name=$(echo "$smi" | head -n 1 | cut -d, -f1 | xargs)
 driver_version=$(echo "$smi" | head -n 1 | cut -d, -f2 | xargs)
 say "GPU: $smi"
 
-# GPU_CHECK_PARTS picks sections (default: all): tests gemm train steps peer optimes; SHAPES (peer and
-# optimes): gpt2-124m gpt-1b. A short lease can rerun just the part it changed.
-parts=" ${GPU_CHECK_PARTS:-tests gemm train steps peer optimes} "
+# GPU_CHECK_PARTS picks sections (default: all): tests procs gemm train steps peer optimes; SHAPES (peer
+# and optimes): gpt2-124m gpt-1b. A short lease can rerun just the part it changed.
+parts=" ${GPU_CHECK_PARTS:-tests procs gemm train steps peer optimes} "
 want() { [[ $parts == *" $1 "* ]]; }
 optime_shapes=${GPU_CHECK_OPTIME_SHAPES:-gpt2-124m gpt-1b}
 
@@ -158,6 +159,34 @@ fi
 
 cli=("$java" "${jvm_opts[@]}" -cp "$classpath" org.fsdp4j.cli.Main)   # an array: timeout cannot run a shell function
 json_field() { grep -oE "\"$2\" *: *[0-9.eE+-]+" "$1" 2>/dev/null | head -n 1 | grep -oE '[0-9.eE+-]+$'; }
+
+# ---- 2b. NCCL across processes (its unique id through fsdp4j's store) --------------------
+# Two GPUs or more: 2 processes x 1 GPU train the default run and must end at the loss of 2 GPUs
+# of one process. One GPU: 2 processes cannot share it through NCCL, so the launch must end
+# within seconds with exit 7 and NCCL's refusal in one line (the bootstrap through the store, the
+# non-blocking init and the failure path, on the real library).
+if want procs; then
+gpus=$(echo "$smi" | grep -c .)
+if [[ $gpus -ge 2 ]]; then
+  say "fsdp4j launch: 2 processes x 1 GPU over real NCCL, against 2 GPUs of one process"
+  timeout 60 "${cli[@]}" train --device cuda --world-size 2 --steps 100 --out "$out/procs-one" \
+    || problem "train --device cuda --world-size 2 (one process) failed"
+  timeout 90 "${cli[@]}" launch --standalone --nproc-per-node 2 -- train --device cuda --world-size 2 --steps 100 \
+    --collective-timeout 60 --out "$out/procs-two" || problem "launch: 2 processes x 1 GPU failed"
+  one=$(json_field "$out/procs-one/summary.json" final_loss); two=$(json_field "$out/procs-two/summary.json" final_loss)
+  say "final loss: one process ${one:-?}, two processes ${two:-?}"
+  [[ -n $one && "$one" == "$two" ]] || problem "2 processes end at loss ${two:-?}, one process at ${one:-?}"
+else
+  say "fsdp4j launch: 2 processes on the one GPU (NCCL must refuse them: one line, exit 7)"
+  start_procs=$SECONDS
+  timeout 60 "${cli[@]}" launch --standalone --nproc-per-node 2 -- bench collectives --device cuda --world-size 2 \
+    --max-bytes 1MiB --collective-timeout 30 > "$out/procs.txt" 2>&1
+  code=$?
+  cat "$out/procs.txt"
+  say "exit $code after $((SECONDS - start_procs)) s"
+  [[ $code -eq 7 ]] || problem "2 processes on one GPU: exit $code, expected 7 (NCCL's duplicate-GPU refusal)"
+fi
+fi
 
 # ---- 3. benchmarks and runs -----------------------------------------------------------
 if want gemm; then
