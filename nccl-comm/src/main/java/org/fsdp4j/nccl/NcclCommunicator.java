@@ -145,8 +145,8 @@ final class NcclCommunicator implements Communicator {
         device.makeCurrent();
         long[] out = new long[1];
         int rc = nccl.commSplit(comm, color, key, out, false);
-        if (rc == NcclApi.IN_PROGRESS || rc == NcclApi.SUCCESS && out[0] != 0) {
-            rc = out[0] == 0 ? rc : group.awaitReady(out[0], where);
+        if (out[0] != 0 && (rc == NcclApi.IN_PROGRESS || rc == NcclApi.SUCCESS)) {
+            rc = group.awaitReady(out[0], where);          // the new communicator is made in the background
         }
         check(rc, where);
         int[] newRank = new int[1];

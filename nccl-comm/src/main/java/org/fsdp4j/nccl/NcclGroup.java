@@ -116,11 +116,6 @@ public final class NcclGroup implements RankGroup {
         return timeout;
     }
 
-    /** How collectives of several communicators are kept in one order on each GPU (IssueOrder). */
-    public String issueOrder() {
-        return issueRule.describe();
-    }
-
     @Override
     public String transport() {
         return "NCCL, collectives " + (issueRule == IssueOrder.Rule.IMPLICIT ? "in " : "") + issueRule.describe();
@@ -143,8 +138,8 @@ public final class NcclGroup implements RankGroup {
         long[] comm = new long[1];
         String where = "ncclCommInitRank of 'world' at " + describeRank(rank) + " on " + device.name();
         int rc = nccl.commInitRank(comm, worldSize, uniqueId.clone(), rank, false);
-        if (rc == NcclApi.IN_PROGRESS || rc == NcclApi.SUCCESS && comm[0] != 0) {
-            rc = awaitReady(comm[0], where);
+        if (comm[0] != 0 && (rc == NcclApi.IN_PROGRESS || rc == NcclApi.SUCCESS)) {
+            rc = awaitReady(comm[0], where);                // the communicator is made in the background
         }
         if (rc != NcclApi.SUCCESS) {
             if (comm[0] != 0) {
@@ -207,31 +202,12 @@ public final class NcclGroup implements RankGroup {
 
     /** ": process 1 (ranks 2-3, host h) stopped answering (no heartbeat for 2 s)", or "" (in one process, or all beat). */
     String stalled() {
-        if (directory == null) {
-            return "";
-        }
-        List<Integer> stalled = directory.stalledProcesses(Duration.ofSeconds(2));
-        if (stalled.isEmpty()) {
-            return "";
-        }
-        List<String> named = new ArrayList<>();
-        for (int q : stalled) {
-            named.add("process " + q + " (" + ranksOf(q) + ", host " + directory.hostOf(q) + ")");
-        }
-        return ": " + String.join(", ", named) + " stopped answering (no heartbeat for 2 s)";
+        return directory == null ? "" : directory.stalledSuffix();
     }
 
     /** "rank 2 (process 1, host node7)" across processes, "rank 2" in one. */
     String describeRank(int rank) {
-        if (directory == null) {
-            return "rank " + rank;
-        }
-        int process = rank / size;
-        return "rank " + rank + " (process " + process + ", host " + directory.hostOf(process) + ")";
-    }
-
-    private String ranksOf(int process) {
-        return size == 1 ? "rank " + process : "ranks " + process * size + "-" + (process * size + size - 1);
+        return directory == null ? "rank " + rank : directory.describeRank(rank, size);
     }
 
     private String lastError(long comm) {

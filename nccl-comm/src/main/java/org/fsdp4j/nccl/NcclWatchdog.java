@@ -151,9 +151,11 @@ final class NcclWatchdog {
             String error = c.asyncError();
             if (error != null) {
                 // the collective in flight, else the last one issued (an aborted collective lets its stream go on)
-                String during = oldest(c) != null ? oldest(c) : lastIssued.get(c);
+                String inFlightNow = oldest(c);
+                String during = inFlightNow != null ? inFlightNow : lastIssued.get(c);
                 String ncclSays = (during == null ? c.describe() : during) + ": NCCL reported " + error;
-                String why = directory == null ? null : storeSaysWithin(Duration.ofSeconds(3));
+                // a process that died leaves its mark in the store a moment after its sockets close
+                String why = directory == null ? null : directory.failureWithin(Duration.ofSeconds(3)).orElse(null);
                 return why == null ? ncclSays : why + "; " + ncclSays;
             }
         }
@@ -168,25 +170,5 @@ final class NcclWatchdog {
             }
         }
         return null;
-    }
-
-    /**
-     * After NCCL reported a remote failure: what the store says of it (a process that died leaves
-     * its mark a moment after its sockets close), waiting up to {@code wait}; null if nothing.
-     */
-    private String storeSaysWithin(Duration wait) {
-        long deadline = System.nanoTime() + wait.toNanos();
-        while (true) {
-            String why = directory.failure().orElse(null);
-            if (why != null || System.nanoTime() > deadline) {
-                return why;
-            }
-            try {
-                Thread.sleep(100);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return null;
-            }
-        }
     }
 }

@@ -137,7 +137,7 @@ final class TcpCommunicator implements Communicator {
             channels.values().forEach(PeerListener::closeQuietly);
             pipes.values().forEach(ShmPipe::release);      // set up before the failure; nothing runs on them
             String where = "communicator '" + name + "' at " + group.describe(members[me]);
-            String told = group.fate().isAborted() ? null : group.failureInStore(java.time.Duration.ofSeconds(3));
+            String told = group.fate().isAborted() ? null : group.failureInStore(java.time.Duration.ofSeconds(3)).orElse(null);
             CommException why = group.fate().isAborted() ? new CommException(group.fate().cause().getMessage(), e)
                     : told != null ? new CommException(told + ", while " + where + " connected to its peers", e)
                     : new CommException(where + " cannot reach its peers: " + e.getMessage(), e);

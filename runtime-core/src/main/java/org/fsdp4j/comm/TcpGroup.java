@@ -134,7 +134,7 @@ public final class TcpGroup implements RankGroup, AutoCloseable {
 
     /** "rank 2 (process 1, host node7)": how messages name a rank. */
     String describe(int rank) {
-        return "rank " + rank + " (process " + processOf(rank) + ", host " + directory.hostOf(processOf(rank)) + ")";
+        return directory.describeRank(rank, perProcess);
     }
 
     /** The connection for communicator {@code commKey} between rank {@code from} (here) and {@code to}: opened by the lower rank. */
@@ -170,33 +170,17 @@ public final class TcpGroup implements RankGroup, AutoCloseable {
     }
 
     /**
-     * Why the run cannot go on as the store tells it (an abort reason, a process that died),
-     * waiting up to {@code wait} for the store to learn of it (a killed process's mark comes a
-     * moment after its sockets close); null if it says nothing.
-     */
-    String failureInStore(Duration wait) {
-        long deadline = System.nanoTime() + wait.toNanos();
-        while (true) {
-            java.util.Optional<String> why = directory.failure();
-            if (why.isPresent() || System.nanoTime() > deadline) {
-                return why.orElse(null);
-            }
-            try {
-                Thread.sleep(100);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return null;
-            }
-        }
-    }
-
-    /**
      * Why {@code where} failed with {@code e} when another process failed first and left its
      * reason in the store (ProcessGroup.fail, before its ranks connected: it closes its listener
      * after); empty when none did.
      */
     java.util.Optional<CommException> abortedElsewhere(String where, Exception e) {
         return directory.publishedAbort().map(r -> new CommException(where + ": the run was aborted: " + r, e));
+    }
+
+    /** Why the run cannot go on as the store tells it, waiting up to {@code wait} for it to learn of a death. */
+    java.util.Optional<String> failureInStore(Duration wait) {
+        return directory.failureWithin(wait);
     }
 
     /** A peer's connection ended: the reason its process left in the store if it left one, else the lost connection. */

@@ -9,7 +9,7 @@
 // process before the store goes away. A heartbeat thread bumps this process's counter in the
 // store twice a second, so that a process waiting for a stopped (SIGSTOP) peer can name it; each
 // process's host is kept for messages. Work beside the step (a checkpoint's commit) meets the
-// others through a store connection of its own (meet, publish, await), so it never waits behind
+// others through a store connection of its own (publish, await), so it never waits behind
 // the step's vote. The vote can carry each process's figures of the step to process 0, which
 // reports for the whole run.
 package org.fsdp4j.dist;
@@ -24,8 +24,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.function.Supplier;
-import org.fsdp4j.comm.CommException;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.comm.CommException;
 import org.fsdp4j.comm.PeerListener;
 import org.fsdp4j.comm.ProcessDirectory;
 import org.fsdp4j.comm.RankGroup;
@@ -334,35 +334,11 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
         }
     }
 
-    /** ": process 1 (host h) stopped answering (no heartbeat for 2 s)", or "" when every heartbeat moves. */
-    private String stalledSuffix() {
-        List<Integer> stalled = stalledProcesses(Duration.ofSeconds(2));
-        if (stalled.isEmpty()) {
-            return "";
-        }
-        List<String> named = new ArrayList<>();
-        stalled.forEach(q -> named.add(describe(q)));
-        return ": " + String.join(", ", named) + (stalled.size() == 1 ? " stopped" : " stopped")
-                + " answering (no heartbeat for 2 s)";
-    }
-
-    /** "process 1 (ranks 2-3, host node7)": how messages name a process (its ranks once they are known). */
+    @Override
     public String describe(int process) {
         int k = ranksPerProcess;
         String ranks = k == 0 ? "" : k == 1 ? "rank " + process + ", " : "ranks " + process * k + "-" + (process * k + k - 1) + ", ";
         return "process " + process + " (" + ranks + "host " + hosts[process] + ")";
-    }
-
-    /**
-     * For work beside the step (a checkpoint's commit): returns once every process has called it
-     * with {@code name} (each name once per run); fails (CommException) as soon as a process is
-     * found dead or the run aborted, or after {@code timeout}. {@code where} names the meeting in
-     * messages ("the commit of step 20").
-     */
-    public void meet(String name, String where, Duration timeout) {
-        synchronized (background) {
-            meetAll(background, "meet/" + name, where, timeout);
-        }
     }
 
     /** For work beside the step: sets {@code key} (under "side/") for every process to read with {@link #await}. */
