@@ -1,8 +1,8 @@
 // How a column sum (the bias, LayerNorm and RMSNorm parameter gradients: Σ over rows of a
 // (rows, cols) matrix) spreads over the GPU. One block per 32 columns gave a 768-wide LayerNorm
 // 24 blocks on an H200's 132 SMs, each thread summing rows/16 rows one after another: the
-// LayerNorm backward took 17 ms of a 209-ms step at 1B and the bias backward 5 (bench/NOTES.md,
-// G.3). So the rows are cut into chunks, each with its own blocks (grid y), until the grid holds
+// LayerNorm backward took 17 ms of a 209-ms step at 1B and the bias backward 5.
+// So the rows are cut into chunks, each with its own blocks (grid y), until the grid holds
 // about BLOCKS_PER_SM blocks per SM; each chunk writes its partial sums to a workspace
 // (chunks, K, cols) and column_partials_kernel adds them in chunk order. The chunking depends only
 // on the shape and the SM count, so the sums are the same bits on every run on one GPU.

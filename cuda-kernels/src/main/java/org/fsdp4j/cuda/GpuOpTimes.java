@@ -1,5 +1,5 @@
-// Where a GPU step's time goes, op by op: the CUDA twin of the CPU backend's OpTimes, for
-// bench/NOTES.md and issue 12's "predict, then measure". With -Dfsdp4j.opTimes=true every op a
+// Where a GPU step's time goes, op by op: the CUDA twin of the CPU backend's OpTimes, so that a
+// change's predicted gain is checked on the ops it targets. With -Dfsdp4j.opTimes=true every op a
 // CudaBackend issues records a timing event on its stream as it is issued; an op's time is the
 // GPU time from its event to the next one on the same stream, i.e. its kernels plus any idle gap
 // before the next op arrived. After a host synchronisation the stream gets an "(idle: waiting for

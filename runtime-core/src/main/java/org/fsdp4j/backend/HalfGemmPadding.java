@@ -1,6 +1,6 @@
 // The rule by which a GPU backend runs a big half-precision GEMM that is off cuBLAS's 8-element
 // grid on zero-padded copies (cuda-kernels' RealignedGemm: an odd n or k, or a row stride not a
-// multiple of 8, kept cuBLAS on kernels 4-7x slower on an H200, bench/NOTES.md G.4), and the
+// multiple of 8, kept cuBLAS on kernels 4-7x slower on an H200), and the
 // workspace those copies take. It lives here, beside the Ops contract, so that the planner counts
 // that workspace (GPT-2's vocabulary, 50257, puts the LM head's three products off the grid)
 // without knowing CUDA. Row-major, as Ops.gemm: A is [m, k] ([k, m] transposed), B [k, n]

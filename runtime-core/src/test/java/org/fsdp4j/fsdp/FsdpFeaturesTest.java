@@ -116,7 +116,7 @@ class FsdpFeaturesTest {
      * A step whose reference gradient cancels is measured against the parameter's median gradient
      * norm (FsdpTestSupport.assertMatches): before that, one seed in ~60 failed fp16 at 13.1u, at a
      * step where h.1.ln2.weight's gradient norm fell to a tenth of its other steps' while its error
-     * stayed at the usual size (bench/NOTES.md 2.20; replay -Dfsdp4j.testSeed=6167772313520). With
+     * stayed at the usual size (replay -Dfsdp4j.testSeed=6167772313520). With
      * it, 40 seeds gave at worst 4.8u (bf16), 5.3u (fp16) and 2.0u (fp32 params, fp16 reduce); an
      * fp16 average over N + 1 instead of N failed at 1300u.
      */

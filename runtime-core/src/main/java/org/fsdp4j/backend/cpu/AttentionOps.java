@@ -188,7 +188,7 @@ final class AttentionOps {
      * softmaxRow on x[off..off+len) for a row with room to the next whole vector (x holds at least
      * off + roundUp(len, FL) elements): the last partial vector is computed whole,
      * its lanes past the row blended to −∞ before the exp and to 0 after it, instead of the
-     * scalar tail, which cost as much as the vector part of a 128-key row (bench/NOTES.md, 2.9).
+     * scalar tail, which cost as much as the vector part of a 128-key row.
      * Those lanes are left 0. The sum adds the tail's elements in lanes, so its last bits may
      * differ from softmaxRow's.
      */

@@ -1,7 +1,7 @@
 // Lends a blocked rank thread's core to the other in-process ranks. With one thread per rank (N = 2
 // on 2 cores) the ranks drift apart within a step, and the one ahead waits at the next meeting
 // point (an all-gather, a reduce-scatter) while its core idles: ~11 ms of a 169 ms rank-step at
-// bench-4x256 N = 2 (bench/NOTES.md, 2.13). Here a single-threaded chunked loop (a PanelGemm's row
+// bench-4x256 N = 2. Here a single-threaded chunked loop (a PanelGemm's row
 // blocks, an op's chunks) is posted on a process-wide board while its owner runs it, and a thread
 // blocked on a CPU event takes chunks of it until its own event completes.
 //

@@ -1,6 +1,7 @@
 // The CPU backend's kernel choices that follow the machine, and the -D properties that override
-// them (for comparing the choices on one build): the register tile's shape (bench/NOTES.md 2.18)
-// and whether Linear-sized fp32 GEMMs run on PanelGemm or on OpenBLAS (2.19, 2.21). Pure functions of
+// them (for comparing the choices on one build): the register tile's shape (AVX2's 16 registers
+// cannot hold the 6 × 4 tile's 24 accumulators) and whether Linear-sized fp32 GEMMs run on PanelGemm or
+// on OpenBLAS (whichever the core runs faster: javaGemm). Pure functions of
 // their inputs, so the tests can ask for other machines; no state of its own, so CpuBackend can
 // check the properties when it is made: a bad value is then a one-line error before the first step,
 // not a failed initialisation of TileGemm or PanelGemm in the middle of one.
@@ -57,9 +58,9 @@ final class CpuKernelChoice {
      * By default PanelGemm where the register tile has 32 vector registers (AVX-512, AArch64) and
      * OpenBLAS has no faster kernel; OpenBLAS on x86 below AVX-512 ({@code narrowIsa}), where the
      * 4 × 3 tile over 16 registers runs whole GEMMs at ~0.8 of OpenBLAS's assembly and whole
-     * training steps went 21–35% faster on OpenBLAS (bench/NOTES.md 2.19), and where OpenBLAS runs
+     * training steps went 21–35% faster on OpenBLAS, and where OpenBLAS runs
      * its AVX-512 kernels on a core with two 512-bit FMA pipes ({@code wideBlas}): one thread
-     * 149–184 GFLOP/s against PanelGemm's 98–129, steps 12–15% faster (2.21). {@code choice} is
+     * 149–184 GFLOP/s against PanelGemm's 98–129, steps 12–15% faster. {@code choice} is
      * "java", "openblas" or empty (the default).
      */
     static boolean javaGemm(String choice, boolean narrowIsa, boolean wideBlas) {
@@ -79,7 +80,8 @@ final class CpuKernelChoice {
      * Whether OpenBLAS runs AVX-512 kernels on a core that issues two 512-bit FMAs a cycle: x86
      * with 16 fp32 lanes, {@code coreType} (OPENBLAS_CORETYPE, null when unset: OpenBLAS then
      * detects an AVX-512 core itself) unset or naming an AVX-512 core, and not AMD family 25
-     * (Zen 4 runs a 512-bit FMA as two halves, and PanelGemm measured faster there: 2.20). Intel's
+     * (Zen 4 runs a 512-bit FMA as two halves, and there PanelGemm ran Linear sizes at 99–108 GFLOP/s
+     * a core against OpenBLAS's 87–96). Intel's
      * server cores and Zen 5 (family 26) have the two pipes.
      */
     static boolean wideBlas(String arch, int floatLanes, String coreType, String vendor, String family) {

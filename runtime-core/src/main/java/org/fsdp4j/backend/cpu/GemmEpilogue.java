@@ -1,7 +1,7 @@
 // What a PanelGemm product does with a row block of C once the block's k-sums are complete, for
 // the CPU backend's fused Linear ops: the block is still in the thread's float[] (PanelGemm's C
 // block), so a bias, a GELU or the GELU's gradient costs a pass over cache instead of a pointwise
-// op's passes over memory (bench/NOTES.md, 2.15). Each computes what the unfused ops compute, with
+// op's passes over memory. Each computes what the unfused ops compute, with
 // the same bits:
 //   BIAS           C = product + bias                       (Ops.gemmThenAddBias)
 //   BIAS_GELU      C = product + bias, out = GELU(C)        (Ops.gemmThenAddBiasGelu)

@@ -4,7 +4,7 @@
 // rest (chosen on the whole product, so the same for every tile and thread count). A C matrix is
 // cut into at most one tile per thread of the backend (and per core): a rank with one thread runs
 // each GEMM as one call, which in a training step ran 5% faster than two tiles one after the
-// other (bench/NOTES.md, 2.8). Every tile keeps the whole k-sum, and neither OpenBLAS's nor
+// other. Every tile keeps the whole k-sum, and neither OpenBLAS's nor
 // PanelGemm's result for an element depends on the extent of the call it is computed in (checked
 // on random shapes and tilings, by PanelGemmTest, and by CpuDeterminismTest at 1, 2 and 3
 // threads), so the result has the same bits for any thread count (OpenBLAS's own threading does
@@ -27,9 +27,9 @@ final class GemmOp {
      * Tiling of one C matrix: a tile side stays >= MIN_TILE, a tile does >= MIN_TILE_FLOPS of work,
      * and a matrix is cut into at most MAX_TILES tiles, one per core of the machine, and at most one
      * per thread of the backend: each tile re-packs its panels of A and B, so more tiles than
-     * threads cost more than they gain (measured in bench/NOTES.md, 2.5: 8 tiles instead of 2 on 2
-     * cores made the Linear GEMMs of `small` 10% slower with 2 threads and 14% slower with 1; 2.8:
-     * one tile instead of two on one thread, 5% faster).
+     * threads cost more than they gain (8 tiles instead of 2 on 2 cores made the Linear GEMMs of
+     * `small` 10% slower with 2 threads and 14% slower with 1; one tile instead of two on one thread
+     * ran 5% faster).
      */
     static final int MIN_TILE = 128;
     static final double MIN_TILE_FLOPS = 32e6;

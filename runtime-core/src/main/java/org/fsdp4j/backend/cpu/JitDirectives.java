@@ -6,7 +6,7 @@
 // object per op. The row loops (LayerNorm, GELU, softmax, AdamW, ...) fit the budget when C2
 // compiles each on its own, but C2 inlined them into the chunk lambdas that call them, together
 // with the loads and stores around them, and then ran the later ones boxed. Measured on `small`
-// at T = 256 (bench/NOTES.md, 2.4): ~0.7 GB allocated per step, LayerNorm backward 5.3 ms a call.
+// at T = 256: ~0.7 GB allocated per step, LayerNorm backward 5.3 ms a call.
 //
 // What: the first CPU backend of a JVM adds one compiler directive (the JDK's DiagnosticCommand
 // Compiler.directives_add, as `jcmd <pid> Compiler.directives_add` does) telling C1 and C2 not to

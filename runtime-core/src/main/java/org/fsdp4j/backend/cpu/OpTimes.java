@@ -1,14 +1,14 @@
-// Where a CPU step's time goes, op by op, for bench/NOTES.md: with -Dfsdp4j.opTimes=true every op
+// Where a CPU step's time goes, op by op, to aim and check optimisations: with -Dfsdp4j.opTimes=true every op
 // of every CPU backend in the JVM is timed where it runs (on the compute thread, or on a stream's
 // worker), GEMMs per shape with their achieved GFLOP/s, and the table is printed to stderr when the
 // JVM exits. Off by default: then the only cost is one static final boolean per op.
 // Unlike a sampling profiler it sees native time (OpenBLAS) and Java time alike and exactly. Time a
 // thread spends blocked on another stream's event (the compute waiting for an all-gather, a
 // stream waiting for the compute) is not an op: it is summed apart, by who waited for which stream,
-// and printed under the table (bench/NOTES.md, 2.11). It also counts the bytes the thread running
+// and printed under the table. It also counts the bytes the thread running
 // an op allocated meanwhile (not its pool helpers'): a vector loop that C2 left boxed allocates per
 // vector, which shows up here as megabytes a call where a loop compiled well allocates a few
-// kilobytes (bench/NOTES.md, 2.8).
+// kilobytes.
 package org.fsdp4j.backend.cpu;
 
 import java.lang.management.ManagementFactory;
@@ -124,7 +124,7 @@ final class OpTimes {
         StringBuilder sb = new StringBuilder();
         sb.append(String.format(Locale.ROOT, "# fsdp4j CPU op times (all ranks, all threads that ran ops; waits apart, below)%n"));
         if (WAITS.containsKey(HELPED)) {
-            // bench/NOTES.md 2.20: at L8, N = 2, the GEMMs read 5-20% slower with helping on than off, at the same step time
+            // helping skews them: at L8, N = 2, the GEMMs read 5-20% slower with it on than off, at the same step time
             sb.append(String.format(Locale.ROOT, "# blocked ranks ran other ranks' GEMM row blocks (CoreShare): GEMM times are the"
                     + " issuing thread's wall time, not per-core rates; -Dfsdp4j.coreShare=false gives those%n"));
         }

@@ -1,21 +1,20 @@
-// The CPU backend's fp32 GEMM for Linear-sized products, in Java (bench/NOTES.md, 2.12): TileGemm's
+// The CPU backend's fp32 GEMM for Linear-sized products, in Java: TileGemm's
 // MR × NR register tile (6 × 64 with AVX-512, 4 × 24 with AVX2) over op(B) packed into panels of NR
 // columns (NR floats per k) and op(A) staged in rows (or, transposed, in runs of the rows), in
-// per-thread float[] (Scratch). On the
-// Zen 4 machine of bench/NOTES.md (section 7) the tile runs the Linear shapes of `small` at
+// per-thread float[] (Scratch). On a Zen 4 machine the tile runs the Linear shapes of `small` at
 // 114–115 GFLOP/s on one core once its operands are in float[] (the core's peak is 116), the
-// whole call (staging, packing and stores included) at 102–108 with operands from memory (2.13);
-// OpenBLAS 0.3.31 ran these calls at 92–103 with operands in cache (2.12). With AVX2 only (16
+// whole call (staging, packing and stores included) at 102–108 with operands from memory;
+// OpenBLAS 0.3.31 ran these calls at 92–103 with operands in cache. With AVX2 only (16
 // registers, 4 × 24 tile) it reaches ~0.8 of OpenBLAS, so there fp32 products stay OpenBLAS's by
-// default (2.19; ENABLED).
+// default (ENABLED).
 //
 // Blocking (GotoBLAS's, with C kept in a float[] block while its k-sum runs): for each block of
 // ≤ NC columns, op(B) is packed whole (k × NC); for each block of MC rows, op(A) is staged (its
-// rows whole, in one pass along memory: at k > KC 1.5–2.5% faster than KC at a time, bench/NOTES.md
-// 2.13; transposed, KC deep at a time) and read KC deep at a time, and every (row tile, column
+// rows whole, in one pass along memory: at k > KC 1.5–2.5% faster than KC at a time;
+// transposed, KC deep at a time) and read KC deep at a time, and every (row tile, column
 // panel) of the block's C accumulates in a per-thread float[] (MC × NC); the block goes to C when
 // its k-sums are complete, a whole row per bulk put (a put per row and 64-column panel, ~28 ns
-// each, took twice as long in all, 2.13). MC × KC of A (192 KiB) and one KC × NR panel of B
+// each, took twice as long in all). MC × KC of A (192 KiB) and one KC × NR panel of B
 // (128 KiB; 48 KiB with AVX2's 24 columns) fit in a core's L2 (staged rows beyond KC wait in L2
 // or L3).
 //
@@ -173,7 +172,7 @@ final class PanelGemm {
                     }
                 }
             }
-            // the block's k-sums are complete: whole rows out, one bulk put each (2.13)
+            // the block's k-sums are complete: whole rows out, one bulk put each (half the time of a put per panel)
             if (epilogue != null) {                                         // α = 1, β = 0
                 epilogue.finish(cs, nbp, mb, nb, c, cOff + (long) ic * ldc, ldc, col);
                 return;
@@ -203,7 +202,7 @@ final class PanelGemm {
     /**
      * bp (panels, k, NR) = columns [0, nb) of B (k × n row-major at b[at]); columns past nb 0.
      * Each row's panels straight from B, one bulk get each: for a 1024 × 1536 B from memory 0.65–0.71
-     * ms, against 1.10–1.35 for the row staged whole and then copied out per panel (bench/NOTES.md, 2.14).
+     * ms, against 1.10–1.35 for the row staged whole and then copied out per panel.
      */
     private static void packB(FloatBuffer b, long at, int ldb, int k, int nb, float[] bp) {
         int full = nb / NR;                                                 // whole panels; then one partial, or none

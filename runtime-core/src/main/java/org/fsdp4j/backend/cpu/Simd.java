@@ -16,7 +16,7 @@
 // widening to fp64 once used) had passed through them, a kernel compiled later could see two
 // receiver classes there, fail to intrinsify, and run boxed (an allocation per vector op; AdamW
 // 2.7x and the GELU backward 1.6x slower, in about half of the runs, depending on what C2 had
-// profiled when it compiled them; bench/NOTES.md 2.10). So widening loads F vectors and converts
+// profiled when it compiled them). So widening loads F vectors and converts
 // one half of them, and narrowing blends into an F vector.
 //
 // The module must be resolved at launch (`--add-modules jdk.incubator.vector`); the CPU backend

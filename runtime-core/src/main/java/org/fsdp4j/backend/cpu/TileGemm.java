@@ -1,4 +1,4 @@
-// A small fp32 GEMM on float[] for the fused attention's per-head products (bench/NOTES.md, 2.9):
+// A small fp32 GEMM on float[] for the fused attention's per-head products:
 // at a head's shapes (64 rows × ≤ T × D = 64) OpenBLAS spends most of a call packing and setting
 // up, and ran them at ~56 GFLOP/s inside a training step; this register-tiled kernel runs them
 // at 130–170 on one core (hot), with its operands in per-thread scratch that stays in cache.
@@ -9,7 +9,7 @@
 // vectors (24 accumulators of AVX-512's, or an ARM core's, 32 vector registers), or 4 × 3 (12 of
 // AVX2's 16, with three of B and A's broadcast). The wide tile's 24 accumulators do not fit in 16
 // registers, and C2 spilled them: one Zen 3 core ran whole GEMMs at 21–33 GFLOP/s with it, 65–67
-// with 4 × 3 (6 × 2: 57–62), OpenBLAS 71–79 (bench/NOTES.md, 2.18).
+// with 4 × 3 (6 × 2: 57–62), OpenBLAS 71–79.
 // Callers size their scratch so that every tile lies inside it: m a multiple of MR, n of NR; rows
 // and columns of the padding are computed and ignored.
 //
