@@ -1,6 +1,6 @@
 // A big half-precision GEMM off cuBLAS's 8-element grid, run on padded copies that are on it.
 // GPT-2's vocabulary (50257) puts the LM head's three products off the grid, and on an H200
-// they ran at 95-146 TFLOP/s where the blocks' ran at 500-880.
+// they ran at 95-146 TFLOP/s where the blocks' ran at 400-880.
 // Measured there: realigning only the row strides brought the weight gradient (TN, our m = 50257)
 // to 421 TFLOP/s but left the logits (NT, n = 50257) at 104 and the input gradient (NN,
 // k = 50257) at 127: an odd n or k keeps cuBLAS off its fast kernels even with aligned strides.

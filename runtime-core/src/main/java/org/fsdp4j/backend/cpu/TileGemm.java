@@ -9,7 +9,7 @@
 // vectors (24 accumulators of AVX-512's, or an ARM core's, 32 vector registers), or 4 × 3 (12 of
 // AVX2's 16, with three of B and A's broadcast). The wide tile's 24 accumulators do not fit in 16
 // registers, and C2 spilled them: one Zen 3 core ran whole GEMMs at 21–33 GFLOP/s with it, 65–67
-// with 4 × 3 (6 × 2: 57–62), OpenBLAS 71–79.
+// with 4 × 3 (6 × 2: 57–62), OpenBLAS 71–84.
 // Callers size their scratch so that every tile lies inside it: m a multiple of MR, n of NR; rows
 // and columns of the padding are computed and ignored.
 //
