@@ -1,6 +1,6 @@
-// The exit codes of the fsdp4j command line, one per kind of ending, as the README lists them.
-// A user-caused failure prints one line ("error: ...") and exits with its code; only
-// INTERNAL prints a stack trace, because only a bug should end a run that way.
+// The exit codes of the fsdp4j command line, one per kind of ending, as docs/training.md ("Exit
+// codes") lists them. A user-caused failure prints one line ("error: ...") and exits with its code;
+// only INTERNAL prints a stack trace, because only a bug should end a run that way.
 package org.fsdp4j.cli;
 
 enum ExitCode {
