@@ -1,18 +1,18 @@
-# fsdp4j in a container, in two stages. The build stage has CUDA 13's nvcc, a JDK 17 and Maven,
-# and builds the project; its kernels are compiled into the jar whenever nvcc is there. The
-# runtime stage has CUDA 13's runtime libraries (cudart, cuBLAS, NCCL: the nvidia/cuda runtime
-# image carries them), a JRE cut down with jlink to the modules fsdp4j uses, and the jar; it runs
-# as a non-root user with `fsdp4j` as its entry point.
+# fsdp4j in a container, in two stages. The build stage has CUDA 13.1's nvcc, a JDK 17 and Maven,
+# and builds the project (its kernels are compiled into the jar whenever nvcc is there); the runtime
+# stage has CUDA 13.1's runtime libraries (cudart, cuBLAS, NCCL and the forward-compatibility
+# package: the nvidia/cuda runtime image carries them), a JRE cut down with jlink, the jar, the
+# native libraries fsdp4j loads already extracted, and scripts/launcher.sh (the JVM command line
+# ./fsdp4j uses too) as /usr/local/bin/fsdp4j. It runs as any user id, on a read-only root.
 #
-# The base images are build arguments:
-#   GPU image (the defaults):  docker build -t fsdp4j .
-#   CPU image (a Debian base, no CUDA; what scripts/container-check.sh builds here):
-#     buildah bud --build-arg BUILD_BASE=debian:bookworm --build-arg RUNTIME_BASE=debian:bookworm -t fsdp4j-cpu .
-# Both bases must have apt-get (the build stage installs the JDK and Maven with it, unless the
-# base already has them). MAVEN_MIRROR (a URL) makes Maven fetch from that repository only, for a
+# The GPU image (the defaults):   docker build -t fsdp4j .
+# A CPU image, or the image on the stand-in CUDA that scripts/container-check.sh builds here, is
+# the same file with other bases (BUILD_BASE, RUNTIME_BASE; both need apt-get, or a JDK 17 and
+# Maven in the build base). MAVEN_MIRROR (a URL) makes Maven fetch from that repository only, for a
 # build machine without Maven Central (container-check.sh serves the local ~/.m2 that way).
-ARG BUILD_BASE=nvidia/cuda:13.0.1-devel-ubuntu24.04
-ARG RUNTIME_BASE=nvidia/cuda:13.0.1-runtime-ubuntu24.04
+# The CUDA here must be the CUDA of the org.bytedeco:cuda presets in pom.xml (13.1).
+ARG BUILD_BASE=docker.io/nvidia/cuda:13.1.0-devel-ubuntu24.04
+ARG RUNTIME_BASE=docker.io/nvidia/cuda:13.1.0-runtime-ubuntu24.04
 
 FROM ${BUILD_BASE} AS build
 ARG MAVEN_MIRROR=
@@ -29,31 +29,71 @@ RUN if ! command -v javac >/dev/null || ! command -v mvn >/dev/null; then \
 # nvcc, where the base has it (nvidia/cuda devel images keep it here), compiles the kernels
 ENV PATH=/usr/local/cuda/bin:${PATH}
 WORKDIR /src
+# Dependencies and plugins in a layer of their own: the same build on the poms alone (no sources,
+# the kernel script skipped) downloads them, so a change to the sources rebuilds only the project.
+COPY pom.xml ./
+COPY bom/pom.xml bom/
+COPY runtime-core/pom.xml runtime-core/
+COPY cuda-kernels/pom.xml cuda-kernels/
+COPY nccl-comm/pom.xml nccl-comm/
+COPY samples/pom.xml samples/
+RUN mvn -B -q -Dstyle.color=never -DskipTests -DskipStandIns -Dexec.skip=true -Dmaven.javadoc.skip=true \
+        -Dmaven.source.skip=true package \
+    && rm -rf */target
 COPY . .
-RUN mvn -B -q -Dstyle.color=never -DskipTests package \
-    && cp samples/target/fsdp4j.jar /fsdp4j.jar \
+# offline: a dependency the layer above missed fails here instead of downloading on every change
+RUN mvn -B -q -o -Dstyle.color=never -DskipTests -DskipStandIns -Dmaven.javadoc.skip=true -Dmaven.source.skip=true package \
+    && mkdir -p /opt/fsdp4j \
+    && cp samples/target/fsdp4j.jar /opt/fsdp4j/fsdp4j.jar \
     && if command -v nvcc >/dev/null; then echo "kernels compiled by $(nvcc --version | tail -1)"; \
-       else echo "no nvcc in the build base: a CPU-only jar"; fi
-# the JRE: exactly the modules the jar needs (jdeps), without debug data (native too where binutils'
-# objcopy is there), man pages or headers
-RUN modules=$(jdeps --multi-release 17 --ignore-missing-deps --print-module-deps /fsdp4j.jar) \
-    && echo "jlink modules: $modules" \
+       else echo "no nvcc in the build base: a jar without GPU kernels"; fi
+# The native libraries, extracted once here: at run time they load from /opt/fsdp4j/native, so no
+# user needs a writable, executable ~/.javacpp or /tmp (read-only roots, noexec tmpfs, any uid).
+# The OpenBLAS preset loads libopenblas.so.0 under the name libopenblas_nolapack.so.0.
+RUN mkdir -p /opt/fsdp4j/native /tmp/jar && cd /tmp/jar \
+    && jar xf /opt/fsdp4j/fsdp4j.jar org/bytedeco \
+    && cp org/bytedeco/*/linux-*/lib*.so* /opt/fsdp4j/native/ \
+    && mv /opt/fsdp4j/native/libopenblas.so.0 /opt/fsdp4j/native/libopenblas_nolapack.so.0 \
+    && chmod 644 /opt/fsdp4j/native/* && ls /opt/fsdp4j/native && rm -rf /tmp/jar
+# the JRE: the modules the jar needs (jdeps) and the Vector API's, without debug data (native too
+# where binutils' objcopy is there), man pages or headers
+RUN modules=$(jdeps --multi-release 17 --ignore-missing-deps --print-module-deps /opt/fsdp4j/fsdp4j.jar) \
+    && echo "jlink modules: $modules,jdk.incubator.vector" \
     && strip=$(command -v objcopy >/dev/null && echo --strip-debug || echo --strip-java-debug-attributes) \
-    && jlink --add-modules "$modules" $strip --no-man-pages --no-header-files --compress=2 --output /jre
+    && jlink --add-modules "$modules,jdk.incubator.vector" $strip --no-man-pages --no-header-files --compress=2 \
+        --output /opt/fsdp4j/jre
 
 FROM ${RUNTIME_BASE}
-# a user of our own without useradd, which minimal bases lack
-COPY --from=build /jre /opt/fsdp4j/jre
-COPY --from=build /fsdp4j.jar /opt/fsdp4j/fsdp4j.jar
-RUN printf '#!/bin/sh\n# maxPhysicalBytes=0: tensors live off-heap; JavaCPP must not cap them by the heap size.\nexec /opt/fsdp4j/jre/bin/java -Dorg.bytedeco.javacpp.maxPhysicalBytes=0 ${FSDP4J_JAVA_OPTS:-} -jar /opt/fsdp4j/fsdp4j.jar "$@"\n' \
-        > /usr/local/bin/fsdp4j \
-    && chmod 755 /usr/local/bin/fsdp4j \
-    && echo 'fsdp4j:x:10001:10001:fsdp4j:/home/fsdp4j:/usr/sbin/nologin' >> /etc/passwd \
+ARG RUNTIME_BASE
+ARG VERSION=0.1.0
+ARG REVISION=
+LABEL org.opencontainers.image.title="fsdp4j" \
+      org.opencontainers.image.description="Fully Sharded Data Parallel (ZeRO-3) training on the JVM: CUDA/NCCL GPUs or the CPU" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.base.name="${RUNTIME_BASE}"
+# FreeType, HarfBuzz, fontconfig and a font: train --out draws its charts with Java's AWT, whose
+# font manager needs them (and minimal bases lack them)
+RUN if command -v apt-get >/dev/null; then \
+        apt-get update \
+        && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libfreetype6 libharfbuzz0b \
+           libfontconfig1 fonts-dejavu-core \
+        && rm -rf /var/lib/apt/lists/*; \
+    fi
+COPY --from=build /opt/fsdp4j /opt/fsdp4j
+COPY scripts/launcher.sh /usr/local/bin/fsdp4j
+# a user of our own without useradd (minimal bases lack it); /workspace writable by any user id,
+# for runs that do not mount a folder of their own there
+RUN chmod 755 /usr/local/bin/fsdp4j \
+    && echo 'fsdp4j:x:10001:10001:fsdp4j:/workspace:/usr/sbin/nologin' >> /etc/passwd \
     && echo 'fsdp4j:x:10001:' >> /etc/group \
-    && mkdir -p /home/fsdp4j && chown 10001:10001 /home/fsdp4j
-# a UTF-8 locale, so the run log's "≈" and "×" print as themselves (glibc has C.UTF-8 built in)
-ENV LANG=C.UTF-8
-USER fsdp4j
-WORKDIR /home/fsdp4j
+    && mkdir -p /workspace && chmod 1777 /workspace
+ENV FSDP4J_JAR=/opt/fsdp4j/fsdp4j.jar \
+    FSDP4J_JAVA=/opt/fsdp4j/jre/bin/java \
+    FSDP4J_NATIVE_DIR=/opt/fsdp4j/native \
+    LANG=C.UTF-8
+# numeric, so Kubernetes' runAsNonRoot can check it
+USER 10001:10001
+WORKDIR /workspace
 ENTRYPOINT ["fsdp4j"]
 CMD ["--help"]

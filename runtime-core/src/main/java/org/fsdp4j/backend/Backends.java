@@ -35,16 +35,18 @@ public final class Backends {
         String r = requested.trim().toLowerCase(Locale.ROOT);
         if (r.equals("auto")) {
             Optional<BackendProvider> cuda = provider(Device.Kind.CUDA);
-            if (cuda.isEmpty()) {
-                log.accept("device auto: using cpu (this build has no CUDA backend)");
-                return Device.CPU;
+            String noCuda = cuda.isEmpty() ? "this build has no CUDA backend"
+                    : cuda.get().unavailableReason().orElse(null);
+            if (noCuda == null) {
+                return Device.cuda(0);
             }
-            Optional<String> why = cuda.get().unavailableReason();
-            if (why.isPresent()) {
-                log.accept("device auto: using cpu (" + why.get() + ")");
-                return Device.CPU;
+            Optional<String> noCpu = provider(Device.Kind.CPU).flatMap(BackendProvider::unavailableReason);
+            if (noCpu.isPresent()) {
+                throw new IllegalArgumentException("device auto: no device is usable: cpu: " + noCpu.get()
+                        + "; cuda: " + noCuda);
             }
-            return Device.cuda(0);
+            log.accept("device auto: using cpu (" + noCuda + ")");
+            return Device.CPU;
         }
         Device d = Device.parse(requested);
         BackendProvider p = provider(d.kind()).orElseThrow(() -> new IllegalArgumentException(
@@ -52,8 +54,9 @@ public final class Backends {
                         + " backend"));
         Optional<String> why = p.unavailableReason();
         if (why.isPresent()) {
+            // the CPU is the fallback: a CPU that cannot run has only the way out its reason names
             throw new IllegalArgumentException("device " + r + " is not usable: " + why.get()
-                    + "; use --device cpu or --device auto");
+                    + (d.isCpu() ? "" : "; use --device cpu or --device auto"));
         }
         if (d.index() >= p.deviceCount()) {
             throw new IllegalArgumentException("device " + d + " does not exist: " + p.deviceCount()

@@ -197,10 +197,9 @@ final class TrainCommand implements Callable<Integer> {
             summary = ended;
             RunLog.footer(out, summary);
             Optional<Path> file = dir.write(SUMMARY_FILE, summary);
-            if (config.outDir().isPresent() && !ChartSupport.available()) {
-                out.println("charts: skipped (this Java runtime has no java.desktop module, which drawing them needs)");
-            }
-            List<Path> charts = config.outDir().filter(d -> ChartSupport.available())
+            Optional<String> noCharts = config.outDir().isPresent() ? ChartSupport.missing() : Optional.empty();
+            noCharts.ifPresent(why -> out.println("charts: skipped (" + why + ")"));
+            List<Path> charts = config.outDir().filter(d -> noCharts.isEmpty())
                     .map(d -> RunCharts.write(d, ended, trainer.memoryTimelines())).orElse(List.of());
             file.ifPresent(f -> out.println("summary: " + f + metrics.file().map(m -> " | metrics: " + m).orElse("")
                     + (charts.isEmpty() ? "" : " | charts: " + charts.stream().map(Path::toString)
