@@ -11,6 +11,8 @@
 #   FSDP4J_STANDIN_DEVICES      devices to report (default 2)
 #   FSDP4J_STANDIN_MEMORY_MIB   memory per device (default 4096)
 #   FSDP4J_STANDIN_JITTER=1     random delays on every stream (the fake-GPU tests set it)
+#   FSDP4J_STANDIN_DRIVER_VERSION  the CUDA the driver supports, e.g. 12040 (default 13010); below
+#                                  13000 the runtime fails with cudaErrorInsufficientDriver
 #   FSDP4J_STANDIN_NCCL_TIMEOUT_S  how long a rank waits for the others before ncclSystemError (600)
 #   FSDP4J_STANDIN_NCCL_SLOTS=k    NCCL collectives a device runs at once (default: any number)
 #   NCCL_LAUNCH_ORDER_IMPLICIT=1   a device's collectives start in the order the host issued them

@@ -3,7 +3,7 @@
 # support, plus PTX so newer GPUs can JIT it), which the cuda-kernels jar carries as a
 # resource and CudaModule loads with cuModuleLoadData. Maven runs this in generate-resources.
 #
-# usage: build-fatbin.sh CUDA_SOURCE_DIR OUTPUT_FATBIN WORK_DIR
+# usage: build-fatbin.sh CUDA_SOURCE_DIR OUTPUT_FATBIN WORK_DIR [PRESETS_CUDA_VERSION]
 # Without nvcc (not on PATH, not in $CUDA_HOME/bin) it says so once and exits 0: the build
 # goes on CPU-only. With nvcc, any compile error fails the build.
 set -euo pipefail
@@ -11,6 +11,7 @@ set -euo pipefail
 src_dir=$1
 out=$2
 work_dir=$3
+presets_cuda=${4:-}   # the cuda presets' version, e.g. 13.1-9.19-1.5.13
 
 sass_archs="80 86 89 90 100"   # A100, A10/3090, L4/4090, H100/H200, B200
 ptx_arch=90                    # JIT fallback for GPUs newer than the list
@@ -25,6 +26,15 @@ if [[ -z $nvcc_bin ]]; then
   exit 0
 fi
 
+# A driver of the presets' CUDA major may not load kernels of a newer nvcc major (-Pcuda12 with CUDA 13's nvcc).
+nvcc_release=$("$nvcc_bin" --version | tail -n 2 | head -n 1)
+nvcc_major=$(sed -n 's/.*release \([0-9]*\)\..*/\1/p' <<<"$nvcc_release")
+if [[ -n $presets_cuda && -n $nvcc_major && $nvcc_major -gt ${presets_cuda%%.*} ]]; then
+  echo "[fsdp4j] $nvcc_bin is CUDA $nvcc_major's but this build is for CUDA ${presets_cuda%%-*}: put that CUDA's nvcc" \
+    "on PATH or set CUDA_HOME to it" >&2
+  exit 1
+fi
+
 shopt -s nullglob
 sources=("$src_dir"/*.cu)
 if [[ -f $out ]]; then
@@ -32,6 +42,7 @@ if [[ -f $out ]]; then
   for f in "${sources[@]}" "$src_dir"/*.cuh "$0" "$(dirname "$0")/write-unity.sh"; do
     [[ $f -nt $out ]] && stale=1
   done
+  [[ $(cat "$work_dir/nvcc-release" 2>/dev/null) == "$nvcc_release" ]] || stale=1   # another nvcc since
   if [[ $stale == 0 ]]; then
     echo "[fsdp4j] GPU kernels up to date: $out"
     exit 0
@@ -49,10 +60,11 @@ for a in $sass_archs; do
 done
 gencode+=(-gencode "arch=compute_$ptx_arch,code=compute_$ptx_arch")
 
-echo "[fsdp4j] nvcc: $("$nvcc_bin" --version | tail -n 2 | head -n 1)"
+echo "[fsdp4j] nvcc: $nvcc_release"
 echo "[fsdp4j] building ${#sources[@]} kernel files for sm_${sass_archs// /, sm_} + compute_$ptx_arch PTX"
 start_s=$SECONDS
 "$nvcc_bin" -fatbin -O3 -std=c++17 -Werror all-warnings -I"$src_dir" "${gencode[@]}" \
   --threads "$(nproc)" -o "$out.tmp" "$unity"
 mv "$out.tmp" "$out"
+echo "$nvcc_release" >"$work_dir/nvcc-release"
 echo "[fsdp4j] wrote $out ($(stat -c %s "$out") bytes) in $((SECONDS - start_s)) s"

@@ -293,6 +293,7 @@ const char* runtime_error_name(int code) {
         case INVALID_VALUE: return "cudaErrorInvalidValue";
         case OUT_OF_MEMORY: return "cudaErrorMemoryAllocation";
         case NOT_INITIALIZED: return "cudaErrorInitializationError";
+        case INSUFFICIENT_DRIVER: return "cudaErrorInsufficientDriver";
         case INVALID_CONFIGURATION: return "cudaErrorInvalidConfiguration";
         case INVALID_MEMCPY_DIRECTION: return "cudaErrorInvalidMemcpyDirection";
         case NO_DEVICE: return "cudaErrorNoDevice";
@@ -343,6 +344,7 @@ const char* error_text(int code) {
         case INVALID_VALUE: return "invalid argument";
         case OUT_OF_MEMORY: return "out of memory";
         case NOT_INITIALIZED: return "initialization error";
+        case INSUFFICIENT_DRIVER: return "CUDA driver version is insufficient for CUDA runtime version";
         case INVALID_CONFIGURATION: return "invalid configuration argument";
         case INVALID_MEMCPY_DIRECTION: return "invalid copy direction for memcpy";
         case NO_DEVICE: return "no CUDA-capable device is detected";
@@ -415,6 +417,18 @@ int init() {
 
 bool initialized() {
     return g().ready.load();
+}
+
+int driver_version() {
+    static const int version = [] {
+        size_t v = envSize("FSDP4J_STANDIN_DRIVER_VERSION", 13010);
+        if (v < 1000 || v > 99990) {
+            report("FSDP4J_STANDIN_DRIVER_VERSION must be a CUDA version such as 12040; using 13010");
+            return 13010;
+        }
+        return static_cast<int>(v);
+    }();
+    return version;
 }
 
 int device_count() {

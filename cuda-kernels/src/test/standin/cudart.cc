@@ -22,9 +22,15 @@ int done(int rc) {
     return rc;
 }
 
+// The runtime's initialisation, which the real one refuses on a driver of an older CUDA major.
+int start() {
+    return driver_version() < 13000 ? INSUFFICIENT_DRIVER : init();
+}
+
 // The calling thread's device, checked for a sticky fault and for a host function around it.
 int enter(int* device) {
     if (in_host_function()) return NOT_PERMITTED;
+    if (int rc = start()) return rc;
     runtime_device(device);
     return sticky_error(*device);
 }
@@ -68,23 +74,26 @@ extern "C" {
 
 int cudaGetDeviceCount(int* count) {
     if (count == nullptr) return done(INVALID_VALUE);
-    init();
+    *count = 0;
+    if (int rc = start()) return done(rc);
     *count = device_count();
     return OK;
 }
 
 int cudaSetDevice(int device) {
     if (in_host_function()) return done(NOT_PERMITTED);
+    if (int rc = start()) return done(rc);
     return done(set_runtime_device(device));
 }
 
 int cudaGetDevice(int* device) {
     if (device == nullptr) return done(INVALID_VALUE);
+    if (int rc = start()) return done(rc);
     return done(runtime_device(device));
 }
 
 int cudaGetDeviceProperties(void* out, int device) {
-    init();
+    if (int rc = start()) return done(rc);
     if (out == nullptr) return done(INVALID_VALUE);
     if (device < 0 || device >= device_count()) return done(INVALID_DEVICE);
     DeviceProp p;
@@ -137,6 +146,7 @@ int cudaDeviceSynchronize() {
 
 int cudaDeviceReset() {
     if (in_host_function()) return done(NOT_PERMITTED);
+    if (int rc = start()) return done(rc);
     int device;
     runtime_device(&device);
     thread_state().lastError = OK;
@@ -160,7 +170,7 @@ int cudaRuntimeGetVersion(int* version) {
 
 int cudaDriverGetVersion(int* version) {
     if (version == nullptr) return done(INVALID_VALUE);
-    *version = 13010;
+    *version = driver_version();
     return OK;
 }
 

@@ -76,7 +76,7 @@ int cuInit(unsigned flags) {
 
 int cuDriverGetVersion(int* version) {
     if (version == nullptr) return INVALID_VALUE;
-    *version = 13010;
+    *version = driver_version();
     return OK;
 }
 

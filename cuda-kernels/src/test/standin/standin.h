@@ -38,6 +38,7 @@ enum Code : int {
     NOT_INITIALIZED = 3,
     INVALID_CONFIGURATION = 9,   // runtime only
     INVALID_MEMCPY_DIRECTION = 21,   // runtime only
+    INSUFFICIENT_DRIVER = 35,   // runtime only
     NO_DEVICE = 100,
     INVALID_DEVICE = 101,
     INVALID_IMAGE = 200,
@@ -80,6 +81,10 @@ ThreadState& thread_state();
 // driver's cuInit does, and driver calls before either fail with NOT_INITIALIZED.
 int init();
 bool initialized();
+// The CUDA version the stand-in driver supports (cuDriverGetVersion, cudaDriverGetVersion):
+// FSDP4J_STANDIN_DRIVER_VERSION, 1000 * major + 10 * minor (default 13010); below 13000 the
+// stand-in runtime fails as the real CUDA 13 runtime does on an older driver.
+int driver_version();
 int device_count();
 size_t device_memory_bytes();
 

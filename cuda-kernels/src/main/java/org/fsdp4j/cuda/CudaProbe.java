@@ -1,7 +1,8 @@
 // The one place that first touches the CUDA native libraries. A failed load poisons
 // org.bytedeco.cuda.global.cudart for the life of the JVM (see shared/reference/javacpp-cuda.md),
 // so this runs once, catches LinkageError, and caches both the device count and, when CUDA
-// is unusable, one sentence saying why (no driver, no device, which library is missing).
+// is unusable, one sentence saying why (no driver, a driver too old for this build's CUDA, no
+// device, which library is missing).
 // Every other CUDA class is reached only after probe().usable() said yes. The test suite's
 // stand-in CUDA libraries (cuda-kernels/src/test/standin: host memory and an emulator, not a GPU)
 // name their devices "stand-in CUDA, not a GPU"; the probe says so plainly.
@@ -36,6 +37,9 @@ public final class CudaProbe {
         }
     }
 
+    /** The CUDA version (1000 * major + 10 * minor) of the runtime this build's bindings were compiled for. */
+    static final int BUILT_FOR = org.bytedeco.cuda.global.cudart.CUDART_VERSION;
+
     private static final Pattern MISSING_LIBRARY =
             Pattern.compile("(lib[A-Za-z0-9_.+-]+\\.so[0-9.]*): cannot open shared object file");
 
@@ -63,10 +67,17 @@ public final class CudaProbe {
         int count;
         try {
             Loader.load(org.bytedeco.cuda.global.cudart.class);
+            // Asked of the driver before the runtime, which on a too-old driver says only cudaErrorInsufficientDriver.
+            int[] v = {0};
+            int driver = org.bytedeco.cuda.global.cudart.cuDriverGetVersion(v) == 0 ? v[0] : 0;
+            Optional<String> tooOld = driverTooOld(driver, BUILT_FOR);
+            if (tooOld.isPresent()) {
+                return unusable(tooOld.get());
+            }
             int[] n = {0};
             int rc = org.bytedeco.cuda.global.cudart.cudaGetDeviceCount(n);
             if (rc != org.bytedeco.cuda.global.cudart.cudaSuccess) {
-                return unusable(deviceCountError(rc));
+                return unusable(deviceCountError(rc, driver));
             }
             count = n[0];
         } catch (LinkageError e) {
@@ -98,13 +109,45 @@ public final class CudaProbe {
         return new Result(0, Optional.of(reason), false);
     }
 
-    private static String deviceCountError(int rc) {
+    /** "12.4" for 12040, as CUDA encodes its versions (1000 * major + 10 * minor). */
+    static String cudaVersion(int version) {
+        return version / 1000 + "." + version % 1000 / 10;
+    }
+
+    /**
+     * Why a driver that supports CUDA {@code driver} cannot run a runtime built for CUDA {@code built},
+     * naming both and the ways out; empty when it can, or when the driver's version is unknown (0).
+     */
+    static Optional<String> driverTooOld(int driver, int built) {
+        // CUDA's minor-version compatibility lets a driver run any newer minor of its major (13.0 runs 13.1):
+        // only an older major stops the run.
+        if (driver <= 0 || driver / 1000 >= built / 1000) {
+            return Optional.empty();
+        }
+        return Optional.of("the NVIDIA driver supports CUDA " + cudaVersion(driver) + " but this fsdp4j was built for CUDA "
+                + cudaVersion(built) + ": " + waysOut(driver, built));
+    }
+
+    /** What lets a driver of CUDA {@code driver} (0: unknown) run fsdp4j built for CUDA {@code built}. */
+    private static String waysOut(int driver, int built) {
+        int major = built / 1000;
+        String minimum = major == 13 ? "R580" : major == 12 ? "R525" : null;   // each major's first driver branch
+        String ways = "install " + (minimum == null ? "a newer NVIDIA driver" : "NVIDIA driver " + minimum + " or newer")
+                + "; or, on a data-centre GPU such as A100 or H100, install the CUDA forward-compatibility package"
+                + " cuda-compat-" + major + "-" + built % 1000 / 10 + " and put its folder, /usr/local/cuda/compat in"
+                + " nvidia/cuda images, on LD_LIBRARY_PATH";
+        return major == 13 && driver / 1000 == 12 ? ways + "; or build fsdp4j for CUDA 12 with -Pcuda12" : ways;
+    }
+
+    private static String deviceCountError(int rc, int driver) {
         String name = org.bytedeco.cuda.global.cudart.cudaGetErrorName(rc).getString();
         if (rc == org.bytedeco.cuda.global.cudart.cudaErrorNoDevice) {
             return "no CUDA device is present (cudaGetDeviceCount: " + name + ")";
         }
         if (rc == org.bytedeco.cuda.global.cudart.cudaErrorInsufficientDriver) {
-            return "the NVIDIA driver is too old for the CUDA 13 runtime (cudaGetDeviceCount: " + name + ")";
+            return "the NVIDIA driver" + (driver > 0 ? " (CUDA " + cudaVersion(driver) + ")" : "")
+                    + " is too old for the CUDA " + cudaVersion(BUILT_FOR) + " runtime of this fsdp4j (cudaGetDeviceCount: "
+                    + name + "): " + waysOut(driver, BUILT_FOR);
         }
         return "cudaGetDeviceCount failed: " + name + " ("
                 + org.bytedeco.cuda.global.cudart.cudaGetErrorString(rc).getString() + ")";

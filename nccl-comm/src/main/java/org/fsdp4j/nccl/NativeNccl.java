@@ -26,6 +26,12 @@ import static org.bytedeco.cuda.global.nccl.ncclGroupStart;
 import static org.bytedeco.cuda.global.nccl.ncclInt32;
 import static org.bytedeco.cuda.global.nccl.ncclReduceScatter;
 
+import java.lang.reflect.Method;
+import java.lang.reflect.Modifier;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Set;
 import org.bytedeco.cuda.cudart.CUstream_st;
 import org.bytedeco.cuda.nccl.ncclComm;
 import org.bytedeco.cuda.nccl.ncclConfig_t;
@@ -43,6 +49,17 @@ final class NativeNccl implements NcclApi {
     /** NCCL_CONFIG_INITIALIZER's magic, and its "leave it to NCCL" value of every int field. */
     private static final int CONFIG_MAGIC = 0xcafebeef;
     private static final int CONFIG_UNDEF_INT = Integer.MIN_VALUE;
+
+    /**
+     * The setters of ncclConfig_t's int fields past the header, found by reflection because the
+     * fields differ by NCCL version (2.29 has four that the 2.27 of the CUDA 12 presets lacks).
+     */
+    static final List<Method> UNDEF_INT_SETTERS = Arrays.stream(ncclConfig_t.class.getDeclaredMethods())
+            .filter(m -> Modifier.isNative(m.getModifiers()) && m.getReturnType() == ncclConfig_t.class
+                    && Arrays.equals(m.getParameterTypes(), new Class<?>[] {int.class})
+                    && !Set.of("magic", "version", "blocking").contains(m.getName()))
+            .sorted(Comparator.comparing(Method::getName))
+            .toList();
 
     /** A JavaCPP pointer at a raw address (device buffers, communicators). */
     private static final class Address extends Pointer {
@@ -87,14 +104,17 @@ final class NativeNccl implements NcclApi {
      * here, and every other field says "NCCL's default" (an int of INT_MIN, a null pointer; a
      * zeroed struct would ask for 0 CTAs).
      */
-    private static ncclConfig_t config(boolean blocking) {
+    static ncclConfig_t config(boolean blocking) {
         ncclConfig_t c = new ncclConfig_t();
         c.size(Loader.sizeof(ncclConfig_t.class)).magic(CONFIG_MAGIC).version(org.bytedeco.cuda.global.nccl.NCCL_VERSION_CODE)
-                .blocking(blocking ? 1 : 0).cgaClusterSize(CONFIG_UNDEF_INT).minCTAs(CONFIG_UNDEF_INT)
-                .maxCTAs(CONFIG_UNDEF_INT).netName(null).splitShare(CONFIG_UNDEF_INT).trafficClass(CONFIG_UNDEF_INT)
-                .commName(null).collnetEnable(CONFIG_UNDEF_INT).CTAPolicy(CONFIG_UNDEF_INT)
-                .shrinkShare(CONFIG_UNDEF_INT).nvlsCTAs(CONFIG_UNDEF_INT).nChannelsPerNetPeer(CONFIG_UNDEF_INT)
-                .nvlinkCentricSched(CONFIG_UNDEF_INT).graphUsageMode(CONFIG_UNDEF_INT).numRmaCtx(CONFIG_UNDEF_INT);
+                .blocking(blocking ? 1 : 0).netName(null).commName(null);
+        try {
+            for (Method setter : UNDEF_INT_SETTERS) {
+                setter.invoke(c, CONFIG_UNDEF_INT);
+            }
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("ncclConfig_t: " + e, e);
+        }
         return c;
     }
 

@@ -30,7 +30,8 @@ final class NcclProbe {
             Loader.load(nccl.class);
             return Optional.empty();
         } catch (LinkageError e) {
-            return Optional.of("NCCL could not be loaded (" + e.getMessage() + "): install libnccl2 for CUDA 13, or put"
+            return Optional.of("NCCL could not be loaded (" + e.getMessage() + "): install libnccl2 for CUDA "
+                    + org.bytedeco.cuda.global.cudart.CUDART_VERSION / 1000 + ", or put"
                     + " the folder holding libnccl.so.2 on LD_LIBRARY_PATH");
         }
     }
