@@ -142,7 +142,7 @@ t0=$SECONDS
 build_image localhost/fsdp4j-cpu-rebuilt localhost/debian:bookworm "$ctx" "$out/build-rebuild.log"
 downloads=$(( $(grep -c '"GET ' "$out/maven-mirror.log" || true) - before ))
 # the dependency step (the build on the poms alone, -Dexec.skip=true) must come from the cache
-deps_cached=$(awk '/^STEP .*-Dexec.skip=true/ {s = 1; next} /^STEP / {s = 0} s && /Using cache/ {print "yes"; exit}' \
+deps_cached=$(awk '/STEP [0-9].*-Dexec.skip=true/ {s = 1; next} /STEP [0-9]/ {s = 0} s && /Using cache/ {print "yes"; exit}' \
     "$out/build-rebuild.log")
 if [[ $deps_cached == yes && $downloads == 0 ]]; then
     passed=$((passed + 1)); printf 'PASS  %-28s %d downloads  %4d s\n' rebuild-after-source-change "$downloads" $((SECONDS - t0))
@@ -150,7 +150,7 @@ else
     failed=$((failed + 1)); printf 'FAIL  %-28s %d downloads (log: %s)\n' rebuild-after-source-change "$downloads" "$out/build-rebuild.log"
 fi
 podman "${storage[@]}" rmi localhost/fsdp4j-cpu-rebuilt >/dev/null 2>&1 || true
-podman "${storage[@]}" images --format '{{.Repository}}:{{.Tag}}  {{.Size}}' | tee "$out/images.txt"
+podman "${storage[@]}" images --filter dangling=false --format '{{.Repository}}:{{.Tag}}  {{.Size}}' | tee "$out/images.txt"
 podman "${storage[@]}" history --format '{{.Size}}  {{.CreatedBy}}' $gpu | cut -c1-160 >"$out/history-gpu-standin.txt"
 podman "${storage[@]}" inspect --format '{{json .Labels}}' $gpu >"$out/labels.json"
 say "done: $passed passed, $failed failed"

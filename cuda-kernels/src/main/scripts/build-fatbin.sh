@@ -26,7 +26,7 @@ if [[ -z $nvcc_bin ]]; then
   exit 0
 fi
 
-# A driver of the presets' CUDA major may not load kernels of a newer nvcc major (-Pcuda12 with CUDA 13's nvcc).
+# A driver of the presets' CUDA major may not load kernels of a newer nvcc major (a CUDA 14 nvcc with the CUDA 13 presets).
 nvcc_release=$("$nvcc_bin" --version | tail -n 2 | head -n 1)
 nvcc_major=$(sed -n 's/.*release \([0-9]*\)\..*/\1/p' <<<"$nvcc_release")
 if [[ -n $presets_cuda && -n $nvcc_major && $nvcc_major -gt ${presets_cuda%%.*} ]]; then

@@ -132,11 +132,10 @@ public final class CudaProbe {
     private static String waysOut(int driver, int built) {
         int major = built / 1000;
         String minimum = major == 13 ? "R580" : major == 12 ? "R525" : null;   // each major's first driver branch
-        String ways = "install " + (minimum == null ? "a newer NVIDIA driver" : "NVIDIA driver " + minimum + " or newer")
+        return "install " + (minimum == null ? "a newer NVIDIA driver" : "NVIDIA driver " + minimum + " or newer")
                 + "; or, on a data-centre GPU such as A100 or H100, install the CUDA forward-compatibility package"
                 + " cuda-compat-" + major + "-" + built % 1000 / 10 + " and put its folder, /usr/local/cuda/compat in"
                 + " nvidia/cuda images, on LD_LIBRARY_PATH";
-        return major == 13 && driver / 1000 == 12 ? ways + "; or build fsdp4j for CUDA 12 with -Pcuda12" : ways;
     }
 
     private static String deviceCountError(int rc, int driver) {
@@ -165,7 +164,8 @@ public final class CudaProbe {
             }
         }
         if (missing == null) {
-            return what + " cannot be loaded: " + innermost;
+            boolean cache = innermost.contains("Could not create the cache") || innermost.contains("failed to map segment");
+            return what + " cannot be loaded: " + innermost + (cache ? "; " + org.fsdp4j.backend.Backends.NATIVE_CACHE_HINT : "");
         }
         if (missing.startsWith("libcuda.so")) {
             return "no NVIDIA driver: " + missing + " cannot be loaded (install the driver, or put the folder"

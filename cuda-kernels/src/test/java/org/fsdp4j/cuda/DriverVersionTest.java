@@ -39,12 +39,10 @@ class DriverVersionTest {
         assertTrue(why.contains("forward-compatibility package cuda-compat-13-1"), why);
         assertTrue(why.contains("/usr/local/cuda/compat"), why);
         assertTrue(why.contains("LD_LIBRARY_PATH"), why);
-        assertTrue(why.contains("-Pcuda12"), "a 12.x driver can run the CUDA 12 build: " + why);
         assertEquals(1, why.split("cuda-compat", -1).length - 1, why);
 
         String old = CudaProbe.driverTooOld(11080, 13010).orElseThrow();
         assertTrue(old.contains("CUDA 11.8") && old.contains("CUDA 13.1"), old);
-        assertTrue(!old.contains("-Pcuda12"), "a CUDA 12 build needs a 12.x driver too: " + old);
 
         String twelve = CudaProbe.driverTooOld(11040, 12090).orElseThrow();
         assertTrue(twelve.contains("R525 or newer") && twelve.contains("cuda-compat-12-9"), twelve);

@@ -52,7 +52,7 @@ final class NativeNccl implements NcclApi {
 
     /**
      * The setters of ncclConfig_t's int fields past the header, found by reflection because the
-     * fields differ by NCCL version (2.29 has four that the 2.27 of the CUDA 12 presets lacks).
+     * fields differ by NCCL version (2.29 has four that 2.27 lacks): a presets upgrade cannot leave a new one at 0.
      */
     static final List<Method> UNDEF_INT_SETTERS = Arrays.stream(ncclConfig_t.class.getDeclaredMethods())
             .filter(m -> Modifier.isNative(m.getModifiers()) && m.getReturnType() == ncclConfig_t.class

@@ -1,5 +1,5 @@
 // NCCL_CONFIG_INITIALIZER in Java: every int field past the header of whichever ncclConfig_t the
-// presets wrap (NCCL 2.29 by default, 2.27 under -Pcuda12) says "NCCL's default" (INT_MIN), and the
+// presets wrap (NCCL 2.29 today; a presets upgrade may add fields) says "NCCL's default" (INT_MIN), and the
 // header is the presets' size, magic and version; written and read back on the stand-in NCCL.
 package org.fsdp4j.nccl;
 

@@ -16,6 +16,14 @@ public final class Backends {
     private Backends() {
     }
 
+    /**
+     * The usual cause of a native library that will not load: JavaCPP unpacks each one into a cache
+     * folder and loads it from there, which fails on a read-only home or a noexec /tmp (containers).
+     */
+    public static final String NATIVE_CACHE_HINT = "JavaCPP unpacks native libraries into ~/.javacpp/cache"
+            + " (java.io.tmpdir when that cannot be made) and loads them from there: give it a writable folder"
+            + " that allows executables with FSDP4J_JAVA_OPTS=-Dorg.bytedeco.javacpp.cachedir=DIR";
+
     public static List<BackendProvider> providers() {
         List<BackendProvider> list = new ArrayList<>();
         ServiceLoader.load(BackendProvider.class).forEach(list::add);

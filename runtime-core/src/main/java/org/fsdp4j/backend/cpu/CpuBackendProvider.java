@@ -16,14 +16,6 @@ public final class CpuBackendProvider implements BackendProvider {
     /** The most threads a CPU backend can have (its ForkJoinPool's limit). */
     public static final int MAX_THREADS = BackendOptions.MAX_CPU_THREADS;
 
-    /**
-     * The usual cause of a library that will not load: JavaCPP unpacks each one into a cache folder
-     * and loads it from there, which fails on a read-only home or a noexec /tmp (containers).
-     */
-    public static final String NATIVE_CACHE_HINT = "JavaCPP unpacks native libraries into ~/.javacpp/cache"
-            + " (java.io.tmpdir when that cannot be made) and loads them from there: give it a writable folder"
-            + " that allows executables with FSDP4J_JAVA_OPTS=-Dorg.bytedeco.javacpp.cachedir=DIR";
-
     /** Empty when OpenBLAS loaded; otherwise why not. Probed once per JVM. */
     private static final class Probe {
         static final Optional<String> REASON = probe();
@@ -33,7 +25,7 @@ public final class CpuBackendProvider implements BackendProvider {
                 OpenBlas.load();
                 return Optional.empty();
             } catch (LinkageError e) {
-                return Optional.of("OpenBLAS could not be loaded (" + e.getMessage() + "); " + NATIVE_CACHE_HINT);
+                return Optional.of("OpenBLAS could not be loaded (" + e.getMessage() + "); " + org.fsdp4j.backend.Backends.NATIVE_CACHE_HINT);
             }
         }
     }
