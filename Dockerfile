@@ -78,7 +78,7 @@ RUN if command -v apt-get >/dev/null; then \
         apt-get update \
         && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libfreetype6 libharfbuzz0b \
            libfontconfig1 fonts-dejavu-core \
-        && rm -rf /var/lib/apt/lists/*; \
+        && apt-get clean && rm -rf /var/lib/apt/lists/*; \
     fi
 COPY --from=build /opt/fsdp4j /opt/fsdp4j
 COPY scripts/launcher.sh /usr/local/bin/fsdp4j

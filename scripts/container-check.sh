@@ -71,7 +71,7 @@ port=${MIRROR_PORT:-28417}
 (cd "$HOME/.m2/repository" && exec python3 -m http.server "$port" --bind 127.0.0.1 >"$out/maven-mirror.log" 2>&1) &
 mirror_pid=$!
 trap 'kill $mirror_pid 2>/dev/null || true' EXIT
-revision=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
+revision=${REVISION:-$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 build_image() {   # TAG RUNTIME_BASE CONTEXT LOG
     local t0=$SECONDS
     "${bud[@]}" --build-arg BUILD_BASE=localhost/debian:bookworm --build-arg RUNTIME_BASE="$2" \
