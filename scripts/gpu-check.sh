@@ -157,7 +157,9 @@ say "tests: ${tests_ok:-?} ok, ${tests_failed:-?} failed, ${tests_skipped:-?} sk
 [[ ${tests_aborted:-0} -eq 0 ]] || problem "${tests_aborted} test(s) skipped by an assumption (GPU not usable?)"
 fi
 
-cli=("$java" "${jvm_opts[@]}" -cp "$classpath" org.fsdp4j.cli.Main)   # an array: timeout cannot run a shell function
+# the CLI starts as ./fsdp4j and the image start it (scripts/launcher.sh: the same JVM flags); an
+# array, since timeout cannot run a shell function
+cli=(env FSDP4J_JAVA="$java" FSDP4J_JAR="$classpath" FSDP4J_JAVA_OPTS="-Xss4m -Xmx16g" sh "$repo/scripts/launcher.sh")
 json_field() { grep -oE "\"$2\" *: *[0-9.eE+-]+" "$1" 2>/dev/null | head -n 1 | grep -oE '[0-9.eE+-]+$'; }
 
 # ---- 2b. NCCL across processes (its unique id through fsdp4j's store) --------------------
@@ -301,7 +303,8 @@ fi
 # -Dfsdp4j.opTimes=true: each op's GPU time (its timing event to the next op's on the stream),
 # GEMMs per shape with TFLOP/s; the table goes to stderr at exit (GpuOpTimes). The events cost a
 # little, so these runs are not the timed ones above.
-cli_times=("$java" "${jvm_opts[@]}" -Dfsdp4j.opTimes=true -cp "$classpath" org.fsdp4j.cli.Main)
+cli_times=(env FSDP4J_JAVA="$java" FSDP4J_JAR="$classpath" FSDP4J_JAVA_OPTS="-Xss4m -Xmx16g -Dfsdp4j.opTimes=true" \
+    sh "$repo/scripts/launcher.sh")
 want optimes && for shape in $optime_shapes; do
   case $shape in
     gpt2-124m) dims=(--layers 12 --hidden 768 --heads 12) ;;
