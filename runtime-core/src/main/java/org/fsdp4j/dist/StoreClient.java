@@ -2,8 +2,9 @@
 // compare-and-set, check, delete and a barrier, every call bounded by a timeout. Connecting
 // retries until its timeout, since the process of rank 0 may start its server after the others
 // start; it opens with the job's Handshake, and a store that refuses this process's token (or is
-// not this job's) ends the connecting at once, since waiting cannot change that. One request at a time per client (its methods are synchronized); threads that must not
-// wait for each other use clients of their own.
+// not this job's) ends the connecting at once, since waiting cannot change that. One request at
+// a time per client (its methods are synchronized); threads that must not wait for each other
+// use clients of their own.
 package org.fsdp4j.dist;
 
 import java.io.BufferedInputStream;

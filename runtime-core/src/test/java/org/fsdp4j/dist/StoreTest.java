@@ -185,7 +185,8 @@ class StoreTest {
 
     @Test
     void aTakenPortIsOneClearLine() {
-        RendezvousException e = assertThrows(RendezvousException.class, () -> StoreServer.start(InetAddress.getLoopbackAddress(), server.port(), TOKEN, new RefusalLog(line -> { })));
+        RendezvousException e = assertThrows(RendezvousException.class, () -> StoreServer.start(
+                InetAddress.getLoopbackAddress(), server.port(), TOKEN, new RefusalLog(line -> { })));
         assertTrue(e.getMessage().contains("cannot serve the rendezvous store on 127.0.0.1 port " + server.port()),
                 e.getMessage());
         assertTrue(e.getMessage().contains("--master-port"), e.getMessage());
