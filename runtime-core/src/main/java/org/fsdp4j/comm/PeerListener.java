@@ -97,6 +97,9 @@ public final class PeerListener implements AutoCloseable {
             try {
                 Handshake.open(ch.socket(), token, Handshake.Kind.PEER, Handshake.OPEN_LIMIT);
             } catch (Handshake.Failed e) {
+                if (!e.definitive()) {
+                    throw e;            // it hung up or stalled: reported below as a failed connection
+                }
                 throw new CommException("rank " + to + " at " + address + " is not a process of this job (" + e.getMessage()
                         + "): give every process the same token (" + JobToken.VARIABLE + " or " + JobToken.FILE_VARIABLE
                         + ")", e);

@@ -75,7 +75,9 @@ public final class StoreClient implements AutoCloseable {
             try {
                 long left = Math.max(1, (deadline - System.nanoTime()) / 1_000_000);
                 s.connect(new InetSocketAddress(InetAddress.getByName(host), port), (int) Math.min(left, 10_000));
-                Handshake.open(s, token, Handshake.Kind.STORE, Handshake.OPEN_LIMIT);
+                long handshakeLeft = Math.max(1, (deadline - System.nanoTime()) / 1_000_000);
+                Handshake.open(s, token, Handshake.Kind.STORE,
+                        Duration.ofMillis(Math.min(handshakeLeft, Handshake.OPEN_LIMIT.toMillis())));
                 return new StoreClient(host, port, timeout, s);
             } catch (Handshake.Failed e) {
                 closeQuietly(s);

@@ -171,7 +171,7 @@ final class LaunchCommand implements Callable<Integer> {
     }
 
     private static int freePort() {
-        try (ServerSocket s = new ServerSocket(0)) {
+        try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {   // where the store binds
             return s.getLocalPort();
         } catch (java.io.IOException e) {
             throw new UserError(ExitCode.RENDEZVOUS_FAILED, "cannot find a free port for --standalone: " + e.getMessage());
