@@ -102,11 +102,6 @@ public final class StoreServer implements AutoCloseable {
         return socket.getLocalPort();
     }
 
-    /** The address it serves on (the wildcard address when every interface). */
-    public InetAddress address() {
-        return socket.getInetAddress();
-    }
-
     /** Clients dropped for sending something that is not a request (for tests and logs). */
     public long droppedClients() {
         return droppedClients.get();
