@@ -34,7 +34,9 @@ public final class Processes implements AutoCloseable {
     /**
      * Joins the run this process's environment describes (torchrun's RANK, WORLD_SIZE,
      * LOCAL_RANK, MASTER_ADDR, MASTER_PORT; Slurm's SLURM_PROCID and node list; Open MPI's
-     * OMPI_COMM_WORLD_* variables), waiting for every process.
+     * OMPI_COMM_WORLD_* variables), waiting for every process. The job's token comes from
+     * FSDP4J_JOB_TOKEN or the file FSDP4J_JOB_TOKEN_FILE names; a run whose master address is not
+     * this host's loopback needs one (docs/processes.md).
      *
      * @param settings what every process must agree on (name to value); a difference fails every process naming it
      * @param timeout  how long to wait for the other processes

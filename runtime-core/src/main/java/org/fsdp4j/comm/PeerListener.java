@@ -2,8 +2,11 @@
 // a TcpGroup is opened by the lower rank (Wire's handshake names the run, the communicator and
 // both ranks) and accepted here, on a thread of its own, so that no rank ever waits for another
 // to reach its accept: the higher rank picks the connection up by its name when it builds the
-// same communicator. A connection whose handshake is not fsdp4j's, or from another run, is
-// refused with a reason and closed.
+// same communicator. Every connection first proves the job's token (Handshake, both ways): one
+// that does not is closed and said once per remote address on stderr, and the job goes on. After
+// it, a connection whose Wire handshake is not fsdp4j's, or from another run, is refused with a
+// reason and closed. The listener binds one interface: the one this process reaches the store
+// through, unless FSDP4J_PEER_BIND says otherwise (ProcessGroup picks it).
 package org.fsdp4j.comm;
 
 import java.io.DataInputStream;
@@ -37,27 +40,38 @@ public final class PeerListener implements AutoCloseable {
 
     private final ServerSocketChannel server;
     private final long runId;
+    private final JobToken token;
+    private final RefusalLog refusals;
     private final Map<String, CompletableFuture<SocketChannel>> arrived = new ConcurrentHashMap<>();
     private final AtomicLong refused = new AtomicLong();
     private final Thread acceptor;
     private volatile boolean closed;
 
-    private PeerListener(ServerSocketChannel server, long runId) {
+    private PeerListener(ServerSocketChannel server, long runId, JobToken token, RefusalLog refusals) {
         this.server = server;
         this.runId = runId;
+        this.token = token;
+        this.refusals = refusals;
         this.acceptor = new Thread(this::acceptLoop, "fsdp4j-peers-" + IDS.incrementAndGet());
         this.acceptor.setDaemon(true);
         this.acceptor.start();
     }
 
-    /** Listens on a free port of every interface for connections of run {@code runId}. */
-    public static PeerListener open(long runId) {
+    /**
+     * Listens on a free port of {@code bind} (the wildcard address: every interface) for
+     * connections of run {@code runId} from processes that prove {@code token}; refused
+     * connections go to {@code refusals}.
+     */
+    public static PeerListener open(long runId, JobToken token, InetAddress bind, RefusalLog refusals) {
+        ServerSocketChannel s = null;
         try {
-            ServerSocketChannel s = ServerSocketChannel.open();
-            s.bind(new InetSocketAddress(0), 256);
-            return new PeerListener(s, runId);
+            s = ServerSocketChannel.open();
+            s.bind(new InetSocketAddress(bind, 0), 256);
+            return new PeerListener(s, runId, token, refusals);
         } catch (IOException e) {
-            throw new CommException("cannot listen for the other processes: " + e.getMessage(), e);
+            closeQuietly(s);
+            throw new CommException("cannot listen for the other processes on " + bind.getHostAddress() + ": "
+                    + e.getMessage(), e);
         }
     }
 
@@ -80,6 +94,16 @@ public final class PeerListener implements AutoCloseable {
             ch = SocketChannel.open();
             ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
             ch.socket().connect(address, (int) Math.min(Integer.MAX_VALUE, timeout.toMillis()));
+            try {
+                Handshake.open(ch.socket(), token, Handshake.Kind.PEER, Handshake.OPEN_LIMIT);
+            } catch (Handshake.Failed e) {
+                if (!e.definitive()) {
+                    throw e;            // it hung up or stalled: reported below as a failed connection
+                }
+                throw new CommException("rank " + to + " at " + address + " is not a process of this job (" + e.getMessage()
+                        + "): give every process the same token (" + JobToken.VARIABLE + " or " + JobToken.FILE_VARIABLE
+                        + ")", e);
+            }
             ByteBuffer hello = Wire.handshake(runId, key, from, to);
             while (hello.hasRemaining()) {
                 ch.write(hello);
@@ -157,10 +181,24 @@ public final class PeerListener implements AutoCloseable {
         }
     }
 
-    /** Reads and checks the opening side's handshake, answers it, and files the connection under its name. */
+    /**
+     * Checks that the opening side holds the job's token, then reads and checks its Wire handshake,
+     * answers it, and files the connection under its name.
+     */
     private void handshake(SocketChannel ch) {
         try {
             ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
+            try {
+                Handshake.accept(ch.socket(), token, Handshake.Kind.PEER, Handshake.ACCEPT_LIMIT);
+            } catch (IOException e) {
+                refused.incrementAndGet();
+                if (!closed) {
+                    refusals.refused("a peer listener", ch.socket().getRemoteSocketAddress(),
+                            e instanceof Handshake.Failed ? e.getMessage() : "the connection failed during the handshake");
+                }
+                closeQuietly(ch);
+                return;
+            }
             ch.socket().setSoTimeout(HANDSHAKE_TIMEOUT_MILLIS);
             InputStream raw = ch.socket().getInputStream();
             DataInputStream in = new DataInputStream(raw);
@@ -231,8 +269,12 @@ public final class PeerListener implements AutoCloseable {
         }
     }
 
-    /** The address this host is reached at for a peer that reaches the store from {@code via}. */
+    /**
+     * Where the other processes reach this listener: the address it is bound to, or, bound to
+     * every interface, {@code via} (the address this process reaches the store from).
+     */
     public InetSocketAddress address(InetAddress via) {
-        return new InetSocketAddress(via, port());
+        InetAddress bound = server.socket().getInetAddress();
+        return new InetSocketAddress(bound == null || bound.isAnyLocalAddress() ? via : bound, port());
     }
 }

@@ -9,7 +9,9 @@
 // that the launcher did not pass on, 7 (a rank failed); after a stop passed on from the launcher
 // (SIGINT, SIGTERM), the first failure's code as it is; 0 when all succeed.
 // NCCL_LAUNCH_ORDER_IMPLICIT=1 is set for the processes unless the environment sets it: GPU ranks
-// then launch their collectives in the order they issue them (nccl-comm's IssueOrder).
+// then launch their collectives in the order they issue them (nccl-comm's IssueOrder). The job's
+// token goes to every process in FSDP4J_JOB_TOKEN (an environment variable: a command line is
+// readable by every user of the host).
 //
 // Signals reach the processes through their stdin ("stop SIGTERM": LaunchControl in samples),
 // not as signals: a process then stops at a step boundary exactly as if it had got the signal
@@ -26,6 +28,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import org.fsdp4j.comm.JobToken;
 
 public final class Launcher {
 
@@ -77,6 +80,7 @@ public final class Launcher {
     private final Layout layout;
     private final List<String> command;
     private final Map<String, String> environment;
+    private final JobToken token;
     private final Duration grace;
     private final PrintStream log;
     private final List<Process> processes = new ArrayList<>();
@@ -85,13 +89,16 @@ public final class Launcher {
     /**
      * @param command     the program each process runs (java, its options, the main class, arguments)
      * @param environment extra variables for every process
+     * @param token       the job's token, which every process gets
      * @param grace       how long the others may take to end by themselves after one failed
      * @param log         where the launcher's own lines go (stderr)
      */
-    public Launcher(Layout layout, List<String> command, Map<String, String> environment, Duration grace, PrintStream log) {
+    public Launcher(Layout layout, List<String> command, Map<String, String> environment, JobToken token, Duration grace,
+                    PrintStream log) {
         this.layout = layout;
         this.command = List.copyOf(command);
         this.environment = Map.copyOf(environment);
+        this.token = token;
         this.grace = grace;
         this.log = log;
     }
@@ -127,6 +134,7 @@ public final class Launcher {
         env.put("GROUP_RANK", Integer.toString(layout.nodeRank()));
         env.put(LAUNCHER_PID_VARIABLE, Long.toString(ProcessHandle.current().pid()));
         env.putIfAbsent("NCCL_LAUNCH_ORDER_IMPLICIT", "1");
+        token.exportTo(env);
         return pb.start();
     }
 

@@ -1,9 +1,11 @@
 // This process's membership in a run of several: what every process does at start, and what it
 // shares with the others until the end. join() serves the rendezvous store from the process of
-// rank 0 (StoreServer) and connects every process to it, claims this process's rank (two
-// processes cannot hold one), publishes where it accepts its peers' connections, then waits for
-// every process and checks that all were started with the same settings (each process checks
-// all of them, so every one fails with the same list of differences). Then it hands out the
+// rank 0 (StoreServer, on the master address only) and connects every process to it, every
+// connection proving the job's token (JobAccess; a run that may span hosts needs one), claims
+// this process's rank (two processes cannot hold one), publishes where it accepts its peers'
+// connections (the interface that reaches the store), then waits for every process and checks
+// that all were started with the same settings (each process checks all of them, so every one
+// fails with the same list of differences). Then it hands out the
 // TCP groups the ranks talk through, agrees with the others on a stop at a step boundary, keeps
 // the reason of an abort for all to read (ProcessDirectory), and at close waits for every
 // process before the store goes away. A heartbeat thread bumps this process's counter in the
@@ -14,6 +16,7 @@
 // reports for the whole run.
 package org.fsdp4j.dist;
 
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
@@ -26,9 +29,11 @@ import java.util.Optional;
 import java.util.function.Supplier;
 import org.fsdp4j.api.Device;
 import org.fsdp4j.comm.CommException;
+import org.fsdp4j.comm.JobToken;
 import org.fsdp4j.comm.PeerListener;
 import org.fsdp4j.comm.ProcessDirectory;
 import org.fsdp4j.comm.RankGroup;
+import org.fsdp4j.comm.RefusalLog;
 import org.fsdp4j.comm.RankGroups;
 import org.fsdp4j.comm.TcpGroup;
 
@@ -106,20 +111,24 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
      * ConfigMismatchException (it formed, but its processes disagree).
      */
     public static ProcessGroup join(ProcessIdentity identity, Map<String, String> settings, Duration timeout) {
+        identity.requireTokenAcrossHosts();
         int p = identity.rank();
         int count = identity.count();
-        StoreServer server = p == 0 ? StoreServer.start(identity.masterPort()) : null;
+        JobToken token = identity.access().token();
+        RefusalLog refusals = RefusalLog.toStandardError();     // one per process: each address named once
+        StoreServer server = p == 0 ? StoreServer.start(storeAddress(identity), identity.masterPort(), token, refusals)
+                : null;
         List<AutoCloseable> made = new ArrayList<>();
         if (server != null) {
             made.add(server);
         }
         try {
-            StoreClient control = add(made, StoreClient.connect(identity.masterAddr(), identity.masterPort(), timeout));
-            StoreClient aborts = add(made, StoreClient.connect(identity.masterAddr(), identity.masterPort(),
-                    ABORT_CALL_TIMEOUT));
-            StoreClient background = add(made, StoreClient.connect(identity.masterAddr(), identity.masterPort(), timeout));
-            StoreClient heartbeats = add(made, StoreClient.connect(identity.masterAddr(), identity.masterPort(),
-                    ABORT_CALL_TIMEOUT));
+            String host = identity.masterAddr();
+            int port = identity.masterPort();
+            StoreClient control = add(made, StoreClient.connect(host, port, timeout, token));
+            StoreClient aborts = add(made, StoreClient.connect(host, port, ABORT_CALL_TIMEOUT, token));
+            StoreClient background = add(made, StoreClient.connect(host, port, timeout, token));
+            StoreClient heartbeats = add(made, StoreClient.connect(host, port, ABORT_CALL_TIMEOUT, token));
             byte[] nonce = new byte[16];
             new SecureRandom().nextBytes(nonce);
             String mine = java.util.HexFormat.of().formatHex(nonce);
@@ -137,7 +146,8 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
             } else {
                 runId = Long.parseLong(waitFor(control, "run/id", "process 0", timeout));
             }
-            PeerListener listener = add(made, PeerListener.open(runId));
+            PeerListener listener = add(made, PeerListener.open(runId, token, peerAddress(identity, control.localAddress()),
+                    refusals));
             InetSocketAddress here = listener.address(control.localAddress());
             control.set("process/" + p + "/address", here.getAddress().getHostAddress() + ":" + here.getPort());
             control.set("process/" + p + "/host", localHostName());
@@ -184,6 +194,63 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
                 }
             }
             throw e;
+        }
+    }
+
+    /**
+     * Where process 0 serves the store: FSDP4J_STORE_BIND when set ("0.0.0.0" or "::": every
+     * interface), else the master address, which must then be an address of this host (the store
+     * is served only where the job's processes reach it).
+     */
+    static InetAddress storeAddress(ProcessIdentity identity) {
+        String override = identity.access().storeBind();
+        String name = override != null ? override : identity.masterAddr();
+        String source = override != null ? JobAccess.STORE_BIND_VARIABLE
+                : "the master address (--master-addr, MASTER_ADDR or Slurm's first node)";
+        InetAddress a = resolve(name, source);
+        if (!isLocal(a)) {
+            throw new RendezvousException("process 0 serves the rendezvous store on " + source + " " + name
+                    + (name.equals(a.getHostAddress()) ? "" : " (" + a.getHostAddress() + ")") + ", which is not an address"
+                    + " of this host (" + localHostName() + "): start process 0 on that host, or set "
+                    + JobAccess.STORE_BIND_VARIABLE + " to an address of this one (0.0.0.0: every interface)");
+        }
+        return a;
+    }
+
+    /**
+     * Where this process listens for its peers: FSDP4J_PEER_BIND when set, else {@code towardStore},
+     * the address of the interface it reaches the store through (the others reach it there too).
+     */
+    static InetAddress peerAddress(ProcessIdentity identity, InetAddress towardStore) {
+        String override = identity.access().peerBind();
+        if (override == null) {
+            return towardStore;
+        }
+        InetAddress a = resolve(override, JobAccess.PEER_BIND_VARIABLE);
+        if (!isLocal(a)) {
+            throw new RendezvousException(JobAccess.PEER_BIND_VARIABLE + " " + override + " is not an address of this host ("
+                    + localHostName() + "): give one of its addresses (0.0.0.0: every interface), or unset it");
+        }
+        return a;
+    }
+
+    private static InetAddress resolve(String name, String source) {
+        try {
+            return InetAddress.getByName(name);
+        } catch (java.net.UnknownHostException e) {
+            throw new RendezvousException(source + " '" + name + "' does not resolve to an address", e);
+        }
+    }
+
+    /** Whether {@code a} is the wildcard, a loopback address or an address of one of this host's interfaces. */
+    static boolean isLocal(InetAddress a) {
+        if (a.isAnyLocalAddress() || a.isLoopbackAddress()) {
+            return true;
+        }
+        try {
+            return java.net.NetworkInterface.getByInetAddress(a) != null;
+        } catch (java.net.SocketException e) {
+            return false;
         }
     }
 

@@ -4,9 +4,12 @@
 // Kubernetes training operators also set), Slurm's and Open MPI's; the first source that names a
 // rank gives the rank, the count and the local layout, while the master address and port each
 // come from the first source that has one. Every inconsistency is an IllegalArgumentException
-// that names the variables involved.
+// that names the variables involved. Beside the identity it carries the job's access (JobAccess:
+// the token and the bind settings, from the environment whatever the source).
 package org.fsdp4j.dist;
 
+import java.net.InetAddress;
+import java.net.UnknownHostException;
 import java.util.Map;
 import java.util.Optional;
 import java.util.function.Function;
@@ -20,9 +23,10 @@ import java.util.function.Function;
  * @param masterAddr host of the rendezvous store, served by the process of rank 0
  * @param masterPort its port
  * @param source     where the identity came from, for the log ("torchrun's variables")
+ * @param access     the job's token and where to listen (JobAccess.NONE: no token, the default addresses)
  */
 public record ProcessIdentity(int rank, int count, int localRank, int localCount, int nodeRank, String masterAddr,
-                              int masterPort, String source) {
+                              int masterPort, String source, JobAccess access) {
 
     /** torchrun's default master port. */
     public static final int DEFAULT_MASTER_PORT = 29500;
@@ -44,6 +48,48 @@ public record ProcessIdentity(int rank, int count, int localRank, int localCount
         }
         if (masterAddr == null || masterAddr.isBlank()) {
             throw new IllegalArgumentException("no master address (from " + source + ")");
+        }
+        if (access == null) {
+            throw new IllegalArgumentException("no job access (JobAccess.NONE for none)");
+        }
+    }
+
+    /** An identity without a token, listening where the defaults say (tests, and runs on one host). */
+    public ProcessIdentity(int rank, int count, int localRank, int localCount, int nodeRank, String masterAddr,
+                           int masterPort, String source) {
+        this(rank, count, localRank, localCount, nodeRank, masterAddr, masterPort, source, JobAccess.NONE);
+    }
+
+    /** The same process with {@code a} as its job's access. */
+    public ProcessIdentity withAccess(JobAccess a) {
+        return new ProcessIdentity(rank, count, localRank, localCount, nodeRank, masterAddr, masterPort, source, a);
+    }
+
+    /**
+     * Whether the run's processes may be on several hosts: its master address is not a loopback
+     * address of this host (a name that does not resolve counts as another host). A loopback
+     * master means every process is on this host, whatever LOCAL_WORLD_SIZE says (torchrun's
+     * variables default it to 1).
+     */
+    public boolean maySpanHosts() {
+        try {
+            return !InetAddress.getByName(masterAddr).isLoopbackAddress();
+        } catch (UnknownHostException | SecurityException e) {
+            return true;
+        }
+    }
+
+    /**
+     * Throws IllegalArgumentException (one line saying how to give one) when the run may span
+     * hosts and has no job token: its store would otherwise admit anyone who reaches its port.
+     */
+    public void requireTokenAcrossHosts() {
+        if (access.token().isNone() && maySpanHosts()) {
+            throw new IllegalArgumentException("the master address " + masterAddr + " is not this host's loopback, so the"
+                    + " processes may be on several hosts, and no job token was given: set "
+                    + org.fsdp4j.comm.JobToken.FILE_VARIABLE + " to a file only you can read, holding a secret (`"
+                    + org.fsdp4j.comm.JobToken.HOW_TO_MAKE + "`), the same for every process (or "
+                    + org.fsdp4j.comm.JobToken.VARIABLE + " to it; docs/processes.md, \"Only this job's processes\")");
         }
     }
 
@@ -107,7 +153,7 @@ public record ProcessIdentity(int rank, int count, int localRank, int localCount
             port = DEFAULT_MASTER_PORT;
         }
         return Optional.of(new ProcessIdentity(layout.rank, layout.count, layout.localRank, layout.localCount,
-                layout.nodeRank, addr, port, layout.source));
+                layout.nodeRank, addr, port, layout.source, JobAccess.fromEnvironment(env)));
     }
 
     /** The ranks and their layout over nodes, from one source. */

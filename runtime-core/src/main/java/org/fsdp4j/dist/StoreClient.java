@@ -1,8 +1,10 @@
 // A client of the rendezvous store (StoreServer): set, get (waiting for the key), add,
 // compare-and-set, check, delete and a barrier, every call bounded by a timeout. Connecting
 // retries until its timeout, since the process of rank 0 may start its server after the others
-// start. One request at a time per client (its methods are synchronized); threads that must not
-// wait for each other use clients of their own.
+// start; it opens with the job's Handshake, and a store that refuses this process's token (or is
+// not this job's) ends the connecting at once, since waiting cannot change that. One request at
+// a time per client (its methods are synchronized); threads that must not wait for each other
+// use clients of their own.
 package org.fsdp4j.dist;
 
 import java.io.BufferedInputStream;
@@ -19,6 +21,8 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import org.fsdp4j.comm.Handshake;
+import org.fsdp4j.comm.JobToken;
 import org.fsdp4j.dist.StoreProtocol.Op;
 import org.fsdp4j.dist.StoreProtocol.Request;
 import org.fsdp4j.dist.StoreProtocol.Response;
@@ -58,10 +62,11 @@ public final class StoreClient implements AutoCloseable {
     }
 
     /**
-     * Connects to the store at host:port, retrying until {@code timeout} (the server may not be up
-     * yet). {@code timeout} is also the bound of every call that does not give its own.
+     * Connects to the store at host:port as a process holding {@code token}, retrying until
+     * {@code timeout} (the server may not be up yet). {@code timeout} is also the bound of every
+     * call that does not give its own.
      */
-    public static StoreClient connect(String host, int port, Duration timeout) {
+    public static StoreClient connect(String host, int port, Duration timeout, JobToken token) {
         long deadline = System.nanoTime() + timeout.toNanos();
         IOException last = null;
         long pauseMillis = 20;
@@ -70,7 +75,16 @@ public final class StoreClient implements AutoCloseable {
             try {
                 long left = Math.max(1, (deadline - System.nanoTime()) / 1_000_000);
                 s.connect(new InetSocketAddress(InetAddress.getByName(host), port), (int) Math.min(left, 10_000));
+                long handshakeLeft = Math.max(1, (deadline - System.nanoTime()) / 1_000_000);
+                Handshake.open(s, token, Handshake.Kind.STORE,
+                        Duration.ofMillis(Math.min(handshakeLeft, Handshake.OPEN_LIMIT.toMillis())));
                 return new StoreClient(host, port, timeout, s);
+            } catch (Handshake.Failed e) {
+                closeQuietly(s);
+                if (e.definitive()) {
+                    throw new RendezvousException(refusal(host + ":" + port, e, token), e);
+                }
+                last = e;           // it hung up or stalled (a store shutting down, or full): try again
             } catch (UnknownHostException e) {
                 closeQuietly(s);
                 throw new RendezvousException("the master address '" + host + "' does not resolve: check --master-addr"
@@ -87,6 +101,27 @@ public final class StoreClient implements AutoCloseable {
             sleep(pauseMillis);
             pauseMillis = Math.min(500, pauseMillis * 2);
         }
+    }
+
+    /** Why the store at {@code where} is not this job's, in words that never show the token. */
+    static String refusal(String where, Handshake.Failed e, JobToken token) {
+        String how = "give every process of the job the same token (" + JobToken.VARIABLE + " or "
+                + JobToken.FILE_VARIABLE + "; fsdp4j launch gives its processes one)";
+        if (e.reason() == Handshake.Reason.NOT_FSDP4J) {
+            return "what answers at " + where + " is not an fsdp4j rendezvous store (" + e.getMessage() + "): is another"
+                    + " program using the master port? Pick another --master-port or MASTER_PORT";
+        }
+        if (token.isNone() && e.otherHasToken()) {
+            return "the rendezvous store at " + where + " belongs to a job with a token and this process has none: "
+                    + how + ", or pick another --master-port if that is another job";
+        }
+        if (!token.isNone() && !e.otherHasToken()) {
+            return "the rendezvous store at " + where + " belongs to a job without a token and this process has one: "
+                    + how + ", or pick another --master-port if that is another job";
+        }
+        return "the rendezvous store at " + where + " belongs to another job (" + e.getMessage() + "): its processes"
+                + " hold another job token. If it is this job's, " + how + "; if not, pick another --master-port or"
+                + " MASTER_PORT";
     }
 
     /** host:port of the store. */

@@ -3,7 +3,9 @@
 // the processes find each other (each one's listening address), check that they were started
 // with the same configuration, agree on a stop at a step boundary and leave the reason for an
 // abort. One thread per client (a run has tens of processes, not thousands); a get waits on the
-// server for its key, up to the timeout the client gave. A client that sends something that is
+// server for its key, up to the timeout the client gave. Every connection opens with the job's
+// Handshake: one that does not prove the job's token (or sends garbage, or stalls) is closed, said
+// once per remote address on stderr, and the job goes on. A client that sends something that is
 // not a request gets an error response and is dropped; the others are not disturbed.
 // Liveness: a connection that sets "alive/NAME" owns that key; if the connection ends before it
 // deletes the key (its process was killed), the server replaces it with "dead/NAME" and sets
@@ -17,6 +19,7 @@ import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
@@ -31,6 +34,9 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
+import org.fsdp4j.comm.Handshake;
+import org.fsdp4j.comm.JobToken;
+import org.fsdp4j.comm.RefusalLog;
 import org.fsdp4j.dist.StoreProtocol.Request;
 import org.fsdp4j.dist.StoreProtocol.Status;
 
@@ -44,32 +50,38 @@ public final class StoreServer implements AutoCloseable {
     static final String ALIVE = "alive/";
 
     private final ServerSocket socket;
+    private final JobToken token;
+    private final RefusalLog refusals;
     private final Thread acceptor;
     private final Map<String, byte[]> values = new HashMap<>();     // guarded by lock
     private final ReentrantLock lock = new ReentrantLock();
     private final Condition changed = lock.newCondition();
     private final Set<Socket> clients = ConcurrentHashMap.newKeySet();
     private final AtomicLong droppedClients = new AtomicLong();
+    private final AtomicLong refusedClients = new AtomicLong();
     private volatile boolean closed;
 
-    private StoreServer(ServerSocket socket) {
+    private StoreServer(ServerSocket socket, JobToken token, RefusalLog refusals) {
         this.socket = socket;
+        this.token = token;
+        this.refusals = refusals;
         this.acceptor = new Thread(this::acceptLoop, "fsdp4j-store-" + IDS.incrementAndGet());
         this.acceptor.setDaemon(true);
         this.acceptor.start();
     }
 
     /**
-     * Serves on {@code port} of every interface (0: a free port). Throws a RendezvousException
-     * that says what to do when the port is taken.
+     * Serves on {@code port} (0: a free port) of {@code bind} (the wildcard address: every
+     * interface) to the processes that prove {@code token}; refused connections go to {@code
+     * refusals}. Throws a RendezvousException that says what to do when the port is taken.
      */
-    public static StoreServer start(int port) {
+    public static StoreServer start(InetAddress bind, int port, JobToken token, RefusalLog refusals) {
         ServerSocket s = null;
         try {
             s = new ServerSocket();
             s.setReuseAddress(true);
-            s.bind(new InetSocketAddress(port), 128);
-            return new StoreServer(s);
+            s.bind(new InetSocketAddress(bind, port), 128);
+            return new StoreServer(s, token, refusals);
         } catch (IOException e) {
             if (s != null) {
                 try {
@@ -78,7 +90,8 @@ public final class StoreServer implements AutoCloseable {
                     // nothing was served
                 }
             }
-            throw new RendezvousException("cannot serve the rendezvous store on port " + port + ": " + e.getMessage()
+            throw new RendezvousException("cannot serve the rendezvous store on " + bind.getHostAddress() + " port "
+                    + port + ": " + e.getMessage()
                     + " (another run, or an earlier one still exiting, holds it: pick another --master-port"
                     + " or MASTER_PORT)", e);
         }
@@ -94,6 +107,11 @@ public final class StoreServer implements AutoCloseable {
         return droppedClients.get();
     }
 
+    /** Connections closed because their handshake failed (no token, a wrong one, garbage, a stall). */
+    public long refusedClients() {
+        return refusedClients.get();
+    }
+
     private void acceptLoop() {
         while (!closed) {
             Socket client;
@@ -106,7 +124,7 @@ public final class StoreServer implements AutoCloseable {
                 continue;       // a failed accept (the client gave up): keep serving
             }
             if (clients.size() >= MAX_CLIENTS) {
-                reject(client, "the store serves at most " + MAX_CLIENTS + " clients at once");
+                closeQuietly(client);       // before the handshake nothing may be said to it; a process retries
                 continue;
             }
             clients.add(client);
@@ -116,12 +134,26 @@ public final class StoreServer implements AutoCloseable {
         }
     }
 
-    private void reject(Socket client, String why) {
-        try (client) {
-            DataOutputStream out = new DataOutputStream(client.getOutputStream());
-            StoreProtocol.writeResponse(out, Status.ERROR, why.getBytes(StandardCharsets.UTF_8));
+    private static void closeQuietly(Socket client) {
+        try {
+            client.close();
         } catch (IOException ignored) {
             // it is being turned away anyway
+        }
+    }
+
+    /** The job's handshake on a new connection; false (it is logged, and closed by the caller) when it failed. */
+    private boolean admitted(Socket client) {
+        try {
+            Handshake.accept(client, token, Handshake.Kind.STORE, Handshake.ACCEPT_LIMIT);
+            return true;
+        } catch (IOException e) {
+            refusedClients.incrementAndGet();
+            if (!closed) {
+                refusals.refused("the rendezvous store", client.getRemoteSocketAddress(),
+                        e instanceof Handshake.Failed ? e.getMessage() : "the connection failed during the handshake");
+            }
+            return false;
         }
     }
 
@@ -129,6 +161,9 @@ public final class StoreServer implements AutoCloseable {
         java.util.Set<String> owned = new java.util.HashSet<>();     // "alive/..." keys this connection set
         try (client) {
             client.setTcpNoDelay(true);
+            if (!admitted(client)) {
+                return;
+            }
             DataInputStream in = new DataInputStream(new BufferedInputStream(client.getInputStream()));
             DataOutputStream out = new DataOutputStream(new BufferedOutputStream(client.getOutputStream()));
             while (!closed) {

@@ -2,7 +2,8 @@
 // connections; process 0 serves the store) with its share of a TcpGroup, their ranks on
 // threads with CPU backends (debug streams, as CommTestSupport's): the bytes between the
 // processes go through shared-memory rings, as between processes of one host, or (sharedMemory
-// false) through TCP on localhost, as they would between machines. Results come back in
+// false) through TCP on localhost, as they would between machines. Every connection proves a
+// job token, as a launched job's do. Results come back in
 // world rank order. The tests with real child processes are in samples (MultiProcessTrainTest).
 package org.fsdp4j.comm;
 
@@ -21,6 +22,7 @@ import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.backend.Backends;
+import org.fsdp4j.dist.JobAccess;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.dist.ProcessIdentity;
 
@@ -72,11 +74,13 @@ final class TcpTestSupport {
     static <T> List<T> onProcesses(int processes, int worldSize, Duration timeout, boolean sharedMemory,
                                    ProcessBody<T> body) {
         int port = freePort();
+        JobToken token = JobToken.generate();
         ExecutorService pool = Executors.newFixedThreadPool(processes);
         try {
             List<Future<List<T>>> futures = new ArrayList<>();
             for (int p = 0; p < processes; p++) {
-                ProcessIdentity id = new ProcessIdentity(p, processes, p, processes, 0, "127.0.0.1", port, "a test");
+                ProcessIdentity id = new ProcessIdentity(p, processes, p, processes, 0, "127.0.0.1", port, "a test")
+                        .withAccess(JobAccess.NONE.withToken(token));
                 futures.add(pool.submit(() -> {
                     try (ProcessGroup pg = ProcessGroup.join(id, Map.of(), Duration.ofSeconds(30))) {
                         TcpGroup group = pg.ranks(worldSize, timeout);

@@ -1,6 +1,8 @@
 // Who a process is, from each source the issue names: the command line first, then torchrun's
 // variables (also what Kubernetes training operators set), Slurm's (with the master taken from a
-// compressed node list, no scontrol) and Open MPI's; plus the errors a user meets.
+// compressed node list, no scontrol) and Open MPI's; plus the errors a user meets. The job's
+// token and the bind settings come from the environment whatever the source, and a run needs a
+// token exactly when its master is not this host's loopback.
 package org.fsdp4j.dist;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -113,5 +115,35 @@ class ProcessIdentityTest {
         assertEquals(1, ProcessIdentity.tasksOnNode("2(x3),1", 3));
         assertEquals(8, ProcessIdentity.tasksOnNode("8", 0));
         assertThrows(IllegalArgumentException.class, () -> ProcessIdentity.tasksOnNode("2(x3)", 3));
+    }
+
+    @Test
+    void theJobsAccessComesFromTheEnvironmentWhateverTheSource() {
+        String secret = "0123456789abcdef0123456789abcdef0123456789abcdef";
+        ProcessIdentity id = resolve(Map.of("SLURM_PROCID", "1", "SLURM_NTASKS", "2", "SLURM_JOB_NODELIST", "node[01-02]",
+                "FSDP4J_JOB_TOKEN", secret, "FSDP4J_STORE_BIND", "0.0.0.0", "FSDP4J_PEER_BIND", " 10.0.0.2 "));
+        assertTrue(!id.access().token().isNone());
+        assertEquals("0.0.0.0", id.access().storeBind());
+        assertEquals("10.0.0.2", id.access().peerBind());
+        assertTrue(!id.toString().contains(secret) && !id.access().toString().contains(secret), id + " " + id.access());
+        assertEquals(JobAccess.NONE, resolve(Map.of("RANK", "0", "WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1")).access());
+    }
+
+    @Test
+    void aTokenIsNeededExactlyWhenTheMasterIsNotThisHostsLoopback() {
+        // by hand on one host: torchrun's variables leave LOCAL_WORLD_SIZE at 1, the loopback master says it all
+        for (String master : new String[] {"127.0.0.1", "localhost", "127.0.0.2"}) {
+            ProcessIdentity id = resolve(Map.of("RANK", "1", "WORLD_SIZE", "2", "MASTER_ADDR", master));
+            assertTrue(!id.maySpanHosts(), master);
+            id.requireTokenAcrossHosts();
+        }
+        ProcessIdentity slurm = resolve(Map.of("SLURM_PROCID", "1", "SLURM_NTASKS", "2", "SLURM_JOB_NODELIST",
+                "node[01-02]"));
+        assertTrue(slurm.maySpanHosts(), "a node name that does not resolve here counts as another host");
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, slurm::requireTokenAcrossHosts);
+        assertTrue(e.getMessage().startsWith("the master address node01 is not this host's loopback"), e.getMessage());
+        slurm.withAccess(JobAccess.NONE.withToken(org.fsdp4j.comm.JobToken.generate())).requireTokenAcrossHosts();
+        assertThrows(IllegalArgumentException.class, () -> resolve(Map.of("RANK", "1", "WORLD_SIZE", "2",
+                "MASTER_ADDR", "10.0.0.1")).requireTokenAcrossHosts());
     }
 }

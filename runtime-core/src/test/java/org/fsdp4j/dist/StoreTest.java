@@ -2,7 +2,8 @@
 // times out, concurrent clients adding to one key, compare-and-set, a barrier that names who is
 // missing, a client that disconnects in the middle (the others are served; a process that dies
 // owning "alive/" is marked dead), a client that sends garbage (dropped with an error, nobody
-// else disturbed), and a port already taken (one clear line).
+// else disturbed), and a port already taken (one clear line). Every client here proves the job's
+// token first (StoreAuthTest has the ones that do not).
 package org.fsdp4j.dist;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -13,6 +14,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.DataInputStream;
 import java.io.OutputStream;
+import java.net.InetAddress;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -21,6 +23,9 @@ import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import org.fsdp4j.comm.Handshake;
+import org.fsdp4j.comm.JobToken;
+import org.fsdp4j.comm.RefusalLog;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -28,12 +33,25 @@ import org.junit.jupiter.api.Test;
 class StoreTest {
 
     private static final Duration TIMEOUT = Duration.ofSeconds(10);
+    private static final JobToken TOKEN = JobToken.generate();
 
     private StoreServer server;
 
+    /** A store on a free loopback port for the processes that hold TOKEN. */
+    static StoreServer serve(JobToken token, RefusalLog log) {
+        return StoreServer.start(InetAddress.getLoopbackAddress(), 0, token, log);
+    }
+
     @BeforeEach
     void start() {
-        server = StoreServer.start(0);
+        server = serve(TOKEN, new RefusalLog(line -> { }));
+    }
+
+    /** A raw connection to the store that has passed the job's handshake, to send it anything. */
+    private Socket admitted() throws Exception {
+        Socket s = new Socket("127.0.0.1", server.port());
+        Handshake.open(s, TOKEN, Handshake.Kind.STORE, Handshake.OPEN_LIMIT);
+        return s;
     }
 
     @AfterEach
@@ -42,7 +60,7 @@ class StoreTest {
     }
 
     private StoreClient client() {
-        return StoreClient.connect("127.0.0.1", server.port(), TIMEOUT);
+        return StoreClient.connect("127.0.0.1", server.port(), TIMEOUT, TOKEN);
     }
 
     @Test
@@ -128,7 +146,7 @@ class StoreTest {
 
     @Test
     void aClientThatSendsGarbageIsDroppedWithAnError() throws Exception {
-        try (StoreClient good = client(); Socket bad = new Socket("127.0.0.1", server.port())) {
+        try (StoreClient good = client(); Socket bad = admitted()) {
             OutputStream out = bad.getOutputStream();
             out.write("GET /index.html HTTP/1.1\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
             out.flush();
@@ -146,7 +164,7 @@ class StoreTest {
 
     @Test
     void aLengthBeyondTheBoundsIsRefusedBeforeAnythingIsAllocated() throws Exception {
-        try (Socket bad = new Socket("127.0.0.1", server.port())) {
+        try (Socket bad = admitted()) {
             java.io.DataOutputStream out = new java.io.DataOutputStream(bad.getOutputStream());
             out.writeInt(StoreProtocol.REQUEST_MAGIC);
             out.writeByte(StoreProtocol.VERSION);
@@ -167,20 +185,22 @@ class StoreTest {
 
     @Test
     void aTakenPortIsOneClearLine() {
-        RendezvousException e = assertThrows(RendezvousException.class, () -> StoreServer.start(server.port()));
-        assertTrue(e.getMessage().contains("cannot serve the rendezvous store on port " + server.port()), e.getMessage());
+        RendezvousException e = assertThrows(RendezvousException.class, () -> StoreServer.start(
+                InetAddress.getLoopbackAddress(), server.port(), TOKEN, new RefusalLog(line -> { })));
+        assertTrue(e.getMessage().contains("cannot serve the rendezvous store on 127.0.0.1 port " + server.port()),
+                e.getMessage());
         assertTrue(e.getMessage().contains("--master-port"), e.getMessage());
     }
 
     @Test
     void aClientOfNoServerGivesUpAfterItsTimeoutNamingTheAddress() {
         int port;
-        try (StoreServer other = StoreServer.start(0)) {
+        try (StoreServer other = serve(TOKEN, new RefusalLog(line -> { }))) {
             port = other.port();
         }
         long start = System.nanoTime();
         RendezvousException e = assertThrows(RendezvousException.class,
-                () -> StoreClient.connect("127.0.0.1", port, Duration.ofMillis(500)));
+                () -> StoreClient.connect("127.0.0.1", port, Duration.ofMillis(500), TOKEN));
         assertTrue((System.nanoTime() - start) / 1e9 < 5);
         assertTrue(e.getMessage().contains("cannot reach the rendezvous store at 127.0.0.1:" + port), e.getMessage());
     }

@@ -41,9 +41,14 @@ final class DistOptions {
             description = "port of the rendezvous store (default: MASTER_PORT, else 29500; under Slurm 29500 + job id mod 10000)")
     Integer masterPort;
 
-    /** Who this process is in a run of several, or empty when it runs alone. */
+    /**
+     * Who this process is in a run of several, or empty when it runs alone. A run that may span
+     * hosts without a job token stops here, before anything else (bad input: exit 1).
+     */
     Optional<ProcessIdentity> identity() {
-        return identity(System.getenv());
+        Optional<ProcessIdentity> id = identity(System.getenv());
+        id.ifPresent(ProcessIdentity::requireTokenAcrossHosts);
+        return id;
     }
 
     Optional<ProcessIdentity> identity(Map<String, String> env) {

@@ -5,7 +5,8 @@
 // By default one process per node runs all of that node's ranks as threads (--world-size / nodes);
 // --nproc-per-node K starts K processes. Kubernetes training operators' PET_* variables give the
 // defaults of the node flags. A first SIGINT or SIGTERM is passed on to the processes (they stop
-// at the next step boundary), a second sends them SIGTERM, a third SIGKILL.
+// at the next step boundary), a second sends them SIGTERM, a third SIGKILL. The job's token comes
+// from FSDP4J_JOB_TOKEN or FSDP4J_JOB_TOKEN_FILE; on one node, without one, the launcher makes one.
 package org.fsdp4j.cli;
 
 import java.lang.management.ManagementFactory;
@@ -18,6 +19,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.fsdp4j.comm.JobToken;
 import org.fsdp4j.dist.Launcher;
 import org.fsdp4j.dist.ProcessIdentity;
 import picocli.CommandLine.Command;
@@ -90,9 +92,10 @@ final class LaunchCommand implements Callable<Integer> {
             layout = new Launcher.Layout(m, orDefault(nodeRank, env, "PET_NODE_RANK", 0),
                     orDefault(perNode, env, "PET_NPROC_PER_NODE", 1), addr, port);
         }
+        JobToken token = jobToken(layout, env);
         List<String> cmd = new ArrayList<>(javaCommand());
         cmd.addAll(command);
-        Launcher launcher = new Launcher(layout, cmd, Map.of(), Duration.ofSeconds(graceSeconds), System.err);
+        Launcher launcher = new Launcher(layout, cmd, Map.of(), token, Duration.ofSeconds(graceSeconds), System.err);
         System.err.println("launch: " + layout.perNode() + (layout.perNode() == 1 ? " process" : " processes")
                 + " on node " + layout.nodeRank() + " of " + layout.nodes() + " (processes " + layout.nodeRank() * layout.perNode()
                 + ".." + ((layout.nodeRank() + 1) * layout.perNode() - 1) + " of " + layout.nodes() * layout.perNode()
@@ -118,6 +121,25 @@ final class LaunchCommand implements Callable<Integer> {
         } finally {
             previous.forEach((name, handler) -> Signal.handle(new Signal(name), handler));
         }
+    }
+
+    /**
+     * The job's token: the one the environment gives (FSDP4J_JOB_TOKEN or FSDP4J_JOB_TOKEN_FILE),
+     * else, on one node, a new one (every process of the job is this launcher's child); several
+     * nodes must share one, which no launcher can make for the others, so none given stops here.
+     */
+    static JobToken jobToken(Launcher.Layout layout, Map<String, String> env) {
+        java.util.Optional<JobToken> given = JobToken.fromEnvironment(env);
+        if (given.isPresent()) {
+            return given.get();
+        }
+        if (layout.nodes() > 1) {
+            throw new UserError(ExitCode.BAD_INPUT, "launch --nnodes " + layout.nodes() + " needs the job's token, the"
+                    + " same on every node, and none was given: set " + JobToken.FILE_VARIABLE + " to a file only you can"
+                    + " read, holding a secret (`" + JobToken.HOW_TO_MAKE + "`), on every node (or " + JobToken.VARIABLE
+                    + " to it; docs/processes.md, \"Only this job's processes\")");
+        }
+        return JobToken.generate();
     }
 
     /** This JVM again (its options, such as FSDP4J_JAVA_OPTS's, included) on the fsdp4j main class. */
@@ -149,7 +171,7 @@ final class LaunchCommand implements Callable<Integer> {
     }
 
     private static int freePort() {
-        try (ServerSocket s = new ServerSocket(0)) {
+        try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {   // where the store binds
             return s.getLocalPort();
         } catch (java.io.IOException e) {
             throw new UserError(ExitCode.RENDEZVOUS_FAILED, "cannot find a free port for --standalone: " + e.getMessage());

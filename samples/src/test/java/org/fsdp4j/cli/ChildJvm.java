@@ -1,7 +1,8 @@
 // A child JVM running org.fsdp4j.cli.Main on the test's classpath, as users start fsdp4j (the
 // launcher, or one process of a run by hand): its stdout lines queue up for the test to wait on,
 // its stderr goes to a file. Variables that would make it one process of a run (torchrun's,
-// Slurm's, Open MPI's, Kubernetes operators') are removed unless the test sets them.
+// Slurm's, Open MPI's, Kubernetes operators') are removed unless the test sets them, and so are
+// the job token and bind variables (FSDP4J_JOB_TOKEN, FSDP4J_JOB_TOKEN_FILE, FSDP4J_*_BIND).
 package org.fsdp4j.cli;
 
 import java.io.BufferedReader;
@@ -29,7 +30,7 @@ record ChildJvm(Process process, BlockingQueue<String> lines, Path err) {
         cmd.addAll(args);
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(err.toFile());
         for (String v : List.of("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
-                "MASTER_PORT")) {
+                "MASTER_PORT", "FSDP4J_JOB_TOKEN", "FSDP4J_JOB_TOKEN_FILE", "FSDP4J_STORE_BIND", "FSDP4J_PEER_BIND")) {
             pb.environment().remove(v);
         }
         pb.environment().keySet().removeIf(k -> k.startsWith("SLURM_") || k.startsWith("OMPI_") || k.startsWith("PET_"));
