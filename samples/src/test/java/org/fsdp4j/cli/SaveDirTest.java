@@ -1,6 +1,7 @@
 // --save-dir as a new user meets it: a directory that cannot hold checkpoints is refused before
 // step 1, even when only SIGTERM would save (the preemption path); a second run saving into a
-// directory in use is refused (exit 5) while a dead run's directory can still be resumed.
+// directory in use is refused (exit 5) while a dead run's directory can still be resumed; a
+// resume at or past --steps is refused instead of "finishing" with the old run's figures.
 package org.fsdp4j.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -95,5 +96,23 @@ class SaveDirTest {
         CliRunner.Result resumed = CliRunner.run(train(savedAt + 2, "--save-dir", saves.toString(), "--resume", "latest"));
         assertEquals(0, resumed.exitCode(), resumed.err());
         assertTrue(resumed.out().contains("resumed from " + latest + " at step " + savedAt), resumed.out());
+    }
+
+    @Test
+    void resumingAtOrPastStepsIsRefused() {
+        Path saves = dir.resolve("saves");
+        CliRunner.Result done = CliRunner.run(train(4, "--save-dir", saves.toString(), "--save-every", "4"));
+        assertEquals(0, done.exitCode(), done.err());
+        Path step4 = saves.resolve("step-00000004");
+        for (String steps : new String[] {"4", "3"}) {
+            refused(ExitCode.BAD_INPUT, "the checkpoint " + step4 + " is at step 4 and --steps is " + steps
+                    + ": nothing is left to run; raise --steps to continue", train(Integer.parseInt(steps), "--save-dir",
+                    saves.toString(), "--resume", "latest"));
+            refused(ExitCode.BAD_INPUT, "is at step 4 and --steps is " + steps, train(Integer.parseInt(steps), "--resume",
+                    step4.toString()));
+        }
+        CliRunner.Result more = CliRunner.run(train(5, "--save-dir", saves.toString(), "--resume", "latest"));
+        assertEquals(0, more.exitCode(), more.err());
+        assertTrue(more.out().contains("resumed from " + step4 + " at step 4"), more.out());
     }
 }
