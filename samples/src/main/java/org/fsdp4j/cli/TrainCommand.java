@@ -69,9 +69,9 @@ final class TrainCommand implements Callable<Integer> {
                     + " locked before the first step")
     Path saveDir;
 
-    @Option(names = "--keep", paramLabel = "K", description = "complete checkpoints kept in --save-dir (default: "
+    @Option(names = "--keep", paramLabel = "K", description = "with --save-dir: complete checkpoints kept there (default: "
             + CheckpointOptions.DEFAULT_KEEP + ")")
-    int keep = CheckpointOptions.DEFAULT_KEEP;
+    Integer keep;
 
     @Option(names = "--resume", paramLabel = "DIR|latest",
             description = "continue from a checkpoint directory, or the newest one under --save-dir; any world size "
@@ -109,8 +109,12 @@ final class TrainCommand implements Callable<Integer> {
             builder.outDir(null);                                       // process 0 writes the run's reports
         }
         TrainConfig asked = builder.build();
+        OutputDir.refuseEmpty(Optional.ofNullable(saveDir), "--save-dir");
+        if (keep != null && saveDir == null) {
+            throw new IllegalArgumentException("--keep applies with --save-dir only (how many checkpoints it keeps there)");
+        }
         CheckpointOptions checkpoints = new CheckpointOptions(saveEvery, Optional.ofNullable(saveDir),
-                keep, Optional.ofNullable(resume));
+                keep == null ? CheckpointOptions.DEFAULT_KEEP : keep, Optional.ofNullable(resume));
         try (OutputDir dir = OutputDir.claim(asked.outDir(), "train", SUMMARY_FILE, MetricsLog.FILE,
                 RunCharts.LOSS_FILE, RunCharts.MEMORY_FILE)) {
             Device device = Backends.resolve(asked.device(), out::println);

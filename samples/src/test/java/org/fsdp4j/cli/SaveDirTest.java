@@ -1,7 +1,8 @@
 // --save-dir as a new user meets it: a directory that cannot hold checkpoints is refused before
 // step 1, even when only SIGTERM would save (the preemption path); a second run saving into a
 // directory in use is refused (exit 5) while a dead run's directory can still be resumed; a
-// resume at or past --steps is refused instead of "finishing" with the old run's figures.
+// resume at or past --steps is refused instead of "finishing" with the old run's figures; empty
+// paths and --keep without --save-dir are refused instead of meaning the current directory or nothing.
 package org.fsdp4j.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -114,5 +115,21 @@ class SaveDirTest {
         CliRunner.Result more = CliRunner.run(train(5, "--save-dir", saves.toString(), "--resume", "latest"));
         assertEquals(0, more.exitCode(), more.err());
         assertTrue(more.out().contains("resumed from " + step4 + " at step 4"), more.out());
+    }
+
+    @Test
+    void emptyPathsAndKeepWithoutASaveDirAreRefused() throws IOException {
+        refused(ExitCode.BAD_INPUT, "--save-dir is empty: give it a directory (--save-dir . for this one)",
+                train(2, "--save-dir", ""));
+        refused(ExitCode.BAD_INPUT, "--keep applies with --save-dir only", train(2, "--keep", "2"));
+        Path saves = dir.resolve("saves");
+        CliRunner.Result saved = CliRunner.run(train(2, "--save-dir", saves.toString(), "--save-every", "2"));
+        assertEquals(0, saved.exitCode(), saved.err());
+        refused(ExitCode.BAD_INPUT, "--to is empty: give the safetensors file to write", "checkpoint", "export",
+                saves.toString(), "--to", "");
+        refused(ExitCode.BAD_INPUT, "DIR is empty: give a checkpoint directory or a --save-dir", "checkpoint", "inspect",
+                "");
+        refused(ExitCode.BAD_INPUT, "DIR is empty: give a checkpoint directory or a --save-dir", "checkpoint", "export",
+                "", "--to", dir.resolve("m.safetensors").toString());
     }
 }
