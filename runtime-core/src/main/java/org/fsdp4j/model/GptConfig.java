@@ -34,6 +34,10 @@ public record GptConfig(int vocabSize, int maxSeqLen, int numLayers, int numHead
             throw new IllegalArgumentException("embedDim " + embedDim + " is not divisible by numHeads " + numHeads
                     + ": pick a head count that divides the width");
         }
+        ModelConfig.checkDimension("the number of layers", numLayers, MAX_LAYERS);
+        ModelConfig.checkDimension("the width", embedDim, MAX_WIDTH);
+        ModelConfig.checkDimension("the vocabulary", vocabSize, MAX_VOCAB);
+        ModelConfig.checkDimension("the context", maxSeqLen, MAX_CONTEXT);
     }
 
     /** The preset called {@code name}; an unknown name is an error that lists the known ones. */
@@ -107,13 +111,14 @@ public record GptConfig(int vocabSize, int maxSeqLen, int numLayers, int numHead
      */
     public long blockParameterCount() {
         long c = embedDim;
-        return 12 * c * c + 13 * c;
+        return Math.addExact(Math.multiplyExact(12 * c, c), 13 * c);
     }
 
     /** All parameters; the LM head is tied to wte and adds none. */
     @Override
     public long parameterCount() {
         long c = embedDim;
-        return (long) vocabSize * c + (long) maxSeqLen * c + 2 * c + numLayers * blockParameterCount();
+        long embeddings = Math.multiplyExact((long) vocabSize + maxSeqLen, c) + 2 * c;
+        return Math.addExact(embeddings, Math.multiplyExact(numLayers, blockParameterCount()));
     }
 }

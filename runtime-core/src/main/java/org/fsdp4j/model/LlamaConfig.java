@@ -57,6 +57,11 @@ public record LlamaConfig(int vocabSize, int maxSeqLen, int numLayers, int numHe
             throw new IllegalArgumentException("the head size " + embedDim / numHeads + " (embedDim " + embedDim + " / "
                     + numHeads + " heads) is odd: rotary embeddings turn pairs of dims, so it must be even");
         }
+        ModelConfig.checkDimension("the number of layers", numLayers, MAX_LAYERS);
+        ModelConfig.checkDimension("the width", embedDim, MAX_WIDTH);
+        ModelConfig.checkDimension("the MLP width", hiddenDim, MAX_WIDTH);
+        ModelConfig.checkDimension("the vocabulary", vocabSize, MAX_VOCAB);
+        ModelConfig.checkDimension("the context", maxSeqLen, MAX_CONTEXT);
         if (!(ropeTheta > 1) || !Double.isFinite(ropeTheta)) {
             throw new IllegalArgumentException("ropeTheta must be a finite number above 1, got " + ropeTheta);
         }
@@ -110,14 +115,15 @@ public record LlamaConfig(int vocabSize, int maxSeqLen, int numLayers, int numHe
      */
     public long blockParameterCount() {
         long c = embedDim;
-        return 2 * c + 2 * c * c + 2L * kvDim() * c + 3L * hiddenDim * c;
+        long perWidth = Math.addExact(Math.addExact(2 + 2 * c, 2L * kvDim()), 3L * hiddenDim);   // 2 + 2C + 2·Hkv·D + 3F
+        return Math.multiplyExact(perWidth, c);
     }
 
     /** All parameters: embedding and head (V·C each), the final norm's gain (C), the blocks. */
     @Override
     public long parameterCount() {
         long c = embedDim;
-        return 2L * vocabSize * c + c + numLayers * blockParameterCount();
+        return Math.addExact(Math.multiplyExact(2L * vocabSize, c) + c, Math.multiplyExact(numLayers, blockParameterCount()));
     }
 
     @Override

@@ -11,6 +11,21 @@ import org.fsdp4j.api.ParamSpec;
 
 public interface ModelConfig {
 
+    // The largest dimensions a model may have: far beyond any model trained today, and small enough
+    // that one parameter's size fits a long. The totals are checked separately, in exact arithmetic
+    // (checkParameterCount; Planner.checkActivations), since dimensions within these limits can
+    // still multiply past one.
+    /** Blocks (--layers). */
+    int MAX_LAYERS = 10_000;
+    /** Width of the residual stream (--hidden), and of a Llama's MLP. */
+    int MAX_WIDTH = 1 << 20;
+    /** Tokens of the vocabulary (--vocab). */
+    int MAX_VOCAB = 1 << 24;
+    /** Context length (--context). */
+    int MAX_CONTEXT = 1 << 24;
+    /** Parameters of the whole model: 2^48, about 2.8e14, so that bytes per parameter times it fit a long. */
+    long MAX_PARAMETERS = 1L << 48;
+
     /** The family this shape belongs to. */
     ModelFamily family();
 
@@ -27,7 +42,7 @@ public interface ModelConfig {
     /** Width of the residual stream (C). */
     int embedDim();
 
-    /** Every parameter, counted once. */
+    /** Every parameter, counted once (exact: an ArithmeticException where it would overflow a long). */
     long parameterCount();
 
     /** [root, block 0, ..., block L−1]: each unit's parameter specs in the order the unit lays them out. */
@@ -46,4 +61,31 @@ public interface ModelConfig {
 
     /** The shape in words for the run header: "2 layers, 4 heads, width 128, context 128, vocab 256". */
     String describe();
+
+    /**
+     * Refuses a dimension beyond its limit, naming it as {@code what} says (a flag, or a config
+     * key): "--hidden must be between 1 and 1048576, got 2000000000".
+     */
+    static int checkDimension(String what, int value, int max) {
+        if (value < 1 || value > max) {
+            throw new IllegalArgumentException(what + " must be between 1 and " + max + ", got " + value);
+        }
+        return value;
+    }
+
+    /** Refuses a model of more than MAX_PARAMETERS parameters (or so many that counting them overflows). */
+    static void checkParameterCount(ModelConfig m) {
+        long p;
+        try {
+            p = m.parameterCount();
+        } catch (ArithmeticException e) {
+            p = Long.MAX_VALUE;
+        }
+        if (p > MAX_PARAMETERS) {
+            throw new IllegalArgumentException(String.format(java.util.Locale.ROOT, "the model has %s parameters (%s):"
+                    + " fsdp4j takes at most 2^48 (about 2.8e14); lower --layers or --hidden",
+                    p == Long.MAX_VALUE ? "more than 9.2e18" : String.format(java.util.Locale.ROOT, "%.3g", (double) p),
+                    m.describe()));
+        }
+    }
 }

@@ -34,6 +34,10 @@ public record PlanInput(ModelConfig model, int globalBatch, int seqLen, int gpus
         if (gpusPerNode < 1 || nodes < 1) {
             throw new IllegalArgumentException("--gpus and --nodes must be at least 1, got " + gpusPerNode + " and " + nodes);
         }
+        if ((long) gpusPerNode * nodes > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("--gpus " + gpusPerNode + " × --nodes " + nodes + " is "
+                    + (long) gpusPerNode * nodes + " GPUs; at most " + Integer.MAX_VALUE + " are supported");
+        }
         if (seqLen < 1 || seqLen > model.maxSeqLen()) {
             throw new IllegalArgumentException("--seq-len must be between 1 and the model's context " + model.maxSeqLen()
                     + ", got " + seqLen);

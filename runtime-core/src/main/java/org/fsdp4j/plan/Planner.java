@@ -42,6 +42,12 @@ public final class Planner implements StepCostModel {
     /** Above this T_comm/T_comp, communication is unlikely to hide behind compute and sharding costs speed. */
     public static final double RATIO_LIMIT = 0.3;
 
+    /**
+     * Activation values of one forward the planner counts at most: 2^58, so that their bytes (4 per
+     * value at most), added up a few times over, still fit a long.
+     */
+    public static final long MAX_ACTIVATION_VALUES = 1L << 58;
+
     private static final long I32 = 4;
     private static final long F32 = 4;
 
@@ -69,6 +75,8 @@ public final class Planner implements StepCostModel {
 
     /** {@code onGpu}: the run's backend is a GPU's (a plan's GpuSpec, or a resolved device without one). */
     private Plan plan(PlanInput in, boolean recommend, boolean onGpu, boolean gathersInPlace) {
+        ModelConfig.checkParameterCount(in.model());            // the sizes below are then counted in a long
+        checkActivations(in);
         List<String> why = new ArrayList<>();
         ModelConfig m = in.model();
         int n = in.worldSize();
@@ -233,6 +241,34 @@ public final class Planner implements StepCostModel {
                 textbook, List.copyOf(why));
     }
 
+    /**
+     * Refuses a run whose activations could not be counted in a long: an upper bound, in exact
+     * arithmetic, of the values activations() adds up (every block's (b, T, ·) buffers, three
+     * (b, H, T, T) ones, the logits and the tokens), against MAX_ACTIVATION_VALUES.
+     */
+    static void checkActivations(PlanInput in) {
+        ModelConfig m = in.model();
+        long b = in.microBatchSize();
+        long t = in.seqLen();
+        long bound;
+        try {
+            long tokens = Math.multiplyExact(b, t);
+            long mlp = m instanceof LlamaConfig l ? Math.max(4L * l.embedDim(), l.hiddenDim()) : 4L * m.embedDim();
+            long block = Math.addExact(Math.multiplyExact(tokens, 16L * m.embedDim() + 4 * mlp),
+                    Math.multiplyExact(Math.multiplyExact(tokens, t), 3L * m.numHeads()));
+            long head = Math.multiplyExact(tokens, 3L * m.vocabSize() + 8L * in.microBatches());
+            bound = tokens > Integer.MAX_VALUE ? Long.MAX_VALUE
+                    : Math.addExact(Math.multiplyExact(m.numLayers() + 2L, block), head);
+        } catch (ArithmeticException e) {
+            bound = Long.MAX_VALUE;
+        }
+        if (bound > MAX_ACTIVATION_VALUES) {
+            throw new IllegalArgumentException(f("one forward of %d sequence%s × %d tokens per GPU through %s holds more"
+                    + " activation values than fsdp4j counts (2^58, about 2.9e17): lower --seq-len or --batch-size (or"
+                    + " the model's size)", b, b == 1 ? "" : "s", t, m.describe()));
+        }
+    }
+
     /** Bytes one GPU sends per step, by collective, and which of them cross nodes. */
     private static Plan.Comm comm(PlanInput in, long[] unitBytes, long shardElems, int shards, int replicas,
                                   List<String> why) {
@@ -262,7 +298,7 @@ public final class Planner implements StepCostModel {
                     long gathered = 2 * units - keptBlock;
                     UnitBufferPlan plan = UnitBufferPlan.of(unitBytes, in.prefetch(), true);
                     long reduced = unitElems + (plan.reducesEachSegment() ? root / pb : 0);
-                    allGather = (long) (mb * gathered * ag);
+                    allGather = (long) (perStep(mb, gathered) * ag);
                     reduceScatter = (long) (reduced * rb * ag);
                     allReduce = (long) (ar * (shardElems + (plan.reducesEachSegment() ? root / pb / shards : 0)) * rb);
                     how = f("all-gather (2 × Σ units%s) × (S−1)/S per micro-batch (forward; backward again, the root%s "
@@ -276,7 +312,7 @@ public final class Planner implements StepCostModel {
                 }
                 break;
             case SHARD_GRAD_OP:
-                allGather = (long) (mb * units * ag);
+                allGather = (long) (perStep(mb, units) * ag);
                 reduceScatter = (long) (unitElems * rb * ag);
                 how = "all-gather Σ units × (S−1)/S per micro-batch (kept through backward), reduce-scatter Σ units × (S−1)/S";
                 break;
@@ -308,6 +344,21 @@ public final class Planner implements StepCostModel {
         why.add(f("comm per GPU per step: %s; %s all-gather + %s reduce-scatter + %s all-reduce = %s", how,
                 gb(allGather), gb(reduceScatter), gb(allReduce), gb(total)));
         return new Plan.Comm(allGather, reduceScatter, allReduce, total - inter, inter);
+    }
+
+    /** What {@code bytes} sent once per micro-batch add up to in a step; refused past 2^60, so the sums stay in a long. */
+    private static long perStep(int microBatches, long bytes) {
+        long total;
+        try {
+            total = Math.multiplyExact(microBatches, bytes);
+        } catch (ArithmeticException e) {
+            total = Long.MAX_VALUE;
+        }
+        if (total > 1L << 60) {
+            throw new IllegalArgumentException(f("--micro-batches %d all-gathers %s %d times per step, more bytes than"
+                    + " fsdp4j counts (2^60): lower --micro-batches", microBatches, gib(bytes), microBatches));
+        }
+        return total;
     }
 
     private static Plan.Textbook textbook(long p, int n, long persistent, long host, long padded, int shards) {

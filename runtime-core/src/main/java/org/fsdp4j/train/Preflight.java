@@ -10,16 +10,20 @@ package org.fsdp4j.train;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.OptionalDouble;
 import java.util.OptionalLong;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Device;
 import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.backend.RankPlacement;
 import org.fsdp4j.backend.cpu.CpuStorage;
 import org.fsdp4j.bench.GemmBenchmark;
+import org.fsdp4j.model.ModelConfig;
+import org.fsdp4j.model.ModelFamily;
 
 public final class Preflight {
 
@@ -116,6 +120,10 @@ public final class Preflight {
         OptionalLong available = availableBytes.isPresent() ? availableBytes
                 : Backends.provider(device.kind()).map(p -> p.availableMemoryBytes(checked)).orElse(OptionalLong.empty());
         long limit = cpu ? CpuStorage.MAX_BYTES : 0;
+        ModelConfig.checkParameterCount(config.model());     // too large anywhere, before too large for the CPU
+        if (cpu) {
+            checkUnitsFitCpuTensors(config, limit);
+        }
         StepCost cost = model.estimate(config, pool.onGpu());
         long needed = pool.needed(cost);
         boolean fits = available.isEmpty() || needed <= available.getAsLong();
@@ -123,9 +131,37 @@ public final class Preflight {
         OptionalLong target = available.isEmpty() ? available
                 : OptionalLong.of((long) (available.getAsLong() * (1 - FIX_HEADROOM)));
         List<Fix> fixes = fits && bufferFits ? List.of() : fixes(config, model, pool, target, limit);
-        OptionalDouble timeMs = measureTime ? OptionalDouble.of(stepTimeMs(config, device, cost)) : OptionalDouble.empty();
+        // a run refused for its memory needs no time, and its GEMM of the model's width might not fit either
+        OptionalDouble timeMs = measureTime && fits && bufferFits ? OptionalDouble.of(stepTimeMs(config, device, cost))
+                : OptionalDouble.empty();
         return new Report(cost, sharing, reserved, needed, available, cpu ? "host RAM" : "GPU memory", limit, fixes,
                 timeMs);
+    }
+
+    /**
+     * Refuses a CPU run whose unit of parameters (the embeddings, or one block) is larger than one
+     * CPU tensor holds: each is gathered into one buffer, so no batch, micro-batching or
+     * checkpointing fixes that, only a smaller model.
+     */
+    private static void checkUnitsFitCpuTensors(TrainConfig config, long limit) {
+        ModelConfig m = config.model();
+        List<List<ParamSpec>> units = m.unitSpecs();
+        long bytesPerParam = config.precision().paramDtype().byteSize();
+        for (int u = 0; u < Math.min(2, units.size()); u++) {         // the root, then one block (all are alike)
+            long params = units.get(u).stream().mapToLong(ParamSpec::numel).sum();
+            if (params * bytesPerParam > limit) {
+                boolean root = u == 0;
+                boolean gpt = m.family() == ModelFamily.GPT;        // a GPT's root holds the learned positions too
+                throw new IllegalArgumentException(String.format(Locale.ROOT, "%s of this model %s %,d parameters"
+                        + " (%.1f GiB in %s), but a CPU tensor holds at most %.0f GiB and each unit of parameters is one:"
+                        + " %s, or train on a GPU", root ? "the embeddings" : "each block",
+                        root ? "(vocab " + m.vocabSize() + (gpt ? ", context " + m.maxSeqLen() : "") + ", width "
+                                + m.embedDim() + ") hold" : "(width " + m.embedDim() + ") holds", params,
+                        params * bytesPerParam / (double) (1L << 30), config.precision().paramDtype().shortName(),
+                        limit / (double) (1L << 30), root ? "lower --vocab" + (gpt ? ", --context" : "") + " or --hidden"
+                                : "lower --hidden"));
+            }
+        }
     }
 
     /** The ranks whose memory comes from one pool, and what each rank's backend keeps for itself. */

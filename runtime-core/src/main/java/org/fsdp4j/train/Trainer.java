@@ -174,6 +174,12 @@ public final class Trainer implements AutoCloseable {
         try (CheckpointReader reader = CheckpointReader.open(dir)) {
             CheckpointIndex index = reader.index();
             reader.checkModel(config.model());
+            if (index.step() >= config.steps()) {
+                // no step would run: the summary would be the old run's loss with no step time
+                throw new IllegalArgumentException("the checkpoint " + dir + " is at step " + index.step() + " and --steps is "
+                        + config.steps() + ": nothing is left to run; raise --steps to continue (e.g. --steps "
+                        + (index.step() + config.steps()) + ")");
+            }
             CheckpointIndex.DataPosition d = index.data();
             if (d.seed() != config.seed() || d.batchSize() != config.batchSize() || d.seqLen() != config.seqLen()
                     || d.plannedSteps() != config.steps()) {

@@ -35,6 +35,9 @@ final class CheckpointCommand implements Runnable {
 
     /** The checkpoint {@code dir} names, opened and verified; partial saves beside it are named on {@code out}. */
     static CheckpointReader open(Path dir, PrintWriter out) {
+        if (dir.toString().isEmpty()) {         // '' would mean the current directory
+            throw new IllegalArgumentException("DIR is empty: give a checkpoint directory or a --save-dir");
+        }
         return CheckpointReader.open(Checkpointer.resolve(dir.toString(), Optional.empty(), out::println));
     }
 
@@ -98,6 +101,9 @@ final class CheckpointCommand implements Runnable {
         @Override
         public Integer call() {
             PrintWriter out = spec.commandLine().getOut();
+            if (to.toString().isEmpty()) {
+                throw new IllegalArgumentException("--to is empty: give the safetensors file to write");
+            }
             DType d = DType.parseFloating(dtype);
             if (d != DType.F32 && d != DType.BF16) {
                 throw new IllegalArgumentException("--dtype " + dtype + ": export writes bf16 or fp32");

@@ -6,7 +6,7 @@ package org.fsdp4j.cli;
 enum ExitCode {
     /** The command did what it was asked. */
     OK(0),
-    /** A flag value, the data file or the output directory is not usable (found before step 1). */
+    /** A flag value, the data file, the output or save directory is not usable (found before step 1). */
     BAD_INPUT(1),
     /** A flag picocli cannot parse (unknown option, a word where a number belongs). */
     USAGE(2),
@@ -14,7 +14,7 @@ enum ExitCode {
     DIVERGED(3),
     /** The run does not fit in memory: refused by the preflight, or an allocation failed. */
     OUT_OF_MEMORY(4),
-    /** Another run holds the --out directory. */
+    /** Another run holds the --out or --save-dir directory. */
     OUTPUT_IN_USE(5),
     /** Writing a report failed during or after the run (disk full, directory removed). */
     IO_ERROR(6),

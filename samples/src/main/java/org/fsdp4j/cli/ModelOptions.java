@@ -1,6 +1,7 @@
 // The model flags `train`, the benchmarks and `plan` share: the family (--model gpt|llama), a
 // preset's fields overridden one by one (--layers, --hidden, --heads, --vocab, --context), or a
-// Hugging Face config.json of the family (--model-config). An impossible shape is one line naming the flags.
+// Hugging Face config.json of the family (--model-config). An impossible shape, or one past the
+// limits of ModelConfig, is one line naming the flags.
 package org.fsdp4j.cli;
 
 import java.nio.file.Path;
@@ -19,20 +20,24 @@ final class ModelOptions {
                     + " rotary positions, SwiGLU, grouped-query attention, untied head) (default: gpt)")
     String family;
 
-    @Option(names = "--layers", paramLabel = "L", description = "transformer blocks (overrides the preset's)")
+    @Option(names = "--layers", paramLabel = "L", description = "transformer blocks, at most " + ModelConfig.MAX_LAYERS
+            + " (overrides the preset's)")
     Integer layers;
 
-    @Option(names = "--hidden", paramLabel = "C", description = "model width (overrides the preset's)")
+    @Option(names = "--hidden", paramLabel = "C", description = "model width, at most " + ModelConfig.MAX_WIDTH
+            + " (overrides the preset's)")
     Integer hidden;
 
     @Option(names = "--heads", paramLabel = "H", description = "attention heads; must divide --hidden; a Llama's key/value"
             + " heads must divide them (overrides the preset's)")
     Integer heads;
 
-    @Option(names = "--vocab", paramLabel = "V", description = "vocabulary size (overrides the preset's)")
+    @Option(names = "--vocab", paramLabel = "V", description = "vocabulary size, at most " + ModelConfig.MAX_VOCAB
+            + " (overrides the preset's)")
     Integer vocab;
 
-    @Option(names = "--context", paramLabel = "T", description = "context length, the longest --seq-len (overrides the preset's)")
+    @Option(names = "--context", paramLabel = "T", description = "context length, the longest --seq-len, at most "
+            + ModelConfig.MAX_CONTEXT + " (overrides the preset's)")
     Integer context;
 
     @Option(names = "--model-config", paramLabel = "FILE",
@@ -58,11 +63,11 @@ final class ModelOptions {
             return resolveLlama(preset);
         }
         GptConfig base = modelConfig != null ? HfGpt2Config.read(modelConfig) : GptConfig.preset(preset);
-        int l = positive("--layers", layers, base.numLayers());
-        int c = positive("--hidden", hidden, base.embedDim());
-        int h = positive("--heads", heads, base.numHeads());
-        int v = positive("--vocab", vocab, base.vocabSize());
-        int t = positive("--context", context, base.maxSeqLen());
+        int l = bounded("--layers", layers, base.numLayers(), ModelConfig.MAX_LAYERS);
+        int c = bounded("--hidden", hidden, base.embedDim(), ModelConfig.MAX_WIDTH);
+        int h = bounded("--heads", heads, base.numHeads(), Integer.MAX_VALUE);   // the width bounds it: it must divide it
+        int v = bounded("--vocab", vocab, base.vocabSize(), ModelConfig.MAX_VOCAB);
+        int t = bounded("--context", context, base.maxSeqLen(), ModelConfig.MAX_CONTEXT);
         if (c % h != 0) {
             throw new IllegalArgumentException("the width " + c + (hidden != null ? " (--hidden)" : "") + " is not divisible by "
                     + h + " heads" + (heads != null ? " (--heads)" : "") + ": pick a head count that divides the width, e.g. "
@@ -74,11 +79,11 @@ final class ModelOptions {
     /** A Llama preset (or config.json) with the overrides; key/value heads, MLP width, rotary base and eps stay its own. */
     private LlamaConfig resolveLlama(String preset) {
         LlamaConfig base = modelConfig != null ? HfLlamaConfig.read(modelConfig) : LlamaConfig.preset(preset);
-        int l = positive("--layers", layers, base.numLayers());
-        int c = positive("--hidden", hidden, base.embedDim());
-        int h = positive("--heads", heads, base.numHeads());
-        int v = positive("--vocab", vocab, base.vocabSize());
-        int t = positive("--context", context, base.maxSeqLen());
+        int l = bounded("--layers", layers, base.numLayers(), ModelConfig.MAX_LAYERS);
+        int c = bounded("--hidden", hidden, base.embedDim(), ModelConfig.MAX_WIDTH);
+        int h = bounded("--heads", heads, base.numHeads(), Integer.MAX_VALUE);   // the width bounds it: it must divide it
+        int v = bounded("--vocab", vocab, base.vocabSize(), ModelConfig.MAX_VOCAB);
+        int t = bounded("--context", context, base.maxSeqLen(), ModelConfig.MAX_CONTEXT);
         if (c % h != 0) {
             throw new IllegalArgumentException("the width " + c + (hidden != null ? " (--hidden)" : "") + " is not divisible by "
                     + h + " heads" + (heads != null ? " (--heads)" : "") + ": pick a head count that divides the width, e.g. "
@@ -91,14 +96,15 @@ final class ModelOptions {
         return new LlamaConfig(v, t, l, h, base.numKvHeads(), c, base.hiddenDim(), base.ropeTheta(), base.normEps());
     }
 
-    private static int positive(String flag, Integer value, int otherwise) {
+    /** The flag's value within 1..max (the largest model fsdp4j takes: ModelConfig), or {@code otherwise} when not given. */
+    private static int bounded(String flag, Integer value, int otherwise, int max) {
         if (value == null) {
             return otherwise;
         }
         if (value < 1) {
             throw new IllegalArgumentException(flag + " must be at least 1, got " + value);
         }
-        return value;
+        return ModelConfig.checkDimension(flag, value, max);
     }
 
     private static int divisorNear(int c, int h) {

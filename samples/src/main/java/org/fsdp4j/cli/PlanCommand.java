@@ -100,10 +100,16 @@ final class PlanCommand implements Callable<Integer> {
         PrintWriter out = spec.commandLine().getOut();
         ModelConfig m = resolveModel();
         int t = seqLen != null ? seqLen : m.maxSeqLen();
-        int n = gpus * nodes;
+        long n = (long) gpus * nodes;
         DType pd = DType.parseFloating(paramDtype);
         DType rd = reduceDtype == null ? pd : DType.parseFloating(reduceDtype);
-        PlanInput in = new PlanInput(m, batchSize != null ? batchSize : n * microBatches, t, gpus, nodes,
+        if (batchSize == null && n <= Integer.MAX_VALUE && n * microBatches > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("the default --batch-size, --gpus × --nodes × --micro-batches = "
+                    + n * microBatches + " sequences, is more than " + Integer.MAX_VALUE + ": give a smaller --batch-size");
+        }
+        // more GPUs than an int counts: PlanInput refuses them before it looks at the batch
+        int batch = batchSize != null ? batchSize : (int) Math.min(Integer.MAX_VALUE, n * microBatches);
+        PlanInput in = new PlanInput(m, batch, t, gpus, nodes,
                 ShardingStrategy.parse(strategy), shardGroupSize, new MixedPrecisionPolicy(pd, rd), checkpointActivations,
                 offload, prefetch, microBatches, Optional.of(GpuSpec.preset(gpu)));
         Plan p = new Planner().plan(in);
@@ -135,9 +141,10 @@ final class PlanCommand implements Callable<Integer> {
         if (!(params > 0) || params > 1e15) {
             throw new IllegalArgumentException("--params must be a positive count up to 1e15, got " + params);
         }
-        long c = model.hidden;
-        long layers = model.layers;
-        int context = model.context != null ? model.context : seqLen != null ? seqLen : 2048;
+        long c = ModelConfig.checkDimension("--hidden", model.hidden, ModelConfig.MAX_WIDTH);
+        long layers = ModelConfig.checkDimension("--layers", model.layers, ModelConfig.MAX_LAYERS);
+        int context = ModelConfig.checkDimension(model.context != null ? "--context" : "--seq-len",
+                model.context != null ? model.context : seqLen != null ? seqLen : 2048, ModelConfig.MAX_CONTEXT);
         int heads = model.heads != null ? model.heads : c % 128 == 0 ? (int) (c / 128) : c % 64 == 0 ? (int) (c / 64) : 1;
         double blocks = layers * (12.0 * c * c + 13.0 * c);
         long vocab = Math.round((params - blocks - 2.0 * c) / c - context);
@@ -145,7 +152,7 @@ final class PlanCommand implements Callable<Integer> {
             throw new IllegalArgumentException(Format.f("--params %.4g is less than the %d blocks of width %d alone (%.4g "
                     + "parameters): lower --layers or --hidden", params, layers, c, blocks));
         }
-        if (vocab > Integer.MAX_VALUE) {
+        if (vocab > ModelConfig.MAX_VOCAB) {
             throw new IllegalArgumentException(Format.f("--params %.4g leaves %d parameters per width for the embeddings:"
                     + " raise --layers or --hidden", params, vocab));
         }

@@ -1,6 +1,6 @@
 // `fsdp4j train`: builds the TrainConfig from the flags and checks everything it can before the
-// first step (the --out directory is created, probed and locked; the data is read; the
-// preflight estimates the peak memory against what the device has and the time per step), then
+// first step (the --out and --save-dir directories are created, probed and locked; the data is
+// read; the preflight estimates the peak memory against what the device has and the time per step), then
 // prints the resolved configuration, one line per step and the gap to the loss floor, and
 // writes summary.json with --out. A run that diverges or is interrupted still writes its
 // summary; it then exits with the code ExitCode gives it. With --save-dir it saves checkpoints
@@ -65,12 +65,13 @@ final class TrainCommand implements Callable<Integer> {
     int saveEvery;
 
     @Option(names = "--save-dir", paramLabel = "DIR",
-            description = "where checkpoints go (DIR/step-NNNNNNNN); SIGTERM then saves one and exits 0")
+            description = "where checkpoints go (DIR/step-NNNNNNNN); SIGTERM then saves one and exits 0; checked and"
+                    + " locked before the first step")
     Path saveDir;
 
-    @Option(names = "--keep", paramLabel = "K", description = "complete checkpoints kept in --save-dir (default: "
+    @Option(names = "--keep", paramLabel = "K", description = "with --save-dir: complete checkpoints kept there (default: "
             + CheckpointOptions.DEFAULT_KEEP + ")")
-    int keep = CheckpointOptions.DEFAULT_KEEP;
+    Integer keep;
 
     @Option(names = "--resume", paramLabel = "DIR|latest",
             description = "continue from a checkpoint directory, or the newest one under --save-dir; any world size "
@@ -108,8 +109,12 @@ final class TrainCommand implements Callable<Integer> {
             builder.outDir(null);                                       // process 0 writes the run's reports
         }
         TrainConfig asked = builder.build();
-        CheckpointOptions checkpoints = new CheckpointOptions(saveEvery, Optional.ofNullable(saveDir), keep,
-                Optional.ofNullable(resume));
+        OutputDir.refuseEmpty(Optional.ofNullable(saveDir), "--save-dir");
+        if (keep != null && saveDir == null) {
+            throw new IllegalArgumentException("--keep applies with --save-dir only (how many checkpoints it keeps there)");
+        }
+        CheckpointOptions checkpoints = new CheckpointOptions(saveEvery, Optional.ofNullable(saveDir),
+                keep == null ? CheckpointOptions.DEFAULT_KEEP : keep, Optional.ofNullable(resume));
         try (OutputDir dir = OutputDir.claim(asked.outDir(), "train", SUMMARY_FILE, MetricsLog.FILE,
                 RunCharts.LOSS_FILE, RunCharts.MEMORY_FILE)) {
             Device device = Backends.resolve(asked.device(), out::println);
@@ -120,7 +125,7 @@ final class TrainCommand implements Callable<Integer> {
             try (ProcessGroup processes = identity.isPresent()
                     ? DistOptions.join(identity.get(), settings(config, checkpoints), config.collectiveTimeout()) : null) {
                 try {
-                    return train(out, dir, config, device, checkpoints, processes);
+                    return train(out, dir, config, device, checkpoints, processes, first);
                 } catch (RuntimeException | Error e) {
                     if (processes != null) {
                         processes.fail(String.valueOf(e.getMessage()));   // the others stop now, with this reason
@@ -147,6 +152,18 @@ final class TrainCommand implements Callable<Integer> {
     }
 
     /** The run itself, once the configuration is resolved and, for a run over several processes, they have met. */
+    private int train(PrintWriter out, OutputDir dir, TrainConfig config, Device device, CheckpointOptions checkpoints,
+                      ProcessGroup processes, boolean first) {
+        // every process writes its ranks' files there; process 0 holds the run's lock (here, after
+        // the processes met, so that a refusal stops them all at once)
+        OutputDir saves = OutputDir.claimSaveDir(checkpoints.saveDir(), first, "train");
+        try {
+            return train(out, dir, config, device, checkpoints, processes);
+        } finally {
+            saves.close();
+        }
+    }
+
     private int train(PrintWriter out, OutputDir dir, TrainConfig config, Device device, CheckpointOptions checkpoints,
                       ProcessGroup processes) {
         // each process checks its own host, for the ranks of every process of the run there
