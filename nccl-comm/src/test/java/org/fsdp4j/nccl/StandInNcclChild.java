@@ -200,6 +200,17 @@ public final class StandInNcclChild {
         int rc = ncclCommInitRankConfig(c, 2, uniqueId(id), process, config(0));
         int e = rc == ncclInProgress ? poll(c) : rc;
         report("init rc=" + rc + " error=" + e + " last=" + lastError(c));
+        // The stand-in's hub lives in process 0: it stays until process 1 has had its verdict too
+        // (under load process 0 could exit first, and process 1 would see the hub gone instead).
+        Path verdict = dir.resolve("duplicate-verdict-1");
+        if (process == 1) {
+            Files.writeString(verdict, "seen");
+        } else {
+            long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(60);
+            while (!Files.exists(verdict) && System.nanoTime() < deadline) {
+                Thread.sleep(20);
+            }
+        }
     }
 
     /** Process 0 waits in an all-reduce that process 1 never issues; the test kills process 1. */
