@@ -3,7 +3,8 @@
 // frames must end the collective with its one refusal, a CommException (or the lost-peer error
 // when the bytes stop short), within the collective's deadline; never another exception, a
 // payload read past what this rank expects, or a wait past the end of the input. Also fuzzed: the
-// rings' offer (ShmPipe's set-up message) and the rings' control words a same-host peer writes.
+// connection's Wire handshake after the job's (PeerListener), the rings' offer (ShmPipe's set-up
+// message) and the rings' control words a same-host peer writes.
 package org.fsdp4j.comm;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -183,6 +184,50 @@ class PeerFrameFuzzTest {
             ShmFile.unmap(map);
         } finally {
             java.nio.file.Files.deleteIfExists(file);
+        }
+    }
+
+    /**
+     * Fuzzed Wire handshakes over connections that passed the job's: each is answered (accepted or
+     * refused) or closed at once, no listener thread dies of an exception, and the listener still
+     * joins a real pair of ranks afterwards.
+     */
+    @Test
+    void wireHandshakesAreAnsweredOrRefusedCleanly() throws Exception {
+        Fuzz f = new Fuzz(SEED + 4);
+        JobToken token = JobToken.generate();
+        InetAddress loopback = InetAddress.getLoopbackAddress();
+        byte[] valid = Wire.handshake(7, "world", 1, 0).array();
+        java.util.List<Throwable> died = new java.util.concurrent.CopyOnWriteArrayList<>();
+        Thread.UncaughtExceptionHandler before = Thread.getDefaultUncaughtExceptionHandler();
+        Thread.setDefaultUncaughtExceptionHandler((t, e) -> died.add(e));
+        try (PeerListener here = PeerListener.open(7, token, loopback, new RefusalLog(line -> { }));
+             PeerListener there = PeerListener.open(7, token, loopback, new RefusalLog(line -> { }))) {
+            int ran = assertTimeoutPreemptively(Duration.ofSeconds(30), () -> f.run(400, 50, 2_000,
+                    n -> n % 5 == 0 ? new Fuzz.Input(n, "random", f.randomBytes(48))
+                            : f.mutate(n, valid, new int[] {4, 16, 20, 24}, ByteOrder.BIG_ENDIAN),
+                    IOException.class, in -> {
+                        try (java.net.Socket s = new java.net.Socket(loopback, here.port())) {
+                            s.setSoTimeout(5_000);                 // a hang is a SocketTimeoutException: not an IOException here
+                            Handshake.open(s, token, Handshake.Kind.PEER, Duration.ofSeconds(10));
+                            s.getOutputStream().write(in.bytes());
+                            s.shutdownOutput();
+                            try {
+                                s.getInputStream().read();         // the answer, or the end
+                            } catch (java.net.SocketTimeoutException hung) {
+                                throw new AssertionError("no answer within 5 s: " + in.describe(f.seed()), hung);
+                            }
+                        }
+                    }), "seed " + f.seed());
+            assertTrue(ran >= 50, "seed " + f.seed() + ": only " + ran + " inputs");
+            assertTrue(died.isEmpty(), "seed " + f.seed() + ": a listener thread died: " + died);
+            java.net.InetSocketAddress address = new java.net.InetSocketAddress(loopback, here.port());
+            try (SocketChannel out = there.connect(address, "after/fuzz", 1, 0, Duration.ofSeconds(10));
+                 SocketChannel in = here.await("after/fuzz", 1, 0, Duration.ofSeconds(10), () -> false)) {
+                assertTrue(out.isConnected() && in.isConnected(), "seed " + f.seed());
+            }
+        } finally {
+            Thread.setDefaultUncaughtExceptionHandler(before);
         }
     }
 }
