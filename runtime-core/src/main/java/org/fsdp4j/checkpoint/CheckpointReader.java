@@ -66,9 +66,11 @@ public final class CheckpointReader implements StateSource, AutoCloseable {
                     + " (this fsdp4j reads version " + CheckpointIndex.FORMAT_VERSION + ")");
         }
         if (index.model() == null || index.params() == null || index.files() == null || index.entries() == null
-                || index.buffers() == null || index.optimizer() == null || index.data() == null) {
+                || index.buffers() == null || index.optimizer() == null || index.data() == null
+                || index.lossScaler() == null) {
             throw new CheckpointException(indexFile, "incomplete index (a field is missing)");
         }
+        checkWellFormed(indexFile, index);
         CheckpointReader r = new CheckpointReader(dir, index);
         try {
             r.verifyFiles();
@@ -78,6 +80,48 @@ public final class CheckpointReader implements StateSource, AutoCloseable {
             throw e;
         }
         return r;
+    }
+
+    /**
+     * Every list element and name is present and every shape is sizes whose product fits a long:
+     * a hand-edited or corrupt index (a null in a list, a file name that is no path, a shape that
+     * overflows) is one CheckpointException here instead of a NullPointerException or a wrapped
+     * count later.
+     */
+    private static void checkWellFormed(Path indexFile, CheckpointIndex index) {
+        for (String b : index.buffers()) {
+            if (b == null) {
+                throw new CheckpointException(indexFile, "incomplete index (a buffer name is missing)");
+            }
+        }
+        for (CheckpointIndex.Param p : index.params()) {
+            if (p == null || p.name() == null || p.shape() == null) {
+                throw new CheckpointException(indexFile, "incomplete index (a parameter's name or shape is missing)");
+            }
+            long n = 1;
+            for (long d : p.shape()) {
+                if (d < 0 || (d > 0 && n > Long.MAX_VALUE / d)) {
+                    throw new CheckpointException(indexFile, "parameter " + p.name() + " has shape "
+                            + java.util.Arrays.toString(p.shape()) + ", not a list of sizes");
+                }
+                n *= d;
+            }
+        }
+        for (CheckpointIndex.RankFile f : index.files()) {
+            if (f == null || f.file() == null || f.crc32c() == null) {
+                throw new CheckpointException(indexFile, "incomplete index (a rank file's name or checksum is missing)");
+            }
+            try {
+                Path.of(f.file());
+            } catch (java.nio.file.InvalidPathException e) {
+                throw new CheckpointException(indexFile, "names a file that is no path: " + f.file());
+            }
+        }
+        for (CheckpointIndex.Entry e : index.entries()) {
+            if (e == null) {
+                throw new CheckpointException(indexFile, "incomplete index (an entry is missing)");
+            }
+        }
     }
 
     private static String firstLine(String s) {
@@ -129,8 +173,9 @@ public final class CheckpointReader implements StateSource, AutoCloseable {
                         + ", which the index does not declare");
             }
             Long size = fileBytes.get(e.file());
+            // Compared without products or sums that could wrap: an entry claiming 2^62 elements must not pass as 0 bytes.
             if (size == null || e.start() < 0 || e.end() <= e.start() || e.end() > numel.get(e.param())
-                    || e.offset() < 0 || e.offset() + 4 * (e.end() - e.start()) > size) {
+                    || e.offset() < 0 || e.offset() > size || (e.end() - e.start()) > (size - e.offset()) / 4) {
                 throw new CheckpointException(indexFile, "entry " + e.param() + " " + e.buffer() + " [" + e.start() + ", "
                         + e.end() + ") in " + e.file() + " at byte " + e.offset() + " is out of range");
             }

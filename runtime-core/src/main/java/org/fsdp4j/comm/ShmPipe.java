@@ -59,7 +59,7 @@ final class ShmPipe {
     private final Ring out;
     private final Ring in;
 
-    private ShmPipe(MappedByteBuffer file, boolean opener) {
+    ShmPipe(MappedByteBuffer file, boolean opener) {
         this.file = file;
         Ring first = new Ring(file, 0);
         Ring second = new Ring(file, RING_SPAN);
@@ -68,9 +68,13 @@ final class ShmPipe {
     }
 
     /** Moves as many of {@code srcs}' remaining bytes as the outgoing ring has room for; returns how many. */
-    long write(ByteBuffer[] srcs) {
+    long write(ByteBuffer[] srcs) throws IOException {
         long tail = (long) LONGS.getAcquire(out.control, TAIL);
         long room = RING_BYTES - (out.mine - tail);
+        // The tail is the peer's word: one past what was written, or a ring's length behind, would overwrite unread bytes or wait forever.
+        if (tail > out.mine || room < 0) {
+            throw new IOException("the peer's ring count is corrupt (read " + tail + " of " + out.mine + " bytes written)");
+        }
         long moved = 0;
         for (ByteBuffer src : srcs) {
             while (room > 0 && src.hasRemaining()) {
@@ -90,9 +94,13 @@ final class ShmPipe {
     }
 
     /** Moves into {@code dst} as many bytes as have arrived, up to its remaining; returns how many. */
-    int read(ByteBuffer dst) {
+    int read(ByteBuffer dst) throws IOException {
         long head = (long) LONGS.getAcquire(in.control, HEAD);
         long ready = head - in.mine;
+        // The head is the peer's word: behind what was read, or more than a ring ahead, would hand over stale bytes as data.
+        if (ready < 0 || ready > RING_BYTES) {
+            throw new IOException("the peer's ring count is corrupt (" + head + " bytes written, " + in.mine + " read)");
+        }
         int moved = 0;
         while (ready > 0 && dst.hasRemaining()) {
             int at = (int) (in.mine & (RING_BYTES - 1));

@@ -109,6 +109,17 @@ public record HfLlamaConfig(@JsonProperty("model_type") String modelType, @JsonP
         JsonNode kv = root.get("num_key_value_heads");
         JsonNode theta = root.get("rope_theta");
         JsonNode eps = root.get("rms_norm_eps");
+        // Jackson reads a string, a fraction or an object as some number (0, 2 for 2.7): the optional keys too must be what they say.
+        if (kv != null && !kv.isNull() && !(kv.isIntegralNumber() && kv.canConvertToInt())) {
+            throw new IllegalArgumentException("--model-config " + file + ": num_key_value_heads is " + kv
+                    + ", not an integer");
+        }
+        for (String key : new String[] {"rope_theta", "rms_norm_eps"}) {
+            JsonNode n = root.get(key);
+            if (n != null && !n.isNull() && !n.isNumber()) {
+                throw new IllegalArgumentException("--model-config " + file + ": " + key + " is " + n + ", not a number");
+            }
+        }
         try {
             return new LlamaConfig(v[0], v[1], v[2], v[3], kv == null || kv.isNull() ? v[3] : kv.intValue(), v[4], v[5],
                     theta == null || theta.isNull() ? 10_000 : theta.doubleValue(),

@@ -256,7 +256,7 @@ public final class SafetensorsFile implements AutoCloseable {
                 throw refused("tensor " + name + " has shape " + shape + ", not a list of sizes");
             }
             dims[i] = dim.asLong();
-            numel = Math.multiplyExact(numel, dims[i]);
+            numel = multiplyOrRefuse(name, shape, numel, dims[i]);
         }
         for (JsonNode o : offsets) {
             if (!o.isIntegralNumber() || !o.canConvertToLong() || o.asLong() < 0) {
@@ -265,12 +265,21 @@ public final class SafetensorsFile implements AutoCloseable {
         }
         long begin = offsets.get(0).asLong();
         long end = offsets.get(1).asLong();
-        long bytes = Math.multiplyExact(numel, d.byteSize);
+        long bytes = multiplyOrRefuse(name, shape, numel, d.byteSize);
         if (end - begin != bytes) {
             throw refused("tensor " + name + " (" + d + " " + Arrays.toString(dims) + ", " + bytes + " bytes) has"
                     + " data_offsets [" + begin + ", " + end + "), " + (end - begin) + " bytes");
         }
         return new Entry(name, d, dims, begin, end);
+    }
+
+    /** a * b, or the file's refusal: a shape whose size overflows a long is a malformed header, not an ArithmeticException. */
+    private long multiplyOrRefuse(String name, JsonNode shape, long a, long b) {
+        try {
+            return Math.multiplyExact(a, b);
+        } catch (ArithmeticException e) {
+            throw refused("tensor " + name + " has shape " + shape + ", more bytes than a file can hold");
+        }
     }
 
     private void parseMetadata(JsonNode v, Map<String, String> out) {
