@@ -89,6 +89,21 @@ class JobTokenCommandTest {
         }
     }
 
+    /**
+     * The token in a child's environment, once it has one (60 s at most): between the launcher's
+     * fork and the child's exec, /proc/PID/environ still shows the launcher's own variables.
+     */
+    private static String tokenOf(ProcessHandle child) throws IOException, InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (true) {
+            String t = environmentOf(child).get(JobToken.VARIABLE);
+            if (t != null || System.nanoTime() > deadline || !child.isAlive()) {
+                return t;
+            }
+            Thread.sleep(20);
+        }
+    }
+
     /** The variables of a running process (/proc/PID/environ), by name. */
     private static Map<String, String> environmentOf(ProcessHandle p) throws IOException {
         Map<String, String> env = new java.util.HashMap<>();
@@ -158,9 +173,9 @@ class JobTokenCommandTest {
         ChildJvm ref = launch("ref", Map.of(), freePort(), "--steps", "4", "--out", refOut.toString(), "--save-every", "2",
                 "--save-dir", refSaves.toString());
         List<ProcessHandle> refChildren = children(ref);
-        String made = environmentOf(refChildren.get(0)).get(JobToken.VARIABLE);
+        String made = tokenOf(refChildren.get(0));
         assertTrue(made != null && made.matches("[0-9a-f]{64}"), "the launcher gives its processes a 256-bit token");
-        assertEquals(made, environmentOf(refChildren.get(1)).get(JobToken.VARIABLE), "the same for both");
+        assertEquals(made, tokenOf(refChildren.get(1)), "the same for both");
         for (ProcessHandle c : refChildren) {
             assertFalse(c.info().commandLine().orElse("").contains(made), "not on the command line");
         }
