@@ -57,6 +57,17 @@ final class ModelOptions {
         return layers != null || hidden != null || heads != null || vocab != null || context != null || modelConfig != null;
     }
 
+    /**
+     * Refuses --preset beside --model-config: both give the whole shape, and the preset was taken
+     * and ignored. {@code preset} is the --preset flag's value, null when not given.
+     */
+    void refusePresetWithConfig(String preset) {
+        if (preset != null && modelConfig != null) {
+            throw new IllegalArgumentException("--preset " + preset + " and --model-config " + modelConfig
+                    + " both give the model's shape: keep one");
+        }
+    }
+
     /** The shape: the family's {@code preset} (or --model-config's) with the overrides applied. */
     ModelConfig resolve(String preset) {
         if (family() == ModelFamily.LLAMA) {

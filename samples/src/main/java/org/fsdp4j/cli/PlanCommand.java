@@ -124,6 +124,7 @@ final class PlanCommand implements Callable<Integer> {
 
     /** A preset with overrides, or --params with --layers and --hidden (a GPT's vocabulary derived). */
     private ModelConfig resolveModel() {
+        model.refusePresetWithConfig(preset);
         if (params == null) {
             return model.resolve(preset != null ? preset
                     : model.family() == ModelFamily.LLAMA ? DEFAULT_LLAMA_PRESET : DEFAULT_PRESET);

@@ -150,6 +150,7 @@ final class TrainOptions {
         if (model.family != null) {
             b.family(model.family());
         }
+        model.refusePresetWithConfig(preset);
         if (preset != null) {
             b.preset(preset);
         }

@@ -41,6 +41,15 @@ class BadInputTest {
     }
 
     @Test
+    void presetBesideModelConfigIsRefusedNotIgnored() throws IOException {
+        Path config = Files.writeString(dir.resolve("config.json"),
+                "{\"n_layer\": 2, \"n_embd\": 64, \"n_head\": 2, \"vocab_size\": 256, \"n_positions\": 64}");
+        String both = "--preset small and --model-config " + config + " both give the model's shape: keep one";
+        assertOneLineError(both, "train", "--preset", "small", "--model-config", config.toString());
+        assertOneLineError(both, "plan", "--preset", "small", "--model-config", config.toString());
+    }
+
+    @Test
     void dataFileMissingEmptyOrTooShort() throws IOException {
         assertOneLineError("does not exist", "train", "--data", dir.resolve("missing.txt").toString());
         Path empty = Files.createFile(dir.resolve("empty.txt"));
