@@ -3,7 +3,7 @@
 # (installed as /usr/local/bin/fsdp4j) both run this file, so the two cannot start the JVM with
 # different flags again; LauncherFlagsTest fails the build if either stops using it.
 # POSIX sh: minimal bases have no bash.
-#   FSDP4J_JAR         the fat jar to run (required)
+#   FSDP4J_JAR         the fat jar to run, or a class path holding fsdp4j (gpu-check's bundle) (required)
 #   FSDP4J_JAVA        the java binary (default: $JAVA_HOME/bin/java, else java on PATH)
 #   FSDP4J_NATIVE_DIR  a folder holding the native libraries already extracted from the jar (the
 #                      image has one): they load from there, so no writable, executable cache is

@@ -125,11 +125,11 @@ public final class CudaProbe {
             return Optional.empty();
         }
         return Optional.of("the NVIDIA driver supports CUDA " + cudaVersion(driver) + " but this fsdp4j was built for CUDA "
-                + cudaVersion(built) + ": " + waysOut(driver, built));
+                + cudaVersion(built) + ": " + waysOut(built));
     }
 
-    /** What lets a driver of CUDA {@code driver} (0: unknown) run fsdp4j built for CUDA {@code built}. */
-    private static String waysOut(int driver, int built) {
+    /** What lets an older driver run fsdp4j built for CUDA {@code built}. */
+    private static String waysOut(int built) {
         int major = built / 1000;
         String minimum = major == 13 ? "R580" : major == 12 ? "R525" : null;   // each major's first driver branch
         return "install " + (minimum == null ? "a newer NVIDIA driver" : "NVIDIA driver " + minimum + " or newer")
@@ -146,7 +146,7 @@ public final class CudaProbe {
         if (rc == org.bytedeco.cuda.global.cudart.cudaErrorInsufficientDriver) {
             return "the NVIDIA driver" + (driver > 0 ? " (CUDA " + cudaVersion(driver) + ")" : "")
                     + " is too old for the CUDA " + cudaVersion(BUILT_FOR) + " runtime of this fsdp4j (cudaGetDeviceCount: "
-                    + name + "): " + waysOut(driver, BUILT_FOR);
+                    + name + "): " + waysOut(BUILT_FOR);
         }
         return "cudaGetDeviceCount failed: " + name + " ("
                 + org.bytedeco.cuda.global.cudart.cudaGetErrorString(rc).getString() + ")";

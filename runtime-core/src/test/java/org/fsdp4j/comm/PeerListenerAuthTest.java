@@ -5,6 +5,7 @@
 // the token. The listener binds the address it is given, not every interface.
 package org.fsdp4j.comm;
 
+import static org.fsdp4j.testing.Sockets.closedWithoutAnswer;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -28,16 +29,6 @@ class PeerListenerAuthTest {
     private static final JobToken TOKEN = JobToken.generate();
     private static final Duration TIMEOUT = Duration.ofSeconds(10);
     private static final InetAddress LOOPBACK = InetAddress.getLoopbackAddress();
-
-    /** Closed by the other side without an answer: an end of stream, or a reset (our bytes were left unread). */
-    private static boolean closedWithoutAnswer(Socket s) throws IOException {
-        s.setSoTimeout(10_000);
-        try {
-            return s.getInputStream().read() == -1;
-        } catch (java.net.SocketException reset) {
-            return String.valueOf(reset.getMessage()).contains("reset");
-        }
-    }
 
     /** Waits until the listener has refused {@code n} connections. */
     private static void awaitRefused(PeerListener l, long n) throws InterruptedException {

@@ -7,6 +7,7 @@
 // other interfaces. A run that may span hosts without a token stops before it opens a port.
 package org.fsdp4j.dist;
 
+import static org.fsdp4j.testing.Sockets.closedWithoutAnswer;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -69,19 +70,6 @@ class StoreAuthTest {
     private static int freePort() throws IOException {
         try (ServerSocket s = new ServerSocket(0)) {
             return s.getLocalPort();
-        }
-    }
-
-    /**
-     * Whether the socket is closed by the other side within 10 s, without a byte sent to it: an
-     * end of stream, or a reset (a close with bytes of ours still unread there sends one).
-     */
-    static boolean closedWithoutAnswer(Socket s) throws IOException {
-        s.setSoTimeout(10_000);
-        try {
-            return s.getInputStream().read() == -1;
-        } catch (java.net.SocketException reset) {
-            return String.valueOf(reset.getMessage()).contains("reset");
         }
     }
 

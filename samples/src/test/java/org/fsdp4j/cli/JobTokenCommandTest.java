@@ -9,6 +9,7 @@
 // stops at start with one line and exit 1.
 package org.fsdp4j.cli;
 
+import static org.fsdp4j.testing.Sockets.closedWithoutAnswer;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -76,16 +77,6 @@ class JobTokenCommandTest {
                 }
                 Thread.sleep(20);
             }
-        }
-    }
-
-    /** Closed by the other side without an answer: an end of stream, or a reset (our bytes were left unread). */
-    private static boolean closedWithoutAnswer(Socket s) throws IOException {
-        s.setSoTimeout(10_000);
-        try {
-            return s.getInputStream().read() == -1;
-        } catch (java.net.SocketException reset) {
-            return String.valueOf(reset.getMessage()).contains("reset");
         }
     }
 
