@@ -62,8 +62,22 @@ public final class CheckpointWriter {
             throw new UncheckedIOException("cannot write checkpoint " + saveDir.resolve(Checkpointer.dirName(header.step()))
                     + ": " + e.getMessage(), e);
         }
-        CheckpointPart part = writeRanks(partial, 0, state, () -> { });
-        return commit(saveDir, partial, header, state.bufferNames(), List.of(part));
+        try {
+            CheckpointPart part = writeRanks(partial, 0, state, () -> { });
+            return commit(saveDir, partial, header, state.bufferNames(), List.of(part));
+        } catch (RuntimeException e) {
+            try {
+                deleteTree(partial);            // never to be committed: a full disk gets its room back
+            } catch (IOException | UncheckedIOException stillThere) {
+                e.addSuppressed(stillThere);
+            }
+            throw e;
+        }
+    }
+
+    /** "rank-00003.bin": the file of a rank's shards. */
+    static String rankFileName(int worldRank) {
+        return String.format("rank-%05d.bin", worldRank);
     }
 
     /** ".step-00000020.partial-4242": where the save of {@code step} by process {@code pid} is written. */
@@ -83,7 +97,7 @@ public final class CheckpointWriter {
             if (s.replicaIndex() != 0) {
                 continue;                       // a replica of shards replica 0 writes
             }
-            String name = String.format("rank-%05d.bin", s.worldRank());
+            String name = rankFileName(s.worldRank());
             try {
                 files.add(writeRank(partial.resolve(name), name, s, state.bufferNames(), entries, check));
             } catch (IOException e) {

@@ -82,10 +82,13 @@ final class SharedCheckpointWriter {
         int step = header.step();
         int me = processes.process();
         String key = "checkpoint/" + step + "/";
+        Path partial = null;
+        boolean handedOver = false;         // this process's files are process 0's to commit (or discard) now
         try {
-            Path partial = me == 0 ? createPartial(step, key) : findPartial(step, key);
+            partial = me == 0 ? createPartial(step, key) : findPartial(step, key);
             CheckpointPart part = CheckpointWriter.writeRanks(partial, me, state, this::stopIfAnotherFailed);
             if (me != 0) {
+                handedOver = true;
                 processes.publish(key + "part/" + me, writePart(partial, part).getBytes(StandardCharsets.UTF_8));
                 String[] committed = awaitFrom(0, key + "committed", "the commit of step " + step + " by "
                         + processes.describe(0)).split("\t");
@@ -106,10 +109,38 @@ final class SharedCheckpointWriter {
                     .getBytes(StandardCharsets.UTF_8));
             return w;
         } catch (IOException e) {
-            throw failed(new UncheckedIOException("cannot write the checkpoint of step " + step + " in " + saveDir + ": "
-                    + e.getMessage(), e), step, key);
+            RuntimeException f = failed(new UncheckedIOException("cannot write the checkpoint of step " + step + " in "
+                    + saveDir + ": " + e.getMessage(), e), step, key);
+            discard(partial, state, handedOver);
+            throw f;
         } catch (RuntimeException e) {
-            throw failed(e, step, key);
+            RuntimeException f = failed(e, step, key);
+            discard(partial, state, handedOver);
+            throw f;
+        }
+    }
+
+    /**
+     * After a failed save (the others told first, so none waits on files that vanish): process 0
+     * removes the partial directory, whose save can no longer commit; another process removes the
+     * files it wrote unless it had handed them over (process 0 may be committing them). A full
+     * disk is then as full as before the save. What a killed process leaves, process 0 of the next
+     * save removes.
+     */
+    private void discard(Path partial, ShardedStateDict state, boolean handedOver) {
+        if (partial == null) {
+            return;
+        }
+        try {
+            if (processes.process() == 0) {
+                CheckpointWriter.deleteTree(partial);
+            } else if (!handedOver) {
+                for (ShardedStateDict.RankShard s : state.ranks()) {
+                    Files.deleteIfExists(partial.resolve(CheckpointWriter.rankFileName(s.worldRank())));
+                }
+            }
+        } catch (IOException | UncheckedIOException e) {
+            log.accept("checkpoint: could not remove " + partial + " after the failed save: " + e.getMessage());
         }
     }
 

@@ -39,6 +39,14 @@ final class PeerLinks implements AutoCloseable {
     /** Ring polls between looks at the connections while rings are moving. */
     private static final int SELECT_EVERY = 64;
 
+    /**
+     * A test hook for the fault matrix: with -Dfsdp4j.test.resetPeerConnectionAt=K, the K-th
+     * collective this process moves over links first resets one of its connections (RST, as a
+     * network fault does), so that both ends meet a real reset. Unset in every real run.
+     */
+    private static final long RESET_AT = Long.getLong("fsdp4j.test.resetPeerConnectionAt", 0);
+    private static final java.util.concurrent.atomic.AtomicLong RUNS = new java.util.concurrent.atomic.AtomicLong();
+
     private record Outgoing(ByteBuffer header, ByteBuffer payload) {
     }
 
@@ -154,6 +162,9 @@ final class PeerLinks implements AutoCloseable {
                 throw closedNow(where, aborted, null);
             }
             running = true;
+        }
+        if (RESET_AT > 0 && RUNS.incrementAndGet() == RESET_AT && !links.isEmpty()) {
+            resetConnection(links.values().iterator().next());
         }
         try {
             int idle = 0;
@@ -355,8 +366,22 @@ final class PeerLinks implements AutoCloseable {
     }
 
     private RuntimeException lost(String where, Link l, IOException e) {
+        boolean reset = e != null && e.getMessage() != null && e.getMessage().contains("reset");
         return new LostPeerException(where + ": lost the connection to " + describe.apply(l.peer)
-                + (e == null ? "" : " (" + e.getMessage() + ")") + ": its process died or closed it", l.peer, e);
+                + (reset ? ": it was reset (a network fault, or its process died)"
+                        : (e == null || e.getMessage() == null ? "" : " (" + e.getMessage() + ")")
+                                + ": its process died or closed it"), l.peer, e);
+    }
+
+    /** The test hook's reset (see RESET_AT): linger 0 makes close send RST instead of FIN. */
+    private static void resetConnection(Link l) {
+        System.err.println("fsdp4j-test: resetting a peer connection");
+        try {
+            l.channel.socket().setSoLinger(true, 0);
+            l.channel.close();
+        } catch (IOException e) {
+            // closed already
+        }
     }
 
     private CommException timedOut(String where, java.time.Duration timeout) {

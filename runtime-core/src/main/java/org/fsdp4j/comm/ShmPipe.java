@@ -146,6 +146,17 @@ final class ShmPipe {
         }
     }
 
+    private static final java.util.concurrent.atomic.AtomicBoolean TOLD_NO_ROOM = new java.util.concurrent.atomic.AtomicBoolean();
+
+    /** Says once per process why its pairs stay on TCP: the run goes on, slower, and the fix is the host's. */
+    private static void noRoom(IOException e) {
+        if (TOLD_NO_ROOM.compareAndSet(false, true)) {
+            System.err.println("fsdp4j: /dev/shm has no room for the shared-memory rings of a connection (" + e.getMessage()
+                    + "): the processes of this host talk over TCP instead, which is slower; give /dev/shm more room"
+                    + " (docker run --shm-size=1g, or in Kubernetes an emptyDir of medium Memory mounted at /dev/shm)");
+        }
+    }
+
     private static ShmPipe offer(SocketChannel ch, SelectionKey key, boolean wanted, long deadline) throws IOException {
         Path path = null;
         MappedByteBuffer map = null;
@@ -158,6 +169,7 @@ final class ShmPipe {
                 nonce = ShmFile.nonce();
                 map.putLong(NONCE, nonce);
             } catch (IOException e) {
+                noRoom(e);
                 path = null;                                // create() deleted what it made
                 map = null;
                 nonce = 0;

@@ -167,7 +167,10 @@ public final class Launcher {
             }
             if (System.nanoTime() > stopAt && !terminated) {
                 log.println("launch: stopping the processes still running: " + ranksOf(running));
-                running.forEach(Process::destroy);
+                // the handle's SIGTERM, not Process.destroy, which also closes the process's stdin:
+                // the control channel, whose end would tell the process its launcher is gone
+                running.forEach(p -> p.toHandle().destroy());
+                running.forEach(Launcher::resume);
                 terminated = true;
                 stopAt = System.nanoTime() + KILL_AFTER.toNanos();
             } else if (System.nanoTime() > stopAt) {
@@ -223,7 +226,7 @@ public final class Launcher {
             if (force) {
                 p.destroyForcibly();
             } else {
-                p.destroy();
+                p.toHandle().destroy();     // keeps the control channel open (see watch)
             }
         }
     }
@@ -236,6 +239,19 @@ public final class Launcher {
         List<Integer> ranks = new ArrayList<>();
         ps.forEach(p -> ranks.add(rankOf(p)));
         return "process" + (ranks.size() == 1 ? " " : "es ") + ranks.toString().replaceAll("[\\[\\]]", "");
+    }
+
+    /**
+     * Sends SIGCONT to {@code p}, as systemd does after SIGTERM: a stopped process (SIGSTOP, a
+     * debugger's) holds the SIGTERM pending until it runs again, and would otherwise wait for SIGKILL.
+     */
+    private static void resume(Process p) {
+        try {
+            new ProcessBuilder("kill", "-CONT", Long.toString(p.pid())).redirectErrorStream(true)
+                    .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        } catch (IOException noKill) {
+            // no kill(1) on this host: SIGKILL follows KILL_AFTER later
+        }
     }
 
     /** "exited with 7", "exited with 137 (128 + signal 9: killed, or stopped by it)". */

@@ -40,7 +40,7 @@ import org.fsdp4j.comm.TcpGroup;
 public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
 
     /** How long leaving a reason for an abort, or reading one, may take (the store may be gone). */
-    private static final Duration ABORT_CALL_TIMEOUT = Duration.ofSeconds(5);
+    private static final Duration ABORT_CALL_TIMEOUT = Duration.ofSeconds(3);
     /** How often a process waiting for the others at a step boundary looks for a dead or aborted peer. */
     private static final Duration LIVENESS_POLL = Duration.ofSeconds(1);
     /** How often the heartbeat thread bumps this process's counter. */

@@ -210,8 +210,11 @@ public final class StoreClient implements AutoCloseable {
             throw new IllegalArgumentException("store " + request.op() + " of '" + request.key() + "': keys hold at most "
                     + StoreProtocol.MAX_KEY_BYTES + " bytes and values " + StoreProtocol.MAX_VALUE_BYTES);
         }
+        // Only a get waits at the server, so only its answer may come later than the client's
+        // bound; an instant request unanswered within the bound means the store's process is stuck.
+        Duration budget = request.op() == Op.GET ? wait.plus(ANSWER_SLACK) : wait;
         try {
-            socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, wait.plus(ANSWER_SLACK).toMillis()));
+            socket.setSoTimeout((int) Math.max(1, Math.min(Integer.MAX_VALUE, budget.toMillis())));
             StoreProtocol.writeRequest(out, request);
             Response r = StoreProtocol.readResponse(in);
             if (r.status() == Status.ERROR) {
@@ -223,7 +226,7 @@ public final class StoreClient implements AutoCloseable {
             closeQuietly(socket);
             closed = true;
             throw new RendezvousException("rendezvous store " + address() + " did not answer " + request.op() + " '"
-                    + request.key() + "' within " + seconds(wait.plus(ANSWER_SLACK)), e);
+                    + request.key() + "' within " + seconds(budget), e);
         } catch (IOException e) {
             if (closed) {
                 throw new IllegalStateException("the store client for " + address() + " was closed during "

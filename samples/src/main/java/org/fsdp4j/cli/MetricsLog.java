@@ -1,13 +1,16 @@
 // metrics.jsonl in --out: one JSON object per step, appended and flushed as the step ends, so a
-// person (tail -f) or a program can follow a run while it goes and read it after a crash.
+// person (tail -f) or a program can follow a run while it goes and read it after a crash. A line
+// that cannot be written whole (a full disk) is cut off again, so the file ends with the last
+// complete step and every line parses.
 package org.fsdp4j.cli;
 
-import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Optional;
@@ -19,9 +22,10 @@ final class MetricsLog implements AutoCloseable {
     static final String FILE = "metrics.jsonl";
 
     private final Path file;
-    private final BufferedWriter writer;       // null without --out
+    private final FileChannel writer;          // null without --out
+    private long whole;                        // bytes of complete lines
 
-    private MetricsLog(Path file, BufferedWriter writer) {
+    private MetricsLog(Path file, FileChannel writer) {
         this.file = file;
         this.writer = writer;
     }
@@ -33,7 +37,8 @@ final class MetricsLog implements AutoCloseable {
         }
         Path f = dir.get().resolve(FILE);
         try {
-            return new MetricsLog(f, Files.newBufferedWriter(f, StandardCharsets.UTF_8));
+            return new MetricsLog(f, FileChannel.open(f, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
+                    StandardOpenOption.TRUNCATE_EXISTING));
         } catch (IOException e) {
             throw new UncheckedIOException("cannot write " + f + ": " + e.getMessage(), e);
         }
@@ -62,11 +67,18 @@ final class MetricsLog implements AutoCloseable {
         line.put("bytes_at_peak_by_category", split);
         line.put("comm_bytes", r.commBytes());
         line.put("skipped", r.skipped());
+        ByteBuffer bytes = ByteBuffer.wrap((JsonFiles.toJsonLine(line) + "\n").getBytes(StandardCharsets.UTF_8));
         try {
-            writer.write(JsonFiles.toJsonLine(line));
-            writer.newLine();
-            writer.flush();
+            while (bytes.hasRemaining()) {
+                writer.write(bytes, whole + bytes.position());
+            }
+            whole += bytes.limit();
         } catch (IOException e) {
+            try {
+                writer.truncate(whole);         // the part of the line that went: a torn line would not parse
+            } catch (IOException stillBroken) {
+                e.addSuppressed(stillBroken);
+            }
             throw new UncheckedIOException("cannot write " + file + ": " + e.getMessage(), e);
         }
     }

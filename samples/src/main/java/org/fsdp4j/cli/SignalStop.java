@@ -15,7 +15,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.function.Consumer;
+import java.util.function.BiConsumer;
 import org.fsdp4j.train.Trainer;
 import sun.misc.Signal;
 import sun.misc.SignalHandler;
@@ -28,21 +28,22 @@ final class SignalStop implements AutoCloseable {
     private static final Map<String, ExitCode> SIGNALS = Map.of("INT", ExitCode.SIGINT, "TERM", ExitCode.SIGTERM);
 
     private final Trainer trainer;
-    private final Consumer<String> abandon;         // writes the summary and says why; then we halt
+    private final BiConsumer<String, String> abandon;   // (signal, why): writes the summary and says why; then we halt
     private final AtomicReference<String> received = new AtomicReference<>();
     private final AtomicBoolean ending = new AtomicBoolean();    // main's normal ending or abandon, whichever first
     private final Map<String, SignalHandler> previous = new java.util.HashMap<>();
 
-    private SignalStop(Trainer trainer, Consumer<String> abandon) {
+    private SignalStop(Trainer trainer, BiConsumer<String, String> abandon) {
         this.trainer = trainer;
         this.abandon = abandon;
     }
 
     /**
-     * Handles SIGINT and SIGTERM for {@code trainer}'s run until closed. {@code abandon} gets why
-     * the step in progress was abandoned, writes what it can and returns soon; then the JVM halts.
+     * Handles SIGINT and SIGTERM for {@code trainer}'s run until closed. {@code abandon} gets the
+     * first signal's name ("SIGTERM") and why the step in progress was abandoned, writes what it
+     * can and returns soon; then the JVM halts.
      */
-    static SignalStop install(Trainer trainer, Consumer<String> abandon) {
+    static SignalStop install(Trainer trainer, BiConsumer<String, String> abandon) {
         SignalStop stop = new SignalStop(trainer, abandon);
         for (String name : SIGNALS.keySet()) {
             try {
@@ -95,7 +96,7 @@ final class SignalStop implements AutoCloseable {
     /** Called once the caller has won {@code ending}: writes what is known and halts. */
     private void abandonAndHalt(String why) {
         try {
-            abandon.accept(why);
+            abandon.accept(received.get(), why);
         } finally {
             Runtime.getRuntime().halt(exitCode().code());
         }

@@ -174,7 +174,7 @@ final class TrainCommand implements Callable<Integer> {
         dir.removeEarlierReports();
         try (Trainer trainer = processes == null ? new Trainer(config, checkpoints, out::println)
                 : new Trainer(config, checkpoints, out::println, processes);
-             SignalStop stop = SignalStop.install(trainer, why -> abandon(trainer, dir, why));
+             SignalStop stop = SignalStop.install(trainer, (signal, why) -> abandon(trainer, dir, signal, why));
              MetricsLog metrics = MetricsLog.open(config.outDir());
              StepDisplay display = StepDisplay.create(out, config, trainer.resumedFrom().map(Trainer.ResumedFrom::step)
                      .orElse(0))) {
@@ -322,7 +322,7 @@ final class TrainCommand implements Callable<Integer> {
     }
 
     /** From the signal watchdog, mid-step: the summary of the completed steps, and one line. */
-    private void abandon(Trainer trainer, OutputDir dir, String why) {
+    private void abandon(Trainer trainer, OutputDir dir, String signal, String why) {
         TrainSummary summary = trainer.summary();
         String where;
         try {
@@ -330,7 +330,9 @@ final class TrainCommand implements Callable<Integer> {
         } catch (RuntimeException e) {
             where = "; the summary could not be written: " + e.getMessage();
         }
-        spec.commandLine().getErr().println("interrupted by " + summary.outcome().interruptedBy() + " during step "
+        // a run of several processes records the stop only once they agree on its step: name the signal itself
+        String by = summary.outcome().interruptedBy() != null ? summary.outcome().interruptedBy() : signal;
+        spec.commandLine().getErr().println("interrupted by " + by + " during step "
                 + (summary.steps() + 1) + " of " + summary.outcome().plannedSteps() + " (abandoned: " + why + ")" + where);
         spec.commandLine().getErr().flush();
     }

@@ -22,8 +22,15 @@ record ChildJvm(Process process, BlockingQueue<String> lines, Path err) {
 
     /** Starts {@code args} with the variables {@code env} and the JVM options {@code jvm} (system properties). */
     static ChildJvm start(Path err, Map<String, String> env, List<String> jvm, List<String> args) throws IOException {
+        return start(err, env, List.of(), jvm, args);
+    }
+
+    /** As above, the java command run by {@code prefix} ("unshare", "-rm", ...: a wrapper that execs its arguments). */
+    static ChildJvm start(Path err, Map<String, String> env, List<String> prefix, List<String> jvm, List<String> args)
+            throws IOException {
         String java = ProcessHandle.current().info().command().orElse("java");
-        List<String> cmd = new ArrayList<>(List.of(java, "-cp", System.getProperty("java.class.path"),
+        List<String> cmd = new ArrayList<>(prefix);
+        cmd.addAll(List.of(java, "-cp", System.getProperty("java.class.path"),
                 "-Dorg.bytedeco.javacpp.maxPhysicalBytes=0", "--add-modules", "jdk.incubator.vector"));
         cmd.addAll(jvm);
         cmd.add(Main.class.getName());

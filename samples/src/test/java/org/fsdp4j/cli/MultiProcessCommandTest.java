@@ -2,12 +2,11 @@
 // start them: `fsdp4j launch --standalone` with 2 processes × 2 ranks trains to exactly the
 // losses of 4 in-process ranks, and writes a summary.json of all 4 ranks and a metrics.jsonl of
 // their maxima, and so do 2 processes given their identity only through Slurm's variables set by
-// hand, or only through torchrun's; kill -9 of one process mid-run makes the others exit non-zero
-// promptly (within the collective timeout + 5 s) naming the rank that died, leaves no process
-// running, and process 0's summary of the steps before names the ranks it holds (its own);
-// processes started with different --lr all fail at start showing both values; SIGTERM to the
+// hand, or only through torchrun's; processes started with different --lr all fail at start
+// showing both values; SIGTERM to the
 // launcher stops every process after the same step, with a summary of all 4 ranks; a process
 // whose host has too little memory fails before step 1 naming the host, and the other ends too.
+// What kill -9, SIGSTOP and the other faults do to such a run: FaultMatrixTest.
 package org.fsdp4j.cli;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -24,8 +23,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ThreadLocalRandom;
-import java.util.concurrent.TimeUnit;
-import org.fsdp4j.dist.FaultPoint;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -198,76 +195,6 @@ class MultiProcessCommandTest {
             assertEquals(line.get("peak_bytes").asLong(), split, lines.get(i));
         }
         assertEquals(maxPeak, maxPeakOfLines, "the highest peak of any rank is the highest of the steps' maxima");
-    }
-
-    @Test
-    void killMinusNineOfOneProcessEndsTheOthersNamingTheMissingRank() throws Exception {
-        int timeoutSeconds = 30;
-        Path out = dir.resolve("killed");
-        ChildJvm launcher = ChildJvm.start(dir.resolve("kill.err"), Map.of(), args(List.of("launch", "--standalone",
-                "--nproc-per-node", "2", "--"), args(RUN, "--steps", "100000", "--world-size", "4", "--out", out.toString())
-                .toArray(String[]::new)));
-        launcher.await("step 2/");
-        List<ProcessHandle> processes = launcher.process().children().toList();
-        assertEquals(2, processes.size(), "the launcher runs two processes");
-        ProcessHandle victim = processes.stream().max((a, b) -> Long.compare(a.pid(), b.pid())).orElseThrow();
-        long start = System.nanoTime();
-        new ProcessBuilder("kill", "-9", Long.toString(victim.pid())).start().waitFor();
-        int code = launcher.exit(timeoutSeconds + 5);
-        double seconds = (System.nanoTime() - start) / 1e9;
-        String err = launcher.stderr();
-        assertEquals(ExitCode.RANK_FAILED.code(), code, "the job ends as a failed rank, not as the victim's signal: " + err);
-        assertTrue(seconds < timeoutSeconds + 5, "took " + seconds + " s");
-        assertTrue(err.matches("(?s).*lost the connection to rank [23] \\(process 1, host [^)]+\\).*"), err);
-        assertTrue(err.contains("exited with 137"), err);
-        for (ProcessHandle p : processes) {
-            assertTrue(p.onExit().get(5, TimeUnit.SECONDS) != null && !p.isAlive(), "process " + p.pid() + " is left running");
-        }
-        // process 0 wrote the summary of the steps before, of its own ranks: the others could not send theirs
-        JsonNode summary = json(out.resolve("summary.json"));
-        assertEquals("[0,1]", summary.get("ranks_in_per_rank_arrays").toString(), summary.toString());
-        assertEquals(2, summary.get("peak_bytes_per_rank").size(), summary.toString());
-        assertEquals(4, summary.get("world_size").asInt());
-    }
-
-    @Test
-    void killMinusNineOfOneProcessBeforeItsRanksConnectEndsTheJobNamingIt() throws Exception {
-        ChildJvm launcher = ChildJvm.start(dir.resolve("early.err"), Map.of(),
-                List.of("-D" + FaultPoint.PROPERTY + "=" + FaultPoint.BEFORE_RANKS_CONNECT + "@1"),
-                args(List.of("launch", "--standalone", "--nproc-per-node", "2", "--"),
-                        args(RUN, "--steps", "3", "--world-size", "4").toArray(String[]::new)));
-        long victim = launcher.pausedPid(FaultPoint.BEFORE_RANKS_CONNECT);
-        long start = System.nanoTime();
-        new ProcessBuilder("kill", "-9", Long.toString(victim)).start().waitFor();
-        int code = launcher.exit(30 + 10);
-        double seconds = (System.nanoTime() - start) / 1e9;
-        String err = launcher.stderr();
-        assertEquals(ExitCode.RANK_FAILED.code(), code, err);
-        assertTrue(seconds < 10, "took " + seconds + " s: the store tells of the death within a second or two");
-        assertTrue(err.matches("(?s).*error: [^\n]*process 1 \\(ranks 2-3, host [^)]+\\) ended without a word.*"), err);
-        assertEquals(1, err.lines().filter(l -> l.startsWith("error: ")).count(), "one line from the survivor: " + err);
-        launcher.process().descendants().forEach(p -> assertTrue(!p.isAlive(), "left running: " + p.pid()));
-    }
-
-    @Test
-    void aProcessThatHangsIsNamedByTheWatchdogAndTheRunEnds() throws Exception {
-        List<String> run = new ArrayList<>(RUN);
-        run.set(run.indexOf("--collective-timeout") + 1, "3");
-        ChildJvm launcher = ChildJvm.start(dir.resolve("hang.err"), Map.of(), args(List.of("launch", "--standalone",
-                "--nproc-per-node", "2", "--grace", "1", "--"), args(run, "--steps", "100000", "--world-size", "2")
-                .toArray(String[]::new)));
-        launcher.await("step 2/");
-        ProcessHandle hung = launcher.process().children().max((a, b) -> Long.compare(a.pid(), b.pid())).orElseThrow();
-        long start = System.nanoTime();
-        new ProcessBuilder("kill", "-STOP", Long.toString(hung.pid())).start().waitFor();
-        int code = launcher.exit(60);
-        double seconds = (System.nanoTime() - start) / 1e9;
-        String err = launcher.stderr();
-        assertEquals(ExitCode.RANK_FAILED.code(), code, err);
-        assertTrue(err.matches("(?s).*rank 1 \\(process 1, host [^)]+\\) did not arrive within 3 s.*"), err);
-        assertTrue(err.matches("(?s).*(allGather|reduceScatter|allReduce) #\\d+ on 'world[^']*' at rank 0 \\([^)]+\\).*"), err);
-        assertTrue(seconds < 3 + 1 + 5 + 5, "took " + seconds + " s: watchdog 3 s, grace 1 s, SIGKILL 5 s after SIGTERM");
-        assertTrue(hung.onExit().get(10, TimeUnit.SECONDS) != null, "the hung process is killed, not left behind");
     }
 
     @Test
