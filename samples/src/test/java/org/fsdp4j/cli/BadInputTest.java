@@ -88,6 +88,15 @@ class BadInputTest {
         }
     }
 
+    /** Flag values are shown as typed and sizes by their flags: not 1.0E-5, not LlamaConfig's embedDim. */
+    @Test
+    void valuesAndSizesAreShownAsTheUserGaveThem() {
+        assertOneLineError("--min-lr must be between 0 and --lr (1e-5), got 3e-4", "train", "--lr", "1e-5", "--min-lr",
+                "3e-4");
+        assertOneLineError("the head size 5 (width 30 (--hidden) / 6 heads (--heads)) is odd", "train", "--model", "llama",
+                "--hidden", "30", "--heads", "6");
+    }
+
     /** A config.json key that would change the model fsdp4j builds is refused naming it; keys that do not are taken. */
     @Test
     void configJsonKeysThatChangeTheModelAreRefusedNotIgnored() throws IOException {
