@@ -22,6 +22,7 @@ import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.zip.CRC32C;
 import org.fsdp4j.api.StateSource;
 import org.fsdp4j.metrics.JsonFiles;
@@ -215,8 +216,19 @@ public final class CheckpointReader implements StateSource, AutoCloseable {
         HfModelConfig mine = HfModelConfig.of(model);
         HfModelConfig saved = index.model();
         if (!saved.keys().equals(mine.keys())) {
-            throw new CheckpointException(dir.resolve(CheckpointIndex.FILE_NAME), "a checkpoint of another model ("
-                    + saved + ") than this run's (" + mine + ")");
+            // in the flags the user typed, only those that differ (all of a family's differ from another's)
+            Map<String, String> theirs = saved.flags();
+            Map<String, String> ours = mine.flags();
+            StringBuilder it = new StringBuilder();
+            StringBuilder run = new StringBuilder();
+            for (String key : theirs.get("--model").equals(ours.get("--model")) ? theirs.keySet() : Set.of("--model")) {
+                if (!theirs.get(key).equals(ours.get(key))) {
+                    it.append(it.length() == 0 ? "" : " ").append(key).append(' ').append(theirs.get(key));
+                    run.append(run.length() == 0 ? "" : " ").append(key).append(' ').append(ours.get(key));
+                }
+            }
+            throw new CheckpointException(dir.resolve(CheckpointIndex.FILE_NAME), "a checkpoint of another model: it has "
+                    + it + ", this run " + run + "; resume with the model it was saved with (checkpoint inspect shows it)");
         }
     }
 

@@ -195,6 +195,10 @@ public final class Checkpointer implements AutoCloseable {
         } else {
             where = Path.of(resume);
         }
+        if (Files.isRegularFile(where)) {        // e.g. a .safetensors export, or a checkpoint's index.json
+            throw new CheckpointException(where, "is a file, not a checkpoint directory: give the checkpoint's"
+                    + " directory (step-NNNNNNNN) or the --save-dir that holds it");
+        }
         if (!Files.isDirectory(where)) {
             throw new CheckpointException(where, "no such checkpoint directory");
         }

@@ -69,12 +69,13 @@ public final class SafetensorsExport {
     }
 
     /**
-     * Writes the checkpoint {@code reader} opened as {@code file} in {@code dtype} (F32 or BF16,
-     * rounded to nearest even), under a temporary name renamed when complete.
+     * Writes the checkpoint {@code reader} opened as {@code file} in {@code dtype} (F32, or BF16 or
+     * F16 rounded to nearest even), under a temporary name renamed when complete. A value past
+     * fp16's range (|x| &gt; 65504) is refused naming its tensor rather than written as infinity.
      */
     public static Exported write(CheckpointReader reader, Path file, DType dtype) {
-        if (dtype != DType.F32 && dtype != DType.BF16) {
-            throw new IllegalArgumentException("export writes fp32 or bf16, not " + dtype.shortName());
+        if (dtype != DType.F32 && dtype != DType.BF16 && dtype != DType.F16) {
+            throw new IllegalArgumentException("export writes fp32, bf16 or fp16, not " + dtype.shortName());
         }
         int elementBytes = dtype.byteSize();
         CheckpointIndex index = reader.index();
@@ -92,7 +93,7 @@ public final class SafetensorsExport {
             long[] shape = p.shape();
             long[] out = gpt2 && transposed(p.name(), shape) ? new long[] {shape[1], shape[0]} : shape;
             long bytes = p.numel() * elementBytes;
-            header.put(gpt2 ? hfName(p.name()) : p.name(), Map.of("dtype", dtype == DType.F32 ? "F32" : "BF16", "shape", out,
+            header.put(gpt2 ? hfName(p.name()) : p.name(), Map.of("dtype", safetensorsName(dtype), "shape", out,
                     "data_offsets", new long[] {offset, offset + bytes}));
             offset += bytes;
         }
@@ -121,10 +122,10 @@ public final class SafetensorsExport {
                     }
                     ByteBuffer b = ByteBuffer.allocate(v.length * elementBytes).order(ByteOrder.LITTLE_ENDIAN);
                     for (float x : v) {
-                        if (dtype == DType.F32) {
-                            b.putFloat(x);
-                        } else {
-                            b.putShort(DType.floatToBf16(x));
+                        switch (dtype) {
+                            case F32 -> b.putFloat(x);
+                            case BF16 -> b.putShort(DType.floatToBf16(x));
+                            default -> b.putShort(toHalf(x, p.name()));
                         }
                     }
                     os.write(b.array());
@@ -141,6 +142,29 @@ public final class SafetensorsExport {
                 // the move failed already; that error is the one to report
             }
         }
+    }
+
+    /** safetensors' name ("F32", "BF16", "F16") of a dtype export writes. */
+    private static String safetensorsName(DType d) {
+        return switch (d) {
+            case F32 -> "F32";
+            case BF16 -> "BF16";
+            case F16 -> "F16";
+            default -> throw new IllegalArgumentException("export writes fp32, bf16 or fp16, not " + d.shortName());
+        };
+    }
+
+    /**
+     * {@code x} as fp16 bits, rounded to nearest even; a finite value that fp16 cannot hold (it would
+     * become infinity, and a model loaded from the file would diverge) is refused naming the tensor.
+     */
+    private static short toHalf(float x, String param) {
+        short h = DType.floatToHalf(x);
+        if (Float.isFinite(x) && (h & 0x7c00) == 0x7c00) {
+            throw new IllegalArgumentException("parameter " + param + " holds " + x + ", past fp16's largest value 65504:"
+                    + " export it with --dtype bf16 or fp32");
+        }
+        return h;
     }
 
     /** (rows, cols) row-major → (cols, rows) row-major. */

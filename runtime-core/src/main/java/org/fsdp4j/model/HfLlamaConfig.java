@@ -3,7 +3,11 @@
 // hidden_size, intermediate_size, rope_theta, rms_norm_eps. What a Llama checkpoint's index records,
 // what its safetensors export's metadata carries, and what --model-config reads for --model llama
 // (so a Hugging Face model directory's config.json gives the shape its weights need). The features
-// fsdp4j's Llama does not have are refused when read: rope_scaling, tied embeddings, biases.
+// fsdp4j's Llama does not have are refused when read, naming the key: rope_scaling, tied
+// embeddings, biases, a hidden_act other than silu, a sliding window, a head_dim other than
+// hidden_size / num_attention_heads. Keys that do not change the model are ignored: dropout
+// (fsdp4j trains without it), initializer_range, pretraining_tp (it only splits HF's matmuls),
+// token ids, and bookkeeping (architectures, torch_dtype, transformers_version, use_cache, ...).
 package org.fsdp4j.model;
 
 import com.fasterxml.jackson.annotation.JsonIgnoreProperties;
@@ -60,6 +64,22 @@ public record HfLlamaConfig(@JsonProperty("model_type") String modelType, @JsonP
         return m;
     }
 
+    @Override
+    public Map<String, String> flags() {
+        Map<String, String> m = new LinkedHashMap<>();
+        m.put("--model", "llama");
+        m.put("--layers", String.valueOf(numHiddenLayers));
+        m.put("--hidden", String.valueOf(hiddenSize));
+        m.put("--heads", String.valueOf(numAttentionHeads));
+        m.put("--vocab", String.valueOf(vocabSize));
+        m.put("--context", String.valueOf(maxPositionEmbeddings));
+        m.put("num_key_value_heads", String.valueOf(numKeyValueHeads));    // no flags: a preset's or --model-config's
+        m.put("intermediate_size", String.valueOf(intermediateSize));
+        m.put("rope_theta", HfModelConfig.plain(ropeTheta));
+        m.put("rms_norm_eps", HfModelConfig.plain(rmsNormEps));
+        return m;
+    }
+
     /**
      * Reads a Hugging Face Llama config.json (num_key_value_heads defaults to num_attention_heads
      * and rope_theta to 10000, as LlamaConfig's do). A missing file, bad JSON, a missing or
@@ -99,12 +119,31 @@ public record HfLlamaConfig(@JsonProperty("model_type") String modelType, @JsonP
                     + (missing.size() == 1 ? " is" : " are") + " missing or not an integer (a Llama config.json has "
                     + String.join(", ", INT_KEYS) + ")");
         }
-        for (String unsupported : new String[] {"rope_scaling", "tie_word_embeddings", "attention_bias", "mlp_bias"}) {
+        // the shape is checked here in config.json's names, which the user wrote (LlamaConfig names its fields)
+        for (int i = 0; i < INT_KEYS.length; i++) {
+            if (v[i] < 1) {
+                throw new IllegalArgumentException("--model-config " + file + ": " + INT_KEYS[i] + " must be at least 1, got "
+                        + v[i]);
+            }
+        }
+        for (String unsupported : new String[] {"rope_scaling", "tie_word_embeddings", "attention_bias", "mlp_bias",
+            "sliding_window"}) {
             JsonNode n = root.get(unsupported);
             if (n != null && !n.isNull() && !(n.isBoolean() && !n.booleanValue())) {
                 throw new IllegalArgumentException("--model-config " + file + ": " + unsupported + " is " + n
                         + ", which fsdp4j's Llama does not support");
             }
+        }
+        JsonNode act = root.get("hidden_act");                 // SwiGluMlp: SiLU
+        if (act != null && !act.isNull() && !act.asText().equals("silu")) {
+            throw new IllegalArgumentException("--model-config " + file + ": hidden_act is " + act
+                    + ", which fsdp4j's Llama does not support");
+        }
+        JsonNode headDim = root.get("head_dim");              // fsdp4j's head size is hidden_size / num_attention_heads
+        if (headDim != null && !headDim.isNull() && !(headDim.isIntegralNumber() && v[3] > 0 && v[4] % v[3] == 0
+                && headDim.longValue() == v[4] / v[3])) {
+            throw new IllegalArgumentException("--model-config " + file + ": head_dim is " + headDim + ", which fsdp4j's"
+                    + " Llama does not support (its head size is hidden_size / num_attention_heads)");
         }
         JsonNode kv = root.get("num_key_value_heads");
         JsonNode theta = root.get("rope_theta");
@@ -120,10 +159,24 @@ public record HfLlamaConfig(@JsonProperty("model_type") String modelType, @JsonP
                 throw new IllegalArgumentException("--model-config " + file + ": " + key + " is " + n + ", not a number");
             }
         }
+        int kvHeads = kv == null || kv.isNull() ? v[3] : kv.intValue();
+        double ropeTheta = theta == null || theta.isNull() ? 10_000 : theta.doubleValue();
+        double normEps = eps == null || eps.isNull() ? 1e-6 : eps.doubleValue();
+        String problem = kvHeads < 1 ? "num_key_value_heads must be at least 1, got " + kvHeads
+                : v[4] % v[3] != 0 ? "hidden_size " + v[4] + " is not divisible by num_attention_heads " + v[3]
+                        + ": pick a num_attention_heads that divides hidden_size"
+                : v[3] % kvHeads != 0 ? "num_key_value_heads " + kvHeads + " does not divide num_attention_heads " + v[3]
+                        + ": each key/value head serves a whole group of query heads"
+                : (v[4] / v[3]) % 2 != 0 ? "the head size " + v[4] / v[3] + " (hidden_size " + v[4] + " / num_attention_heads "
+                        + v[3] + ") is odd: rotary embeddings turn pairs of dims, so it must be even"
+                : !(ropeTheta > 1) || !Double.isFinite(ropeTheta) ? "rope_theta must be a finite number above 1, got " + theta
+                : !(normEps > 0) || !(normEps < 1) ? "rms_norm_eps must be between 0 and 1, got " + eps
+                : null;
+        if (problem != null) {
+            throw new IllegalArgumentException("--model-config " + file + ": " + problem);
+        }
         try {
-            return new LlamaConfig(v[0], v[1], v[2], v[3], kv == null || kv.isNull() ? v[3] : kv.intValue(), v[4], v[5],
-                    theta == null || theta.isNull() ? 10_000 : theta.doubleValue(),
-                    eps == null || eps.isNull() ? 1e-6 : eps.doubleValue());
+            return new LlamaConfig(v[0], v[1], v[2], v[3], kvHeads, v[4], v[5], ropeTheta, normEps);
         } catch (IllegalArgumentException e) {
             throw new IllegalArgumentException("--model-config " + file + ": " + e.getMessage());
         }

@@ -30,4 +30,25 @@ public sealed interface HfModelConfig permits HfGpt2Config, HfLlamaConfig {
 
     /** The keys and values as a config.json holds them (the safetensors export's metadata), model_type first. */
     Map<String, String> keys();
+
+    /**
+     * The model as the command line's flags give it (--model, --layers, --hidden, --heads, --vocab,
+     * --context), and as config.json keys what only --model-config or a preset sets: what a message
+     * shows a user, who typed flags, not fsdp4j's field names.
+     */
+    Map<String, String> flags();
+
+    /** {@code x} as a person writes it: 10000, 0.5, 1e-5 (not 10000.0 or 1.0E-5). */
+    static String plain(double x) {
+        if (!Double.isFinite(x) || x == 0) {
+            return x == 0 ? "0" : String.valueOf(x);
+        }
+        java.math.BigDecimal d = new java.math.BigDecimal(Double.toString(x)).stripTrailingZeros();
+        if (Math.abs(x) >= 1e-3 && Math.abs(x) < 1e7) {
+            return d.toPlainString();
+        }
+        String digits = d.unscaledValue().abs().toString();
+        int exponent = d.precision() - d.scale() - 1;
+        return (x < 0 ? "-" : "") + digits.charAt(0) + (digits.length() > 1 ? "." + digits.substring(1) : "") + "e" + exponent;
+    }
 }

@@ -82,20 +82,21 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
                     + " or less, or a preset with a longer context");
         }
         if (!(lr > 0) || !Float.isFinite(lr)) {
-            throw new IllegalArgumentException("--lr must be a positive number, got " + lr);
+            throw new IllegalArgumentException("--lr must be a positive number, got " + typed(lr));
         }
         if (!(minLr >= 0) || minLr > lr) {
-            throw new IllegalArgumentException("--min-lr must be between 0 and --lr (" + lr + "), got " + minLr);
+            throw new IllegalArgumentException("--min-lr must be between 0 and --lr (" + typed(lr) + "), got " + typed(minLr));
         }
         if (warmupSteps < 0 || warmupSteps > steps) {
             throw new IllegalArgumentException("--warmup-steps must be between 0 and --steps (" + steps + "), got "
                     + warmupSteps);
         }
         if (!(weightDecay >= 0) || !Float.isFinite(weightDecay)) {
-            throw new IllegalArgumentException("--weight-decay must be >= 0, got " + weightDecay);
+            throw new IllegalArgumentException("--weight-decay must be >= 0, got " + typed(weightDecay));
         }
         if (!(maxGradNorm >= 0) || !Float.isFinite(maxGradNorm)) {
-            throw new IllegalArgumentException("--max-grad-norm must be >= 0 (0 turns clipping off), got " + maxGradNorm);
+            throw new IllegalArgumentException("--max-grad-norm must be >= 0 (0 turns clipping off), got "
+                    + typed(maxGradNorm));
         }
         if (cpuThreads < 0 || cpuThreads > CpuBackendProvider.MAX_THREADS) {
             throw new IllegalArgumentException("--cpu-threads must be between 0 (all cores) and "
@@ -154,6 +155,13 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
     /** Tokens per step: B·T. */
     public long tokensPerStep() {
         return (long) batchSize * seqLen;
+    }
+
+    /** A float flag's value as the user typed it (1e-5, 0.001), not Float.toString's 1.0E-5 or 1.00000005E-4. */
+    private static String typed(float x) {
+        return Float.isFinite(x) && x != 0
+                ? org.fsdp4j.model.HfModelConfig.plain(Double.parseDouble(String.format(java.util.Locale.ROOT, "%.5e", x)))
+                : String.valueOf(x);
     }
 
     public static Builder builder() {

@@ -4,7 +4,8 @@
 // world size and no rank reads more than its share; a single-rank ParameterStore asks for whole
 // parameters. Everything is checked when the weights are opened, against the model's parameter
 // specs, so a run fails before its first step, with one line naming the tensor: a parameter with
-// no tensor, a tensor of another shape or of a dtype fsdp4j does not read, and a tensor of the
+// no tensor, a tensor of another shape or of a dtype fsdp4j does not read, a tensor holding NaN or
+// an infinity (read once more for this), and a tensor of the
 // files that no parameter takes (a model configured smaller than its checkpoint) unless the family
 // declares it ignorable (buffers a checkpoint carries that fsdp4j recomputes: Llama's
 // rotary_emb.inv_freq, GPT-2's attn.bias masks).
@@ -132,7 +133,31 @@ public final class PretrainedWeights implements ParamSource, AutoCloseable {
                         + ", which no parameter of the model takes: a checkpoint of a larger model, or another family?");
             }
         }
+        for (Source s : sources.values()) {
+            requireFinite(s);
+        }
         return new PretrainedWeights(List.copyOf(files), sources);
+    }
+
+    /**
+     * Refuses a tensor holding NaN or an infinity, naming it and the first such element. Without this
+     * the run would fail at its first step as a divergence ("try a lower --lr"), blaming the wrong
+     * thing; the extra read of every tensor costs far less than that first step.
+     */
+    private static void requireFinite(Source s) {
+        long n = s.entry.numel();
+        float[] chunk = new float[(int) Math.min(n, 1 << 16)];
+        for (long first = 0; first < n; first += chunk.length) {
+            int count = (int) Math.min(chunk.length, n - first);
+            s.file.read(s.entry.name(), first, chunk, 0, count);
+            for (int i = 0; i < count; i++) {
+                if (!Float.isFinite(chunk[i])) {
+                    throw new IllegalArgumentException(s.file.path() + ": tensor " + s.entry.name() + " holds "
+                            + chunk[i] + " (element " + (first + i) + " of " + n + "): weights with NaN or Inf cannot"
+                            + " start a run; give weights saved before the run that wrote them diverged");
+                }
+            }
+        }
     }
 
     /** The files behind the weights, in the order they were opened. */

@@ -137,9 +137,8 @@ class CheckpointResumeTest {
         TrainConfig otherModel = config(4).model(new GptConfig(256, 32, 3, 2, 30)).build();
         CheckpointException e = assertThrows(CheckpointException.class, () -> new Trainer(otherModel,
                 new CheckpointOptions(0, Optional.empty(), 1, Optional.of(step20.toString())), line -> { }).close());
-        assertEquals(step20.resolve(CheckpointIndex.FILE_NAME) + ": a checkpoint of another model (n_layer 2, n_embd 30,"
-                + " n_head 2, vocab_size 256, n_positions 32) than this run's (n_layer 3, n_embd 30, n_head 2, vocab_size 256,"
-                + " n_positions 32)", e.getMessage());
+        assertEquals(step20.resolve(CheckpointIndex.FILE_NAME) + ": a checkpoint of another model: it has --layers 2, this"
+                + " run --layers 3; resume with the model it was saved with (checkpoint inspect shows it)", e.getMessage());
     }
 
     private static void assertRefused(Path checkpoint, String messageStart) {

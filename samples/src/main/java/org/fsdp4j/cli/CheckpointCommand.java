@@ -1,6 +1,6 @@
 // `fsdp4j checkpoint inspect DIR` prints what a checkpoint holds and verifies every file's size and
 // checksum; `fsdp4j checkpoint export DIR --to model.safetensors` writes one consolidated
-// safetensors file in Hugging Face GPT-2's layout (bf16 or fp32). DIR is a checkpoint
+// safetensors file in Hugging Face GPT-2's layout (fp32, bf16 or fp16). DIR is a checkpoint
 // (DIR/step-NNNNNNNN) or a --save-dir, whose latest complete checkpoint is taken. A bad checkpoint
 // is one line naming the file and the problem, exit code 9.
 package org.fsdp4j.cli;
@@ -95,7 +95,8 @@ final class CheckpointCommand implements Runnable {
         @Option(names = "--to", paramLabel = "FILE", required = true, description = "the safetensors file to write")
         Path to;
 
-        @Option(names = "--dtype", paramLabel = "bf16|fp32", description = "dtype of the exported weights (default: fp32)")
+        @Option(names = "--dtype", paramLabel = "fp32|bf16|fp16", description = "dtype of the exported weights, bf16 and fp16"
+                + " rounded to nearest even (default: fp32)")
         String dtype = "fp32";
 
         @Override
@@ -105,9 +106,6 @@ final class CheckpointCommand implements Runnable {
                 throw new IllegalArgumentException("--to is empty: give the safetensors file to write");
             }
             DType d = DType.parseFloating(dtype);
-            if (d != DType.F32 && d != DType.BF16) {
-                throw new IllegalArgumentException("--dtype " + dtype + ": export writes bf16 or fp32");
-            }
             try (CheckpointReader r = open(dir, out)) {
                 SafetensorsExport.Exported e = SafetensorsExport.write(r, to, d);
                 out.println(Format.f("exported step %d of %s: %d tensors, %s, %s -> %s", r.index().step(), r.dir(),

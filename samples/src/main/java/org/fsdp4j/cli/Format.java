@@ -59,6 +59,17 @@ final class Format {
         return String.format(Locale.ROOT, "%.1e", lr);
     }
 
+    /**
+     * A float flag's value as a person writes it: 0.001, 1e-4, 0.1, 1 (at most 6 significant digits,
+     * so lr / 10 in float is 1e-4, not Float.toString's 1.00000005E-4).
+     */
+    static String number(float x) {
+        if (!Float.isFinite(x) || x == 0) {
+            return x == 0 ? "0" : String.valueOf(x);
+        }
+        return org.fsdp4j.model.HfModelConfig.plain(Double.parseDouble(String.format(Locale.ROOT, "%.5e", x)));
+    }
+
     /** 850 ms, 42 s, 7 min, 2 h 13 min, 3.4 days. */
     static String duration(double seconds) {
         if (!Double.isFinite(seconds)) {

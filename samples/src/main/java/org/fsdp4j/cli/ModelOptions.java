@@ -104,6 +104,11 @@ final class ModelOptions {
             throw new IllegalArgumentException("the preset's " + base.numKvHeads() + " key/value heads do not divide " + h
                     + " heads (--heads): pick a multiple of " + base.numKvHeads());
         }
+        if ((c / h) % 2 != 0) {         // checked here so the line names the flags, not LlamaConfig's fields
+            throw new IllegalArgumentException("the head size " + c / h + " (width " + c + (hidden != null ? " (--hidden)" : "")
+                    + " / " + h + " heads" + (heads != null ? " (--heads)" : "") + ") is odd: rotary embeddings turn pairs"
+                    + " of dims, so pick a width and head count whose quotient is even");
+        }
         return new LlamaConfig(v, t, l, h, base.numKvHeads(), c, base.hiddenDim(), base.ropeTheta(), base.normEps());
     }
 

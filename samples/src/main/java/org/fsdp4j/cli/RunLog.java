@@ -89,8 +89,11 @@ final class RunLog {
                 line.append(" (close to the limit)");
             }
         }
+        // a guess from timing one GEMM for a few ms, not a measured step: said so, since other work on
+        // the machine or a step unlike a GEMM can put it far off (the step lines show the real time)
         p.stepTimeMs().ifPresent(ms -> line.append(" | ≈ ").append(Format.duration(ms / 1e3)).append("/step, about ")
-                .append(Format.duration(ms / 1e3 * steps)).append(" for ").append(steps).append(steps == 1 ? " step" : " steps"));
+                .append(Format.duration(ms / 1e3 * steps)).append(" for ").append(steps).append(steps == 1 ? " step" : " steps")
+                .append(" (estimated from a short GEMM probe, not a measured step)"));
         out.println(line);
         out.flush();
     }

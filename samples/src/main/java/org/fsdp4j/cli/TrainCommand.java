@@ -30,6 +30,7 @@ import org.fsdp4j.backend.Backends;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.dist.ProcessIdentity;
 import org.fsdp4j.dist.Settings;
+import org.fsdp4j.model.HfModelConfig;
 import org.fsdp4j.plan.Planner;
 import org.fsdp4j.train.CheckpointOptions;
 import org.fsdp4j.train.NonFinitePolicy;
@@ -141,15 +142,46 @@ final class TrainCommand implements Callable<Integer> {
      * (every process saves the same steps; the directories themselves may be mounted at
      * different paths on different nodes, so only whether there is one is compared).
      */
-    private static Map<String, String> settings(TrainConfig config, CheckpointOptions checkpoints) {
-        Map<String, String> settings = new LinkedHashMap<>(Settings.of(config, DistOptions.PER_PROCESS_SETTINGS));
-        settings.put("checkpoints.saveEvery", Integer.toString(checkpoints.saveEvery()));
-        settings.put("checkpoints.keep", Integer.toString(checkpoints.keep()));
-        settings.put("checkpoints.saveDir", checkpoints.saveDir().isPresent() ? "given" : "none");
-        settings.put("checkpoints.resume", checkpoints.resume().map(r -> r.equals("latest") ? r : "a directory")
-                .orElse("none"));
+    static Map<String, String> settings(TrainConfig config, CheckpointOptions checkpoints) {
+        // keyed by the flags a user types, values as typed (a mismatch is one line that lists them), not by
+        // TrainConfig's field names; a field without a flag here keeps its name, so none is left out
+        Map<String, String> settings = new LinkedHashMap<>();
+        Settings.of(config, DistOptions.PER_PROCESS_SETTINGS).forEach((key, value) -> {
+            if (!key.startsWith("model.")) {
+                settings.put(FLAG_OF_SETTING.getOrDefault(key, key), value);
+            }
+        });
+        settings.putAll(HfModelConfig.of(config.model()).flags());
+        settings.put("--lr", Format.number(config.lr()));
+        settings.put("--min-lr", Format.number(config.minLr()));
+        settings.put("--weight-decay", Format.number(config.weightDecay()));
+        settings.put("--max-grad-norm", Format.number(config.maxGradNorm()));
+        settings.put("--strategy", config.strategy().cliName());
+        settings.put("--param-dtype", config.precision().paramDtype().shortName());
+        settings.put("--reduce-dtype", config.precision().reduceDtype().shortName());
+        settings.put("--on-nonfinite", config.onNonFinite().action().cliName());
+        settings.put("--collective-timeout", Long.toString(config.collectiveTimeout().toSeconds()));
+        settings.put("--save-every", Integer.toString(checkpoints.saveEvery()));
+        settings.put("--keep", Integer.toString(checkpoints.keep()));
+        settings.put("--save-dir", checkpoints.saveDir().isPresent() ? "given" : "none");
+        settings.put("--resume", checkpoints.resume().map(r -> r.equals("latest") ? r : "a directory").orElse("none"));
         return settings;
     }
+
+    /** TrainConfig's fields (as Settings names them) → the flag that sets each. */
+    private static final Map<String, String> FLAG_OF_SETTING = Map.ofEntries(Map.entry("preset", "--preset"),
+            Map.entry("steps", "--steps"), Map.entry("seed", "--seed"), Map.entry("batchSize", "--batch-size"),
+            Map.entry("seqLen", "--seq-len"), Map.entry("lr", "--lr"), Map.entry("minLr", "--min-lr"),
+            Map.entry("warmupSteps", "--warmup-steps"), Map.entry("weightDecay", "--weight-decay"),
+            Map.entry("maxGradNorm", "--max-grad-norm"), Map.entry("checkpointActivations", "--checkpoint-activations"),
+            Map.entry("device", "--device"), Map.entry("dataFile", "--data"), Map.entry("initFrom", "--init-from"),
+            Map.entry("worldSize", "--world-size"), Map.entry("strategy", "--strategy"),
+            Map.entry("shardGroupSize", "--shard-group-size"), Map.entry("precision.paramDtype", "--param-dtype"),
+            Map.entry("precision.reduceDtype", "--reduce-dtype"), Map.entry("prefetch", "--prefetch"),
+            Map.entry("microBatches", "--micro-batches"), Map.entry("offload", "--offload"),
+            Map.entry("debugStreams", "--debug-streams"), Map.entry("onNonFinite.action", "--on-nonfinite"),
+            Map.entry("onNonFinite.maxSkippedSteps", "--max-skipped-steps"),
+            Map.entry("collectiveTimeout", "--collective-timeout"));
 
     /** The run itself, once the configuration is resolved and, for a run over several processes, they have met. */
     private int train(PrintWriter out, OutputDir dir, TrainConfig config, Device device, CheckpointOptions checkpoints,

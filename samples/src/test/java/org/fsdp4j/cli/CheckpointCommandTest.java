@@ -1,7 +1,7 @@
 // The checkpoint tools and the model-shape flags from the command line: a run saves; `checkpoint
 // inspect` verifies it; `checkpoint export` writes safetensors that a hand parser here (the header
 // JSON and the bytes, none of the exporter's code) reads back as the model's own parameters, in fp32
-// exactly and in bf16 rounded once; a flipped byte is exit 9 with one line naming the file; a
+// exactly and in bf16 and fp16 rounded once; a flipped byte is exit 9 with one line naming the file; a
 // config.json and the override flags shape the model, an impossible shape is one line; `plan` prints
 // the textbook case.
 package org.fsdp4j.cli;
@@ -49,7 +49,7 @@ class CheckpointCommandTest {
     }
 
     /** A safetensors file read by hand: name → (shape, values widened to fp32). */
-    private record Tensor(long[] shape, float[] values) {
+    private record Tensor(long[] shape, float[] values, String dtype) {
     }
 
     private static Map<String, Tensor> readSafetensors(Path file) throws IOException {
@@ -73,16 +73,28 @@ class CheckpointCommandTest {
             }
             long begin = t.get("data_offsets").get(0).asLong();
             long end = t.get("data_offsets").get(1).asLong();
-            boolean bf16 = t.get("dtype").asText().equals("BF16");
-            assertEquals(numel * (bf16 ? 2 : 4), end - begin, e.getKey());
+            String dtype = t.get("dtype").asText();
+            boolean bf16 = dtype.equals("BF16");
+            boolean f16 = dtype.equals("F16");
+            assertEquals(numel * (bf16 || f16 ? 2 : 4), end - begin, e.getKey());
             float[] v = new float[(int) numel];
             for (int i = 0; i < v.length; i++) {
                 v[i] = bf16 ? Float.intBitsToFloat((b.getShort(data + (int) begin + 2 * i) & 0xffff) << 16)
+                        : f16 ? half(b.getShort(data + (int) begin + 2 * i))
                         : b.getFloat(data + (int) begin + 4 * i);
             }
-            out.put(e.getKey(), new Tensor(shape, v));
+            out.put(e.getKey(), new Tensor(shape, v, dtype));
         }
         return out;
+    }
+
+    /** IEEE binary16 bits → value, by the definition (not DType's conversion): finite values only. */
+    private static float half(short bits) {
+        int sign = (bits & 0x8000) != 0 ? -1 : 1;
+        int exp = (bits >>> 10) & 0x1f;
+        int mant = bits & 0x3ff;
+        assertTrue(exp != 0x1f, "an fp16 infinity or NaN in the export");
+        return sign * (exp == 0 ? Math.scalb((float) mant, -24) : Math.scalb((float) (1024 + mant), exp - 25));
     }
 
     /** (rows, cols) → (cols, rows): Hugging Face GPT-2 keeps Linear weights as Conv1D, (in, out). */
@@ -105,13 +117,14 @@ class CheckpointCommandTest {
         assertTrue(inspect.out().contains("step 3 of 3"), inspect.out());
         assertTrue(inspect.out().contains("verified: 2 files"), inspect.out());
 
-        for (String dtype : new String[] {"fp32", "bf16"}) {
+        for (String dtype : new String[] {"fp32", "bf16", "fp16"}) {
             Path file = dir.resolve("model-" + dtype + ".safetensors");
             CliRunner.Result r = CliRunner.run("checkpoint", "export", saves.toString(), "--to", file.toString(), "--dtype", dtype);
             assertEquals(0, r.exitCode(), r.err());
             Map<String, Tensor> read = readSafetensors(file);
             assertEquals(model.size(), read.size(), "every parameter, the tied head not twice");
             Tensor qkv = read.get("transformer.h.1.attn.c_attn.weight");
+            assertEquals(Map.of("fp32", "F32", "bf16", "BF16", "fp16", "F16").get(dtype), qkv.dtype(), "header dtype");
             assertEquals(List.of(30L, 90L), List.of(qkv.shape()[0], qkv.shape()[1]), "Conv1D layout (in, out)");
             assertTrue(read.containsKey("transformer.wte.weight") && read.containsKey("transformer.ln_f.bias"), read.keySet().toString());
             compare(model.get("h.1.attn.qkv.weight"), transpose(qkv.values(), 30, 90), dtype);
@@ -124,6 +137,13 @@ class CheckpointCommandTest {
     private static void compare(float[] model, float[] exported, String dtype) {
         assertEquals(model.length, exported.length);
         for (int i = 0; i < model.length; i++) {
+            if (dtype.equals("fp16")) {
+                // within half an fp16 ulp (2^-11 relative; 2^-25 absolute among the subnormals), and rounded
+                // to nearest even exactly as DType's conversion does
+                assertEquals(model[i], exported[i], Math.max(Math.abs(model[i]) * 0x1p-11f, 0x1p-25f), "fp16 element " + i);
+                assertEquals(DType.halfToFloat(DType.floatToHalf(model[i])), exported[i], 0f, "fp16 element " + i);
+                continue;
+            }
             float want = dtype.equals("fp32") ? model[i] : DType.bf16ToFloat(DType.floatToBf16(model[i]));
             assertEquals(want, exported[i], 0f, dtype + " element " + i);
         }

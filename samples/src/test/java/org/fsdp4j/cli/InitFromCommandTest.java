@@ -4,8 +4,8 @@
 // without the engine (a ParameterStore filled by LlamaWeights or Gpt2Weights, the model's forward
 // on the run's first batch). The GPT's export is Hugging Face's GPT-2 layout (Conv1D weights
 // transposed), so its round trip also runs Gpt2Weights' mapping. A path that does not exist,
-// weights of another shape and another family's weights are each one line and exit 1 before any
-// step.
+// weights of another shape, another family's weights and weights holding NaN or Inf are each one
+// line and exit 1 before any step.
 package org.fsdp4j.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -104,6 +104,29 @@ class InitFromCommandTest {
         assertRefused("holds neither model.safetensors nor model.safetensors.index.json", "--model", "llama",
                 "--init-from", dir.toString());
         assertRefused("has no tensor wte.weight (for parameter wte)", "--init-from", weights.toString());
+    }
+
+    /** Weights with a NaN (a diverged run's export) are refused on loading, naming the tensor, not as a divergence at step 1. */
+    @Test
+    void weightsHoldingNanOrInfAreRefusedNamingTheTensor() throws IOException {
+        String tensor = "model.layers.1.mlp.up_proj.weight";
+        for (float bad : new float[] {Float.NaN, Float.NEGATIVE_INFINITY}) {
+            Path broken = dir.resolve("broken.safetensors");
+            java.nio.file.Files.copy(weights, broken, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+            long at;
+            try (org.fsdp4j.weights.SafetensorsFile f = org.fsdp4j.weights.SafetensorsFile.open(broken)) {
+                assertEquals(org.fsdp4j.weights.SafetensorsFile.Dtype.F32, f.entry(tensor).dtype());
+                long headerBytes = java.nio.ByteBuffer.wrap(java.nio.file.Files.readAllBytes(broken), 0, 8)
+                        .order(java.nio.ByteOrder.LITTLE_ENDIAN).getLong();
+                at = 8 + headerBytes + f.entry(tensor).begin() + 5L * Float.BYTES;      // element 5
+            }
+            try (java.nio.channels.FileChannel c = java.nio.channels.FileChannel.open(broken,
+                    java.nio.file.StandardOpenOption.WRITE)) {
+                c.write(java.nio.ByteBuffer.allocate(4).order(java.nio.ByteOrder.LITTLE_ENDIAN).putFloat(0, bad), at);
+            }
+            assertRefused(broken + ": tensor " + tensor + " holds " + bad + " (element 5 of ", "--model", "llama",
+                    "--init-from", broken.toString());
+        }
     }
 
     @Test

@@ -195,7 +195,7 @@ class MultiProcessCheckpointTest {
         for (ChildJvm c : children) {
             assertEquals(ExitCode.SETTINGS_DIFFER.code(), c.exit(60), c.stderr());
             String err = c.stderr();
-            assertTrue(err.contains("checkpoints.saveEvery: 3 (process 0), 2 (process 1)"), err);
+            assertTrue(err.contains("--save-every: 3 (process 0), 2 (process 1)"), err);
             assertEquals(1, err.strip().lines().count(), "one line: " + err);
         }
     }
