@@ -322,31 +322,33 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
      * all have arrived).
      */
     public StopVote agreeToStop(int step, String reason, byte[] figures) {
-        String base = "stop/" + step;
-        if (reason != null) {
-            control.compareSet(base + "/why", new byte[0], reason.getBytes(StandardCharsets.UTF_8));
-        }
-        if (figures != null && identity.rank() != 0) {
-            control.set(base + "/figures/" + identity.rank(), figures);
-            if (step > 2) {         // process 0 read them before it arrived at the last vote, which this one passed
-                control.delete("stop/" + (step - 2) + "/figures/" + identity.rank());
+        return onStore(() -> {
+            String base = "stop/" + step;
+            if (reason != null) {
+                control.compareSet(base + "/why", new byte[0], reason.getBytes(StandardCharsets.UTF_8));
             }
-        }
-        meetAll(control, base, "the end of step " + step, timeout);
-        String why = control.check(base + "/why") ? control.getString(base + "/why", Duration.ZERO) : null;
-        List<byte[]> byProcess = null;
-        if (figures != null && identity.rank() == 0) {
-            byProcess = new ArrayList<>(List.of(figures));
-            for (int q = 1; q < identity.count(); q++) {
-                byProcess.add(control.get(base + "/figures/" + q, Duration.ZERO));   // set before q arrived
+            if (figures != null && identity.rank() != 0) {
+                control.set(base + "/figures/" + identity.rank(), figures);
+                if (step > 2) {         // process 0 read them before it arrived at the last vote, which this one passed
+                    control.delete("stop/" + (step - 2) + "/figures/" + identity.rank());
+                }
             }
-        }
-        if (identity.rank() == 0 && step > 2) {           // every process is past step − 2's vote by now
-            for (String k : List.of("why", "arrived", "done")) {
-                control.delete("stop/" + (step - 2) + "/" + k);
+            meetAll(control, base, "the end of step " + step, timeout);
+            String why = control.check(base + "/why") ? control.getString(base + "/why", Duration.ZERO) : null;
+            List<byte[]> byProcess = null;
+            if (figures != null && identity.rank() == 0) {
+                byProcess = new ArrayList<>(List.of(figures));
+                for (int q = 1; q < identity.count(); q++) {
+                    byProcess.add(control.get(base + "/figures/" + q, Duration.ZERO));   // set before q arrived
+                }
             }
-        }
-        return new StopVote(why, byProcess == null ? null : List.copyOf(byProcess));
+            if (identity.rank() == 0 && step > 2) {           // every process is past step − 2's vote by now
+                for (String k : List.of("why", "arrived", "done")) {
+                    control.delete("stop/" + (step - 2) + "/" + k);
+                }
+            }
+            return new StopVote(why, byProcess == null ? null : List.copyOf(byProcess));
+        });
     }
 
     /**
@@ -364,13 +366,15 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
      * values in messages ("the figures for the summary").
      */
     public List<byte[]> exchange(String name, byte[] mine, String what) {
-        String base = "exchange/" + name + "/";
-        control.set(base + identity.rank(), mine);
-        List<byte[]> byProcess = new ArrayList<>();
-        for (int q = 0; q < identity.count(); q++) {
-            byProcess.add(q == identity.rank() ? mine : awaitOn(control, base + q, what + " of " + describe(q), timeout));
-        }
-        return List.copyOf(byProcess);
+        return onStore(() -> {
+            String base = "exchange/" + name + "/";
+            control.set(base + identity.rank(), mine);
+            List<byte[]> byProcess = new ArrayList<>();
+            for (int q = 0; q < identity.count(); q++) {
+                byProcess.add(q == identity.rank() ? mine : awaitOn(control, base + q, what + " of " + describe(q), timeout));
+            }
+            return List.copyOf(byProcess);
+        });
     }
 
     /**
@@ -410,9 +414,12 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
 
     /** For work beside the step: sets {@code key} (under "side/") for every process to read with {@link #await}. */
     public void publish(String key, byte[] value) {
-        synchronized (background) {
-            background.set("side/" + key, value);
-        }
+        onStore(() -> {
+            synchronized (background) {
+                background.set("side/" + key, value);
+            }
+            return null;
+        });
     }
 
     /**
@@ -421,8 +428,29 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
      * the run aborted. {@code what} says in messages what was awaited.
      */
     public byte[] await(String key, String what, Duration timeout) {
-        synchronized (background) {
-            return awaitOn(background, "side/" + key, what, timeout);
+        return onStore(() -> {
+            synchronized (background) {
+                return awaitOn(background, "side/" + key, what, timeout);
+            }
+        });
+    }
+
+    /**
+     * Runs a store call of the formed run: losing the store now means process 0 (which serves it)
+     * ended or stalled, a failed rank (exit 7), not a rendezvous that could not form (exit 10).
+     */
+    private <T> T onStore(Supplier<T> call) {
+        try {
+            return call.get();
+        } catch (StoreClient.TimeoutException e) {
+            throw e;            // a key not set in time: the callers name what was awaited
+        } catch (RendezvousException e) {
+            if (identity.rank() == 0) {
+                throw new CommException("the rendezvous store of this process stopped serving: " + e.getMessage(), e);
+            }
+            boolean silent = e.getCause() instanceof java.net.SocketTimeoutException;
+            throw new CommException(silent ? describe(0) + ", which serves the rendezvous store, stopped answering ("
+                    + e.getMessage() + ")" : "the rendezvous store is gone: " + describe(0) + ", which serves it, ended", e);
         }
     }
 
@@ -578,14 +606,23 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
         String full = "agreed/" + key;
         if (identity.rank() == 0) {
             byte[] value = make.get();
-            synchronized (background) {
-                background.set(full, value);
-            }
+            publishRaw(full, value);
             return value;
         }
-        synchronized (background) {
-            return awaitOn(background, full, "'" + key + "' from " + describe(0), timeout);
-        }
+        return onStore(() -> {
+            synchronized (background) {
+                return awaitOn(background, full, "'" + key + "' from " + describe(0), timeout);
+            }
+        });
+    }
+
+    private void publishRaw(String fullKey, byte[] value) {
+        onStore(() -> {
+            synchronized (background) {
+                background.set(fullKey, value);
+            }
+            return null;
+        });
     }
 
     @Override

@@ -356,7 +356,7 @@ class FaultMatrixTest {
     }
 
     /** The pid of process {@code p} of {@code job}'s run (its RANK, as the launcher set it). */
-    private static long pidOf(ChildJvm job, int p) throws IOException {
+    static long pidOf(ChildJvm job, int p) throws IOException {
         for (ProcessHandle h : job.process().children().toList()) {
             String env = Files.readString(Path.of("/proc/" + h.pid() + "/environ"), StandardCharsets.ISO_8859_1);
             if (List.of(env.split("\0")).contains("RANK=" + p)) {

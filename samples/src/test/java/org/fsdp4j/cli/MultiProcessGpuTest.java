@@ -8,7 +8,8 @@
 // user needs: kill -9 of a process before its ranks connect, mid-step or mid-save, and SIGSTOP
 // under a short --collective-timeout, each end every process with exit code 7 and one line naming
 // the failed process, its ranks and host, within the timeout plus 10 s, with nothing left running
-// and no partial checkpoint taken for the latest. Fake-GPU run only (tag "standin").
+// and no partial checkpoint taken for the latest; so do kill -9 and SIGSTOP of process 0, which
+// serves the rendezvous store. Fake-GPU run only (tag "standin").
 package org.fsdp4j.cli;
 
 import static org.fsdp4j.cli.MultiProcessCommandTest.args;
@@ -209,6 +210,49 @@ class MultiProcessGpuTest {
                 + " [01] \\(process 0, host [^)]+\\) \\(cuda:[01]\\) did not complete within 5 s: process 1 \\(ranks 2-3, host"
                 + " [^)]+\\) stopped answering.*"), err);
         assertTrue(stopped.onExit().get(10, TimeUnit.SECONDS) != null, "the stopped process is killed, not left behind");
+    }
+
+    @Test
+    void killMinusNineOfTheStoresProcessMidStepEndsTheJobNamingIt() throws Exception {
+        StandIns.assumeStandIns();
+        ChildJvm launcher = launch("store-mid", standInJvm(), concat(RUN, List.of(), "--device", "cuda",
+                "--steps", "100000", "--collective-timeout", "30"));
+        launcher.await("step 1/");
+        List<ProcessHandle> all = launcher.process().descendants().toList();
+        long start = System.nanoTime();
+        new ProcessBuilder("kill", "-9", Long.toString(FaultMatrixTest.pidOf(launcher, 0))).start().waitFor();
+        int code = launcher.exit(30 + 10);
+        double seconds = (System.nanoTime() - start) / 1e9;
+        String err = launcher.stderr();
+        assertEquals(ExitCode.RANK_FAILED.code(), code, err);
+        assertTrue(seconds < 30 + 10, "took " + seconds + " s: " + err);
+        List<String> errors = err.lines().filter(l -> l.startsWith("error: ")).toList();
+        assertEquals(1, errors.size(), "one line, from the survivor: " + err);
+        assertTrue(errors.get(0).matches(".*process 0 \\(ranks 0-1, host [^)]+\\).*"), err);
+        for (ProcessHandle p : all) {
+            assertTrue(p.onExit().get(10, TimeUnit.SECONDS) != null && !p.isAlive(), "left running: " + p.pid());
+        }
+    }
+
+    @Test
+    void aStoppedStoreProcessIsNamedByTheWatchdogAndTheJobEnds() throws Exception {
+        StandIns.assumeStandIns();
+        ChildJvm launcher = launch("store-hang", standInJvm(), concat(RUN, List.of(), "--device", "cuda",
+                "--steps", "100000", "--collective-timeout", "5"), "--grace", "1");
+        launcher.await("step 1/");
+        List<ProcessHandle> all = launcher.process().descendants().toList();
+        long start = System.nanoTime();
+        new ProcessBuilder("kill", "-STOP", Long.toString(FaultMatrixTest.pidOf(launcher, 0))).start().waitFor();
+        int code = launcher.exit(5 + 10 + 10);
+        double seconds = (System.nanoTime() - start) / 1e9;
+        String err = launcher.stderr();
+        assertEquals(ExitCode.RANK_FAILED.code(), code, err);
+        assertTrue(seconds < 5 + 10, "watchdog 5 s, the abort, grace 1 s: took " + seconds + " s: " + err);
+        assertTrue(err.lines().filter(l -> l.startsWith("error: ")).findFirst().orElse("")
+                .matches(".*process 0 \\(ranks 0-1, host [^)]+\\).*"), err);
+        for (ProcessHandle p : all) {
+            assertTrue(p.onExit().get(10, TimeUnit.SECONDS) != null && !p.isAlive(), "left running: " + p.pid());
+        }
     }
 
     /**
