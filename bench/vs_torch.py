@@ -18,9 +18,9 @@ process per rank (`fsdp4j launch --standalone --nproc-per-node N -- train`, TCP 
 its largest process's peak RSS is printed beside PyTorch's per rank process: the per-process
 comparison in the same layout. That run's tokens/s (median of its last --steps steps, from the
 log of process 0, after --process-warmup steps, default 30: each process JIT-compiles the step for
-itself, so its early steps are slower than the in-process run's, bench/NOTES.md 2.11) is printed
+itself, so its early steps are slower than the in-process run's, bench/archive/NOTES.md 2.11) is printed
 with its ratio to PyTorch's median of the rounds: one run, not alternated. Between processes of
-this host the bytes go through shared memory (bench/NOTES.md 2.23). Example (from the
+this host the bytes go through shared memory (bench/archive/NOTES.md 2.23). Example (from the
 repository root):
 
   /usr/bin/python3 bench/vs_torch.py --preset small --seq-len 256 --world-size 1 --rounds 3
@@ -31,7 +31,7 @@ A shared machine is noisy: quote the median ratio and its range, and the load be
 PyTorch's GEMMs run on OpenBLAS kernels picked by OPENBLAS_CORETYPE where it is set (each run's
 header prints it). A machine that pins an older core (Haswell's AVX2 kernels on an AVX-512 CPU)
 slows PyTorch's GEMMs by up to ~1.6x; quote such a run beside one with the CPU's own core, e.g.
-OPENBLAS_CORETYPE=SkylakeX (bench/NOTES.md, 2.16).
+OPENBLAS_CORETYPE=SkylakeX (bench/archive/NOTES.md, 2.16).
 
 --suite runs issue 13's whole check in one sitting: bench-4x256 at T = 128, small at T = 128 and
 256, and 8 layers of width 512 (8 heads) at T = 128, each at N = 1, 2 and 4 (--suite-rounds rounds
@@ -47,10 +47,10 @@ After the table it checks fsdp4j's N = 2 against its own N = 1 with --self-pairs
 configuration: N = 1 and N = 2 back to back, the order flipped every round and the configurations
 interleaved, so that both sides of a pair see the same machine. Single runs of one configuration
 differ by 10-20% on a 2-core machine, so only the median of such paired ratios says which is faster
-(the suite's unpaired N = 1 rounds ran minutes before its N = 2 rounds; bench/NOTES.md 12e). Its
+(the suite's unpaired N = 1 rounds ran minutes before its N = 2 rounds; bench/archive/NOTES.md 12e). Its
 runs take --self-warmup (40) untimed and --self-steps (32) timed steps, not --warmup and --steps:
 the in-process N = 2 step is still settling over steps 30-40 at bench-4x256 on 2 cores, and 8-step
-medians swing by +-8% (bench/NOTES.md 2.25). --self-scaling runs that check alone, without PyTorch
+medians swing by +-8% (bench/archive/NOTES.md 2.25). --self-scaling runs that check alone, without PyTorch
 (about 20 minutes for 6 pairs on 2 cores):
 
   /usr/bin/python3 bench/vs_torch.py --self-scaling --self-pairs 6 --json-out self.json
@@ -150,7 +150,7 @@ def torch(a, shape):
 
 
 def blas_core():
-    """The OpenBLAS kernels both sides were told to use: PyTorch's GEMM speed depends on it (bench/NOTES.md, 2.16)."""
+    """The OpenBLAS kernels both sides were told to use: PyTorch's GEMM speed depends on it (bench/archive/NOTES.md, 2.16)."""
     return os.environ.get("OPENBLAS_CORETYPE", "(auto-detected)")
 
 
@@ -313,7 +313,7 @@ def main():
     ap.add_argument("--steps", type=int, default=8, help="timed steps per run (the median is taken)")
     ap.add_argument("--warmup", type=int, default=15,
                     help="untimed steps per run, as `fsdp4j bench step`'s default: on 2 cores fsdp4j's JIT "
-                         "needs 10-14 steps, and 8 left compilation in the timed steps (bench/NOTES.md, 2.16)")
+                         "needs 10-14 steps, and 8 left compilation in the timed steps (bench/archive/NOTES.md, 2.16)")
     ap.add_argument("--process-warmup", type=int, default=30,
                     help="N > 1: warm-up steps of the run as N processes (each JVM compiles the step itself)")
     ap.add_argument("--as-processes", action="store_true",
@@ -330,7 +330,7 @@ def main():
                     help="--suite and --self-scaling: N = 1 / N = 2 pairs per configuration (0: none, --suite only)")
     ap.add_argument("--self-warmup", type=int, default=40,
                     help="untimed steps of each N2/N1 pair's runs: at bench-4x256 (~75 ms a step) the in-process N = 2"
-                         " step still settles over steps 30-40 (bench/NOTES.md 2.25)")
+                         " step still settles over steps 30-40 (bench/archive/NOTES.md 2.25)")
     ap.add_argument("--self-steps", type=int, default=32,
                     help="timed steps of each N2/N1 pair's runs (the median): 8-step medians of one run swing by"
                          " +-8%% on 2 cores, more than the few %% the pairs are to tell (2.25)")
