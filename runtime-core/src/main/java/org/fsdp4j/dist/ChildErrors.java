@@ -6,7 +6,9 @@
 // process started by hand (its own log) still prints it. Everything else passes as it comes, each
 // process's lines in their order; a line without its end yet waits for it (up to 64 KiB: then it
 // passes as it is). Why here and not in the processes: a process cannot know whether the others
-// failed alike, and only the launcher sees them all.
+// failed alike, and only the launcher sees them all. The cost: a launcher killed with SIGKILL takes
+// its processes' stderr with it (they stop after the step anyway, as the end of their stdin says).
+// stdout, with process 0's progress bar, still goes straight to the terminal.
 package org.fsdp4j.dist;
 
 import java.io.ByteArrayOutputStream;
