@@ -71,7 +71,7 @@ public final class PeerListener implements AutoCloseable {
         } catch (IOException e) {
             closeQuietly(s);
             throw new CommException("cannot listen for the other processes on " + bind.getHostAddress() + ": "
-                    + e.getMessage(), e);
+                    + NetReasons.of(e), e);
         }
     }
 
@@ -120,7 +120,7 @@ public final class PeerListener implements AutoCloseable {
         } catch (IOException e) {
             closeQuietly(ch);
             throw new CommException("rank " + from + " cannot connect to rank " + to + " at " + address + " for '" + key
-                    + "': " + e.getMessage(), e);
+                    + "': " + NetReasons.of(e), e);
         } catch (RuntimeException e) {
             closeQuietly(ch);
             throw e;

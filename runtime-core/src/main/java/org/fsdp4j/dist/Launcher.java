@@ -1,7 +1,9 @@
 // What `fsdp4j launch` does on one node (torchrun's job, without its elastic restarts): starts
 // --nproc-per-node processes of a command with torchrun's variables (MASTER_ADDR, MASTER_PORT,
 // WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK), so they find each other, and
-// watches them. Their output goes straight to the launcher's. When one fails, the others stop by
+// watches them. Their stdout goes straight to the launcher's; their stderr passes through it line
+// by line (ChildErrors), so that a line every process prints alike (the "error: " line of a
+// failure each finds the same way, a batch that does not split; a waiting notice) shows once. When one fails, the others stop by
 // themselves (its connections close, its reason is in the store); any still running after the
 // grace period get SIGTERM, then SIGKILL, so no process outlives the launcher's decision. The
 // exit code is the first failure that a process chose itself (1..127: 7 when a rank failed, the
@@ -84,6 +86,8 @@ public final class Launcher {
     private final Duration grace;
     private final PrintStream log;
     private final List<Process> processes = new ArrayList<>();
+    private final List<Thread> errorPumps = new ArrayList<>();          // by process, as processes
+    private final ChildErrors childErrors;
     private volatile boolean stopPassedOn;      // a signal was passed on: exits 130/143 are the processes' answers
 
     /**
@@ -101,6 +105,7 @@ public final class Launcher {
         this.token = token;
         this.grace = grace;
         this.log = log;
+        this.childErrors = new ChildErrors(log);
     }
 
     /** Starts this node's processes and waits for them; returns the exit code the launcher should end with. */
@@ -108,7 +113,9 @@ public final class Launcher {
         synchronized (processes) {
             for (int local = 0; local < layout.perNode(); local++) {
                 try {
-                    processes.add(start(local));
+                    Process p = start(local);
+                    processes.add(p);
+                    errorPumps.add(childErrors.pump(p, local));
                 } catch (IOException e) {
                     log.println("launch: cannot start process " + layout.rank(local) + " (" + e.getMessage() + ")");
                     processes.forEach(Process::destroyForcibly);
@@ -121,7 +128,7 @@ public final class Launcher {
 
     private Process start(int local) throws IOException {
         ProcessBuilder pb = new ProcessBuilder(command);
-        pb.redirectOutput(ProcessBuilder.Redirect.INHERIT).redirectError(ProcessBuilder.Redirect.INHERIT)
+        pb.redirectOutput(ProcessBuilder.Redirect.INHERIT).redirectError(ProcessBuilder.Redirect.PIPE)
                 .redirectInput(ProcessBuilder.Redirect.PIPE);
         Map<String, String> env = pb.environment();
         env.putAll(environment);
@@ -151,6 +158,7 @@ public final class Launcher {
                     continue;
                 }
                 running.remove(p);
+                drainErrors(p);            // its last lines (its error) come before the launcher's word on it
                 int code = p.exitValue();
                 if (code != 0 && firstOwnFailure == 0 && code < 128 && !terminated) {
                     firstOwnFailure = code;
@@ -185,6 +193,15 @@ public final class Launcher {
             }
         }
         return jobExitCode(firstFailure, firstOwnFailure, stopPassedOn);
+    }
+
+    /** Waits (2 s at most: a process of its own may hold the pipe) until process {@code p}'s stderr has passed through. */
+    private void drainErrors(Process p) {
+        try {
+            errorPumps.get(processes.indexOf(p)).join(2000);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     /**

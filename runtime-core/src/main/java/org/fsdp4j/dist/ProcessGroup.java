@@ -125,7 +125,12 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
         try {
             String host = identity.masterAddr();
             int port = identity.masterPort();
-            StoreClient control = add(made, StoreClient.connect(host, port, timeout, token));
+            // the first connection waits for process 0's store, and says so every so often
+            StoreClient control = add(made, StoreClient.connect(host, port, timeout, token, (progress, lastTry) ->
+                    System.err.println(WaitNotices.PREFIX + "process 0 (of " + count + "), which serves the rendezvous"
+                            + " store, at " + host + ":" + port + ": " + progress + "; start it, or check the master"
+                            + " address and port (MASTER_ADDR and MASTER_PORT, or --master-addr and --master-port)"
+                            + " of this process (last try: " + lastTry + ")")));
             StoreClient aborts = add(made, StoreClient.connect(host, port, ABORT_CALL_TIMEOUT, token));
             StoreClient background = add(made, StoreClient.connect(host, port, timeout, token));
             StoreClient heartbeats = add(made, StoreClient.connect(host, port, ABORT_CALL_TIMEOUT, token));
@@ -158,8 +163,9 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
             Map<String, String>[] all = new Map[count];
             InetSocketAddress[] addresses = new InetSocketAddress[count];
             String[] hosts = new String[count];
+            String[] encoded = awaitEveryProcess(control, count, timeout);
             for (int q = 0; q < count; q++) {
-                all[q] = Settings.decode(waitFor(control, "process/" + q + "/settings", "process " + q, timeout));
+                all[q] = Settings.decode(encoded[q]);
                 if (q == 0 && !all[0].get("processes").equals(Integer.toString(count))) {
                     throw new ConfigMismatchException("the processes disagree on how many they are: process 0 says "
                             + all[0].get("processes") + ", this one (process " + p + ") says " + count
@@ -257,6 +263,69 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
     private static <T extends AutoCloseable> T add(List<AutoCloseable> made, T t) {
         made.add(t);
         return t;
+    }
+
+    /**
+     * Every process's settings, by process, once each has joined (set process/q/settings). While
+     * some are missing it names them on stderr every so often (WaitNotices); when the timeout
+     * passes it throws naming every process that did not come.
+     */
+    private static String[] awaitEveryProcess(StoreClient store, int count, Duration timeout) {
+        WaitNotices notices = new WaitNotices(timeout);
+        long deadline = System.nanoTime() + timeout.toNanos();
+        String[] encoded = new String[count];
+        List<Integer> missing = List.of();            // as of the last notice
+        for (int q = 0; q < count; q++) {
+            while (encoded[q] == null) {
+                long left = deadline - System.nanoTime();
+                String key = "process/" + q + "/settings";
+                try {
+                    if (left <= 0) {
+                        missing = missing(store, count);
+                        if (missing.isEmpty()) {        // the last came just now
+                            encoded[q] = store.getString(key, Duration.ZERO);
+                            continue;
+                        }
+                        throw new RendezvousException(WaitNotices.processes(missing) + " (of " + count + ") did not join"
+                                + " the run at " + store.address() + " within " + StoreClient.seconds(timeout) + ": "
+                                + (missing.size() == 1 ? "is it" : "are they") + " running, with the same master address"
+                                + " and port? (under Slurm, start the processes with srun: the batch script alone is one"
+                                + " process)");
+                    }
+                    encoded[q] = store.getString(key, Duration.ofNanos(Math.min(left, notices.untilNext().toNanos())));
+                } catch (StoreClient.TimeoutException e) {
+                    Optional<String> progress = notices.due();
+                    if (progress.isPresent()) {
+                        missing = missing(store, count);
+                        boolean one = missing.size() == 1;
+                        System.err.println(WaitNotices.PREFIX + WaitNotices.processes(missing) + " (of " + count
+                                + ") to join at " + store.address() + ": " + progress.get() + "; start "
+                                + (one ? "it" : "them") + ", or check " + (one ? "its" : "their") + " master address and"
+                                + " port (MASTER_ADDR and MASTER_PORT, or --master-addr and --master-port)");
+                    }
+                } catch (RendezvousException e) {
+                    if (!(e.getCause() instanceof java.io.IOException)) {
+                        throw e;            // not a lost store: the give-up above, or a refusal
+                    }
+                    // the store went away: process 0 gave up waiting too (or failed) before this one did
+                    throw new RendezvousException(e.getMessage() + ", while the processes waited for "
+                            + WaitNotices.processes(missing.isEmpty() ? List.of(q) : missing) + " (of " + count
+                            + ") to join", e);
+                }
+            }
+        }
+        return encoded;
+    }
+
+    /** The processes that have not joined yet (not set process/q/settings). */
+    private static List<Integer> missing(StoreClient store, int count) {
+        List<Integer> missing = new ArrayList<>();
+        for (int q = 0; q < count; q++) {
+            if (!store.check("process/" + q + "/settings")) {
+                missing.add(q);
+            }
+        }
+        return missing;
     }
 
     /** The value of {@code key}, which {@code who} sets when it joins; names who did not come in time. */

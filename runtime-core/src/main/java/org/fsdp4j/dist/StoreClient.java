@@ -23,6 +23,7 @@ import java.util.ArrayList;
 import java.util.List;
 import org.fsdp4j.comm.Handshake;
 import org.fsdp4j.comm.JobToken;
+import org.fsdp4j.comm.NetReasons;
 import org.fsdp4j.dist.StoreProtocol.Op;
 import org.fsdp4j.dist.StoreProtocol.Request;
 import org.fsdp4j.dist.StoreProtocol.Response;
@@ -67,6 +68,17 @@ public final class StoreClient implements AutoCloseable {
      * call that does not give its own.
      */
     public static StoreClient connect(String host, int port, Duration timeout, JobToken token) {
+        return connect(host, port, timeout, token, null);
+    }
+
+    /**
+     * As {@link #connect(String, int, Duration, JobToken)}; while the store does not answer,
+     * {@code waiting} gets, every so often (WaitNotices), how far the wait is ("10 s of 600 s")
+     * and why the last try failed, so that the process can say whom it waits for.
+     */
+    static StoreClient connect(String host, int port, Duration timeout, JobToken token,
+                               java.util.function.BiConsumer<String, String> waiting) {
+        WaitNotices notices = new WaitNotices(timeout);
         long deadline = System.nanoTime() + timeout.toNanos();
         IOException last = null;
         long pauseMillis = 20;
@@ -95,8 +107,12 @@ public final class StoreClient implements AutoCloseable {
             }
             if (System.nanoTime() >= deadline) {
                 throw new RendezvousException("cannot reach the rendezvous store at " + host + ":" + port + " within "
-                        + seconds(timeout) + " (" + last.getMessage() + "): is the process of rank 0 running, and"
+                        + seconds(timeout) + " (" + NetReasons.of(last) + "): is process 0, which serves it, running, and"
                         + " are --master-addr/MASTER_ADDR and --master-port/MASTER_PORT the same for every process?", last);
+            }
+            if (waiting != null) {
+                IOException lastTry = last;
+                notices.due().ifPresent(progress -> waiting.accept(progress, NetReasons.of(lastTry)));
             }
             sleep(pauseMillis);
             pauseMillis = Math.min(500, pauseMillis * 2);
@@ -234,8 +250,8 @@ public final class StoreClient implements AutoCloseable {
             }
             closeQuietly(socket);
             closed = true;
-            throw new RendezvousException("lost the rendezvous store at " + address() + " (" + e.getMessage()
-                    + "): the process of rank 0, which serves it, has ended", e);
+            throw new RendezvousException("lost the rendezvous store at " + address() + " (" + NetReasons.of(e)
+                    + "): process 0, which serves it, has ended", e);
         }
     }
 

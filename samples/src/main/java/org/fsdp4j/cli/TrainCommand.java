@@ -1,6 +1,7 @@
 // `fsdp4j train`: builds the TrainConfig from the flags and checks everything it can before the
-// first step (the --out and --save-dir directories are created, probed and locked; the data is
-// read; the preflight estimates the peak memory against what the device has and the time per step), then
+// first step (the --out and --save-dir directories are created, probed and locked, once the
+// processes of a run of several have met; the data is read; the preflight estimates the peak
+// memory against what the device has and the time per step), then
 // prints the resolved configuration, one line per step and the gap to the loss floor, and
 // writes summary.json with --out. A run that diverges or is interrupted still writes its
 // summary; it then exits with the code ExitCode gives it. With --save-dir it saves checkpoints
@@ -116,23 +117,24 @@ final class TrainCommand implements Callable<Integer> {
         }
         CheckpointOptions checkpoints = new CheckpointOptions(saveEvery, Optional.ofNullable(saveDir),
                 keep == null ? CheckpointOptions.DEFAULT_KEEP : keep, Optional.ofNullable(resume));
-        try (OutputDir dir = OutputDir.claim(asked.outDir(), "train", SUMMARY_FILE, MetricsLog.FILE,
-                RunCharts.LOSS_FILE, RunCharts.MEMORY_FILE)) {
-            Device device = Backends.resolve(asked.device(), out::println);
-            // The trainer places the ranks from the device as asked ("cuda": one rank per GPU;
-            // "cuda:i": every rank on GPU i), so only auto's fallback to the CPU is written back
-            // (the trainer resolves again, and must not print the fallback's line twice).
-            TrainConfig config = device.isCpu() ? asked.toBuilder().device("cpu").build() : asked;
-            try (ProcessGroup processes = identity.isPresent()
-                    ? DistOptions.join(identity.get(), settings(config, checkpoints), config.collectiveTimeout()) : null) {
-                try {
-                    return train(out, dir, config, device, checkpoints, processes, first);
-                } catch (RuntimeException | Error e) {
-                    if (processes != null) {
-                        processes.fail(String.valueOf(e.getMessage()));   // the others stop now, with this reason
-                    }
-                    throw e;
+        Device device = Backends.resolve(asked.device(), out::println);
+        // The trainer places the ranks from the device as asked ("cuda": one rank per GPU;
+        // "cuda:i": every rank on GPU i), so only auto's fallback to the CPU is written back
+        // (the trainer resolves again, and must not print the fallback's line twice).
+        TrainConfig config = device.isCpu() ? asked.toBuilder().device("cpu").build() : asked;
+        try (ProcessGroup processes = identity.isPresent()
+                ? DistOptions.join(identity.get(), settings(config, checkpoints), config.collectiveTimeout()) : null) {
+            // --out (process 0's alone) is claimed once the processes have met, as --save-dir is:
+            // refused before, process 0 would end before serving the store, and the others would
+            // wait for it until their timeout (or the launcher's grace); now they stop at once
+            try (OutputDir dir = OutputDir.claim(config.outDir(), "train", SUMMARY_FILE, MetricsLog.FILE,
+                    RunCharts.LOSS_FILE, RunCharts.MEMORY_FILE)) {
+                return train(out, dir, config, device, checkpoints, processes, first);
+            } catch (RuntimeException | Error e) {
+                if (processes != null) {       // the others stop now, with this reason
+                    processes.fail(e.getMessage() != null ? e.getMessage() : e.toString());
                 }
+                throw e;
             }
         }
     }
