@@ -13,6 +13,8 @@ public final class FaultPoint {
     /** What the paused process prints on stderr, before the point's name. */
     public static final String PAUSED = "fsdp4j-test: paused at ";
 
+    /** Before this process serves (process 0) or reaches the rendezvous store: the others cannot meet it yet. */
+    public static final String BEFORE_MEETING = "before-meeting";
     /** After the rendezvous, before this process's ranks connect to the others (TCP connections, NCCL's init). */
     public static final String BEFORE_RANKS_CONNECT = "before-ranks-connect";
 

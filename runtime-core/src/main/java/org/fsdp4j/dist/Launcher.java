@@ -38,6 +38,11 @@ public final class Launcher {
     public static final String LAUNCHER_PID_VARIABLE = "FSDP4J_LAUNCHER_PID";
     /** The control line that passes a signal on: "stop SIGTERM". */
     public static final String STOP_COMMAND = "stop ";
+    /**
+     * The control line that tells the others a process ended ("ended process 0 (pid 42) exited
+     * with 137 ..."): one still waiting to meet the others stops at once (LaunchControl).
+     */
+    public static final String ENDED_COMMAND = "ended ";
     /** How long a process that was sent SIGTERM gets before SIGKILL. */
     private static final Duration KILL_AFTER = Duration.ofSeconds(5);
     /** The job's exit code when a process died by a signal and none reported a failure of its own: a rank failed. */
@@ -168,6 +173,7 @@ public final class Launcher {
                     log.println("launch: process " + rankOf(p) + " (pid " + p.pid() + ") " + describe(code)
                             + (running.isEmpty() ? "" : "; the others stop by themselves, or in " + grace.toSeconds() + " s"));
                     stopAt = System.nanoTime() + grace.toNanos();
+                    tell(running, ENDED_COMMAND + "process " + rankOf(p) + " (pid " + p.pid() + ") " + describe(code));
                 }
             }
             if (running.isEmpty()) {
@@ -222,11 +228,18 @@ public final class Launcher {
         synchronized (processes) {
             all = List.copyOf(processes);
         }
-        for (Process p : all) {
+        tell(all, STOP_COMMAND + name);
+    }
+
+    /** Writes {@code line} to the control channel of each of {@code to} still running. */
+    private static void tell(List<Process> to, String line) {
+        for (Process p : to) {
             try {
                 OutputStream in = p.getOutputStream();
-                in.write((STOP_COMMAND + name + "\n").getBytes(StandardCharsets.UTF_8));
-                in.flush();
+                synchronized (in) {
+                    in.write((line + "\n").getBytes(StandardCharsets.UTF_8));
+                    in.flush();
+                }
             } catch (IOException e) {
                 // it has ended already
             }

@@ -113,6 +113,7 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
     public static ProcessGroup join(ProcessIdentity identity, Map<String, String> settings, Duration timeout) {
         identity.requireTokenAcrossHosts();
         int p = identity.rank();
+        FaultPoint.reach(FaultPoint.BEFORE_MEETING, p);
         int count = identity.count();
         JobToken token = identity.access().token();
         RefusalLog refusals = RefusalLog.toStandardError();     // one per process: each address named once

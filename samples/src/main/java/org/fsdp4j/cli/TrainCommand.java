@@ -122,8 +122,10 @@ final class TrainCommand implements Callable<Integer> {
         // "cuda:i": every rank on GPU i), so only auto's fallback to the CPU is written back
         // (the trainer resolves again, and must not print the fallback's line twice).
         TrainConfig config = device.isCpu() ? asked.toBuilder().device("cpu").build() : asked;
+        LaunchControl.start();
         try (ProcessGroup processes = identity.isPresent()
                 ? DistOptions.join(identity.get(), settings(config, checkpoints), config.collectiveTimeout()) : null) {
+            LaunchControl.formed();
             // --out (process 0's alone) is claimed once the processes have met, as --save-dir is:
             // refused before, process 0 would end before serving the store, and the others would
             // wait for it until their timeout (or the launcher's grace); now they stop at once
@@ -212,7 +214,7 @@ final class TrainCommand implements Callable<Integer> {
              MetricsLog metrics = MetricsLog.open(config.outDir());
              StepDisplay display = StepDisplay.create(out, config, trainer.resumedFrom().map(Trainer.ResumedFrom::step)
                      .orElse(0))) {
-            LaunchControl.watch(stop::forwarded);     // started by `fsdp4j launch`: its signals come through stdin
+            LaunchControl.onStop(stop::forwarded);    // started by `fsdp4j launch`: its signals come through stdin
             RunLog.header(out, "train", trainer.info());
             if (processes != null) {
                 out.println("  " + DistOptions.describe(processes.identity(), config.worldSize(), device));

@@ -1,7 +1,8 @@
 // The fault matrix of a run over several processes, as a table of tests: a CPU run of 2 processes
 // × 2 ranks (`fsdp4j launch`, child JVMs), resumed from a checkpoint of step 3 and saving every 3
 // steps, meets one fault each: kill -9 of process 0 (which serves the rendezvous store, so this is
-// also "the store's process dies first") and of process 1, at start, mid-step and mid-save;
+// also "the store's process dies first") before it serves the store, and of process 0 and of
+// process 1 at start (after they met), mid-step and mid-save;
 // SIGSTOP of either beyond the collective timeout; a reset of a peer connection; a full /dev/shm;
 // a full --save-dir disk. Each case checks that the job ends within the collective timeout + 10 s
 // of the fault with the exit code docs/training.md gives, one `error:` line at most per process,
@@ -74,6 +75,29 @@ class FaultMatrixTest {
     }
 
     // ---- kill -9: the store's process (0) and the other, at start, mid-step, mid-save ----
+
+    @Test
+    @Order(0)
+    void killMinusNineOfProcessZeroBeforeItServesTheStore() throws Exception {
+        Path saves = copyOfBase("before0");
+        ChildJvm job = ChildJvm.start(dir.resolve("before0.err"), Map.of(),
+                List.of("-D" + FaultPoint.PROPERTY + "=" + FaultPoint.BEFORE_MEETING + "@0"),
+                launched(resumed(saves, TIMEOUT_S)));
+        long pid = job.pausedPid(FaultPoint.BEFORE_MEETING);
+        List<ProcessHandle> all = job.process().descendants().toList();
+        long start = System.nanoTime();
+        new ProcessBuilder("kill", "-9", Long.toString(pid)).start().waitFor();
+        int code = job.exit(TIMEOUT_S + 30);
+        double seconds = (System.nanoTime() - start) / 1e9;
+        String err = job.stderr();
+        assertEquals(ExitCode.RENDEZVOUS_FAILED.code(), code, "the processes could not meet: " + err);
+        String line = checkLines(err, "the processes of the run cannot meet: process 0 \\(pid \\d+\\) exited with 137"
+                + " \\(128 \\+ signal 9\\) before they did", 1);
+        assertNothingLeft(all);
+        assertResumesFromTheLatest(saves);
+        row("kill -9 of process 0 before it serves the store", code, seconds, line);
+        assertTrue(seconds < 10, "the launcher tells the others at once, not after its --grace: took " + seconds + " s");
+    }
 
     @Test
     @Order(1)
