@@ -1,6 +1,6 @@
 // What the planner is asked about: a model shape, the batch, the machines and how the run shards
-// and computes. The same record describes a real run (of(TrainConfig): N in-process ranks, no GPU
-// spec) and a hypothetical one (the plan command: N GPUs over M nodes of a known GPU).
+// and computes. The same record describes a real run (TrainConfig.planInput(): N ranks on one
+// node, no GPU spec) and a hypothetical one (the plan command: N GPUs over M nodes of a known GPU).
 package org.fsdp4j.plan;
 
 import java.util.Optional;
@@ -8,7 +8,6 @@ import org.fsdp4j.api.MixedPrecisionPolicy;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.fsdp.FsdpConfig;
 import org.fsdp4j.model.ModelConfig;
-import org.fsdp4j.train.TrainConfig;
 
 /**
  * @param model                 the model's shape (a GPT's or a Llama's)
@@ -51,12 +50,6 @@ public record PlanInput(ModelConfig model, int globalBatch, int seqLen, int gpus
                                      int prefetch, int microBatches, boolean offload) {
         return FsdpConfig.fullShard(n).withStrategy(strategy, shardGroupSize).withPrecision(precision)
                 .withPrefetchDepth(prefetch).withMicroBatches(microBatches).withOffload(offload);
-    }
-
-    /** A training run as the planner sees it: its N ranks on one node. */
-    public static PlanInput of(TrainConfig c) {
-        return new PlanInput(c.model(), c.batchSize(), c.seqLen(), c.worldSize(), 1, c.strategy(), c.shardGroupSize(),
-                c.precision(), c.checkpointActivations(), c.offload(), c.prefetch(), c.microBatches(), Optional.empty());
     }
 
     /** The GPU for JSON (absent for a CPU run). */

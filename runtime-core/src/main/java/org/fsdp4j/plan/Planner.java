@@ -26,11 +26,8 @@ import org.fsdp4j.metrics.Flops;
 import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.model.LlamaConfig;
 import org.fsdp4j.model.ModelConfig;
-import org.fsdp4j.train.StepCost;
-import org.fsdp4j.train.StepCostModel;
-import org.fsdp4j.train.TrainConfig;
 
-public final class Planner implements StepCostModel {
+public final class Planner {
 
     /**
      * Share of the dense peak a training step reaches on a GPU: the FSDP paper measured 55-60% for
@@ -51,9 +48,13 @@ public final class Planner implements StepCostModel {
     private static final long I32 = 4;
     private static final long F32 = 4;
 
-    @Override
-    public StepCost estimate(TrainConfig config, boolean onGpu) {
-        return estimate(config, onGpu, false);
+    /**
+     * The predicted cost of one training step of the run {@code in} (its first step included) on a
+     * GPU ({@code onGpu}) or the CPU: their backends keep different workspaces (the CPU widens half
+     * weights for OpenBLAS; cuBLAS pads half GEMMs off its grid).
+     */
+    public StepCost estimate(PlanInput in, boolean onGpu) {
+        return estimate(in, onGpu, false);
     }
 
     /**
@@ -61,8 +62,8 @@ public final class Planner implements StepCostModel {
      * fp32 ranks that read shared masters instead of gathering into buffers (the engine's
      * UnitBufferPlan says so), which the memory then counts as no gathered bytes.
      */
-    public StepCost estimate(TrainConfig config, boolean onGpu, boolean gathersInPlace) {
-        Plan p = plan(PlanInput.of(config), false, onGpu, gathersInPlace);
+    public StepCost estimate(PlanInput in, boolean onGpu, boolean gathersInPlace) {
+        Plan p = plan(in, false, onGpu, gathersInPlace);
         Plan.Memory m = p.memory();
         return new StepCost(m.total(), m.persistent(), m.unitBuffers() + m.workspace(), m.activations(),
                 p.hostBytesPerGpu(), p.largestBufferBytes(), p.flopsPerGpu() * p.input().worldSize());

@@ -21,7 +21,8 @@ import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.backend.RankPlacement;
 import org.fsdp4j.backend.cpu.CpuStorage;
-import org.fsdp4j.bench.GemmBenchmark;
+import org.fsdp4j.metrics.GemmBenchmark;
+import org.fsdp4j.plan.StepCost;
 import org.fsdp4j.model.ModelConfig;
 import org.fsdp4j.model.ModelFamily;
 

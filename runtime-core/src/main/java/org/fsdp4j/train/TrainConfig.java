@@ -16,6 +16,7 @@ import org.fsdp4j.backend.cpu.CpuBackendProvider;
 import org.fsdp4j.fsdp.FsdpConfig;
 import org.fsdp4j.model.ModelConfig;
 import org.fsdp4j.model.ModelFamily;
+import org.fsdp4j.plan.PlanInput;
 
 /**
  * @param preset                name of the model preset ("tiny", ...) within the model's family, for logs and summaries
@@ -131,6 +132,12 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
         return FsdpConfig.fullShard(worldSize).withStrategy(strategy, shardGroupSize).withPrecision(precision)
                 .withPrefetchDepth(prefetch).withMicroBatches(microBatches).withOffload(offload)
                 .withMaxGradNorm(maxGradNorm);
+    }
+
+    /** This run as the planner sees it: its N ranks on one node, no GPU spec. */
+    public PlanInput planInput() {
+        return new PlanInput(model, batchSize, seqLen, worldSize, 1, strategy, shardGroupSize, precision,
+                checkpointActivations, offload, prefetch, microBatches, Optional.empty());
     }
 
     /** Whether the run needs the FSDP engine: anything beyond one plain fp32 rank. */

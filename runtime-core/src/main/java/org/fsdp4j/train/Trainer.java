@@ -43,6 +43,7 @@ import org.fsdp4j.metrics.Stats;
 import org.fsdp4j.model.HfModelConfig;
 import org.fsdp4j.optim.CosineSchedule;
 import org.fsdp4j.plan.Planner;
+import org.fsdp4j.plan.StepCost;
 
 public final class Trainer implements AutoCloseable {
 
@@ -155,7 +156,7 @@ public final class Trainer implements AutoCloseable {
         this.watch = new DivergenceWatch(config.onNonFinite(), config.precision().needsLossScaling());
         this.losses = new float[Math.min(config.steps(), 1024)];
         this.stepTimesMs = new double[losses.length];
-        this.predicted = new Planner().estimate(config, !device.isCpu(), executor.gathersInPlace());
+        this.predicted = new Planner().estimate(config.planInput(), !device.isCpu(), executor.gathersInPlace());
         try {
             this.resumedFrom = checkpoints.resume().map(r -> resume(processes == null
                     ? Checkpointer.resolve(r, checkpoints.saveDir(), log)

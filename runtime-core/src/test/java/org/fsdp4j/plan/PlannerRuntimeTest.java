@@ -10,7 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.Arrays;
 import org.fsdp4j.model.ModelFamily;
 import org.fsdp4j.train.MemoryCheck;
-import org.fsdp4j.train.StepCost;
+
 import org.fsdp4j.train.TrainConfig;
 import org.fsdp4j.train.Trainer;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -28,7 +28,7 @@ class PlannerRuntimeTest {
         TrainConfig config = TrainConfig.builder().family(ModelFamily.parse(family)).preset(preset).worldSize(worldSize)
                 .batchSize(4).steps(1).checkpointActivations(checkpointed).device("cpu").cpuThreads(2).build();
         boolean inPlace = worldSize > 1;       // in-process CPU ranks, fp32 parameters, full_shard
-        StepCost predicted = new Planner().estimate(config, false, inPlace);
+        StepCost predicted = new Planner().estimate(config.planInput(), false, inPlace);
         MemoryCheck check;
         try (Trainer trainer = new Trainer(config, line -> { })) {
             trainer.step();

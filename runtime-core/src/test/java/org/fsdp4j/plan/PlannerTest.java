@@ -90,7 +90,7 @@ class PlannerTest {
     void communicationEqualsWhatTheRuntimeCounts(String strategy, int shardGroup) {
         TrainConfig c = TrainConfig.builder().preset("tiny").worldSize(4).strategy(ShardingStrategy.parse(strategy))
                 .shardGroupSize(shardGroup).batchSize(4).seqLen(16).steps(1).device("cpu").cpuThreads(1).build();
-        Plan plan = new Planner().plan(PlanInput.of(c));
+        Plan plan = new Planner().plan(c.planInput());
         long measured;
         try (Trainer t = new Trainer(c, line -> { })) {
             measured = t.step().commBytes();
@@ -113,8 +113,8 @@ class PlannerTest {
     void theEstimateCountsTheWorkspaceOfTheBackendItRunsOn() {
         TrainConfig c = TrainConfig.builder().preset("gpt2-124m").batchSize(8).seqLen(1024).paramDtype(DType.BF16)
                 .steps(1).build();
-        long onGpu = new Planner().estimate(c, true).peakBytesPerRank();
-        long onCpu = new Planner().estimate(c, false).peakBytesPerRank();
+        long onGpu = new Planner().estimate(c.planInput(), true).peakBytesPerRank();
+        long onCpu = new Planner().estimate(c.planInput(), false).peakBytesPerRank();
         // the GPU pads the head's products (HalfGemmPadding); the CPU widens the largest half weight and
         // its gradient to fp32 for OpenBLAS (wte, 50257 x 768)
         long padding = Planner.headPaddingBytes(8192, 50257, 768, DType.BF16);

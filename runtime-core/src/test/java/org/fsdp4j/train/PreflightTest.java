@@ -12,11 +12,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.List;
 import java.util.OptionalLong;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.plan.StepCost;
 import org.junit.jupiter.api.Test;
 
 class PreflightTest {
 
-    private static final StepCostModel MODEL = new org.fsdp4j.plan.Planner();
+    private static final StepCostModel MODEL = StepCostModel.PLANNER;
 
     private static TrainConfig.Builder small() {
         return TrainConfig.builder().preset("small").batchSize(8).device("cpu");

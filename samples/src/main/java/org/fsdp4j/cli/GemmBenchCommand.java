@@ -18,7 +18,7 @@ import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.backend.cpu.CpuBackendProvider;
-import org.fsdp4j.bench.GemmBenchmark;
+import org.fsdp4j.metrics.GemmBenchmark;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;

@@ -32,10 +32,10 @@ import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.dist.ProcessIdentity;
 import org.fsdp4j.dist.Settings;
 import org.fsdp4j.model.HfModelConfig;
-import org.fsdp4j.plan.Planner;
 import org.fsdp4j.train.CheckpointOptions;
 import org.fsdp4j.train.NonFinitePolicy;
 import org.fsdp4j.train.Preflight;
+import org.fsdp4j.train.StepCostModel;
 import org.fsdp4j.train.RunOutcome;
 import org.fsdp4j.train.TrainConfig;
 import org.fsdp4j.train.TrainSummary;
@@ -203,7 +203,7 @@ final class TrainCommand implements Callable<Integer> {
     private int train(PrintWriter out, OutputDir dir, TrainConfig config, Device device, CheckpointOptions checkpoints,
                       ProcessGroup processes) {
         // each process checks its own host, for the ranks of every process of the run there
-        Preflight.Report preflight = Preflight.check(config, device, new Planner(),
+        Preflight.Report preflight = Preflight.check(config, device, StepCostModel.PLANNER,
                 memoryLimit == null ? OptionalLong.empty() : OptionalLong.of(memoryLimit), true,
                 processes == null ? Preflight.Placement.ALONE : Preflight.Placement.of(processes.identity()));
         refuseUnlessItFits(preflight, processes == null ? "" : " on host " + processes.hostOf(processes.process()));

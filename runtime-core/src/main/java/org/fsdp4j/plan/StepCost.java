@@ -1,7 +1,7 @@
 // A step's predicted cost: the tracked bytes at its peak on one rank's device (split as the
 // tracker splits them), the host bytes an offloading rank keeps, the largest single buffer (the
 // CPU backend caps one buffer at 2 GiB) and the floating-point work.
-package org.fsdp4j.train;
+package org.fsdp4j.plan;
 
 /**
  * @param peakBytesPerRank        tracked device bytes at the step's peak, one rank

@@ -3,7 +3,7 @@
 // latency is not counted per call), then a correctness check of sampled entries against an
 // fp64 dot product of the same (dtype-rounded) inputs. Written against Backend only, so one
 // program measures the CPU backend and, with --device cuda, the GPU against its peak.
-package org.fsdp4j.bench;
+package org.fsdp4j.metrics;
 
 import java.util.OptionalDouble;
 import java.util.SplittableRandom;
@@ -11,7 +11,6 @@ import org.fsdp4j.api.DType;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.metrics.Flops;
 
 public final class GemmBenchmark {
 
