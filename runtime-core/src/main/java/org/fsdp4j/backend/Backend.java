@@ -19,6 +19,7 @@
 //   host on a GPU.
 package org.fsdp4j.backend;
 
+import java.nio.ByteBuffer;
 import java.util.List;
 import java.util.OptionalDouble;
 import org.fsdp4j.api.DType;
@@ -43,6 +44,26 @@ public interface Backend extends Ops, AutoCloseable {
      */
     default Tensor allocateShared(DType dtype, MemoryCategory category, List<MemoryTracker> charged, long... shape) {
         throw new UnsupportedOperationException(name() + " cannot hold a buffer that several ranks share");
+    }
+
+    /**
+     * A tensor over {@code mapping}, memory that processes of one host map together (a group's
+     * shared buffer under /dev/shm), charged in {@code parts} equal parts of which {@code charged}
+     * are this process's ranks'; {@code release} runs when it closes. Only a backend whose
+     * tensors live in host memory can; the others refuse it.
+     */
+    default Tensor overMapping(ByteBuffer mapping, Runnable release, DType dtype, MemoryCategory category,
+                               List<MemoryTracker> charged, int parts, long... shape) {
+        throw new UnsupportedOperationException(name() + " keeps its tensors on a device, not in mapped host memory");
+    }
+
+    /**
+     * The bytes of host tensor {@code t}, native order, for a transport that moves host memory
+     * (the TCP group between processes); valid while {@code t} is open, in its stream's order.
+     * Backends whose tensors live on a device refuse it.
+     */
+    default ByteBuffer hostBytes(Tensor t) {
+        throw new UnsupportedOperationException(name() + " keeps its tensors on a device: their bytes are not host memory");
     }
 
     /**

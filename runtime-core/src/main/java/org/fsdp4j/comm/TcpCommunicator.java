@@ -43,7 +43,6 @@ import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Storage;
-import org.fsdp4j.backend.cpu.CpuStorage;
 
 final class TcpCommunicator implements Communicator {
 
@@ -500,7 +499,7 @@ final class TcpCommunicator implements Communicator {
             if (first && map != null) {
                 Runnable unmap = () -> ShmFile.unmap(map);
                 try {
-                    owner = CpuStorage.overMapping(map.slice(SHARED_HEADER_BYTES, (int) numBytes), unmap, dtype, category,
+                    owner = backend.overMapping(map.slice(SHARED_HEADER_BYTES, (int) numBytes), unmap, dtype, category,
                             charged, size(), numel);
                 } catch (RuntimeException | Error e) {
                     unmap.run();
@@ -769,8 +768,8 @@ final class TcpCommunicator implements Communicator {
     }
 
     /** A tensor's bytes, taken when the collective is issued (while the tensor is open; its memory is stream-ordered). */
-    private static ByteBuffer bytes(Tensor t) {
-        return CpuStorage.byteView(t);
+    private ByteBuffer bytes(Tensor t) {
+        return backend.hostBytes(t);
     }
 
     private String label(CommOp op, long seq) {

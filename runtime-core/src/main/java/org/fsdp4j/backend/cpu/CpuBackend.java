@@ -116,6 +116,17 @@ public final class CpuBackend implements Backend {
     }
 
     @Override
+    public Tensor overMapping(java.nio.ByteBuffer mapping, Runnable release, DType dtype, MemoryCategory category,
+                              List<MemoryTracker> charged, int parts, long... shape) {
+        return CpuStorage.overMapping(mapping, release, dtype, category, charged, parts, shape);
+    }
+
+    @Override
+    public java.nio.ByteBuffer hostBytes(Tensor t) {
+        return CpuStorage.byteView(t);
+    }
+
+    @Override
     public void recordStream(Tensor t, Stream stream) {
         CpuStorage.checkIssue("recordStream", t);
         CpuStorage.of(t).recordStream(own(stream, "recordStream"));
