@@ -5,7 +5,7 @@ package org.fsdp4j.cuda;
 
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
-import org.fsdp4j.backend.Storage;
+import org.fsdp4j.api.Storage;
 
 final class CudaStorage extends Storage implements DeviceAddressable {
 

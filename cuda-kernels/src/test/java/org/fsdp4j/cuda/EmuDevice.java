@@ -18,7 +18,7 @@ import org.fsdp4j.api.Device;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.Tensor;
-import org.fsdp4j.backend.Storage;
+import org.fsdp4j.api.Storage;
 
 final class EmuDevice implements KernelSource {
 

@@ -16,7 +16,7 @@ import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.AdamWStep;
-import org.fsdp4j.backend.Storage;
+import org.fsdp4j.api.Storage;
 import org.junit.jupiter.api.Test;
 
 class LauncherSignatureTest {

@@ -648,7 +648,7 @@ public interface Ops {
      * Causal attention over head-major heads: att = softmax over {@code j <= i} of
      * scale · q·kᵀ (zero above the diagonal), kept for the backward, and yHeads = att · v. Query
      * heads g·j .. g·j + g − 1 (g = H / Hkv) share key/value head j (grouped-query attention; Hkv = H
-     * is multi-head attention). The default issues batched GEMMs and {@link #causalSoftmaxForward};
+     * is multi-head attention). Backend's default issues batched GEMMs and {@link #causalSoftmaxForward};
      * a backend may fuse them (the CPU backend keeps each head's T×T block in cache).
      *
      * @param q      (B, H, T, D)
@@ -658,9 +658,7 @@ public interface Ops {
      * @param att    shaped as {@link #causalAttentionSavedShape} gives, overwritten with the probabilities
      * @param yHeads (B, H, T, D), overwritten with att · v
      */
-    default void causalAttentionForward(Tensor q, Tensor k, Tensor v, float scale, Tensor att, Tensor yHeads) {
-        CompositeAttention.forward(this, q, k, v, scale, att, yHeads);
-    }
+    void causalAttentionForward(Tensor q, Tensor k, Tensor v, float scale, Tensor att, Tensor yHeads);
 
     /**
      * The gradients of {@link #causalAttentionForward} given its saved probabilities and the
@@ -677,15 +675,13 @@ public interface Ops {
      * @param dk      (B, Hkv, T, D), overwritten
      * @param dv      (B, Hkv, T, D), overwritten
      */
-    default void causalAttentionBackward(Tensor q, Tensor k, Tensor v, Tensor att, Tensor dyHeads, float scale,
-                                         Tensor dq, Tensor dk, Tensor dv) {
-        CompositeAttention.backward(this, q, k, v, att, dyHeads, scale, dq, dk, dv);
-    }
+    void causalAttentionBackward(Tensor q, Tensor k, Tensor v, Tensor att, Tensor dyHeads, float scale,
+                                 Tensor dq, Tensor dk, Tensor dv);
 
     /**
      * {@link #causalAttentionForward} straight from a fused projection: q, k and v are read from
      * {@code qkv} as {@link #splitHeads} reads them, and the heads' outputs are written side by side
-     * into {@code y} as {@link #mergeHeads} writes them. The default splits, attends and merges; a
+     * into {@code y} as {@link #mergeHeads} writes them. Backend's default splits, attends and merges; a
      * backend may read and write in place (the CPU backend does: no head-major copies).
      *
      * @param qkv        (B, T, (H + 2·Hkv)·D), per token {@code [q | k | v]}
@@ -696,10 +692,7 @@ public interface Ops {
      *                   probabilities (keep it for the backward)
      * @param y          (B, T, H·D), overwritten
      */
-    default void causalSelfAttentionForward(Tensor qkv, int numHeads, int numKvHeads, float scale, Tensor att,
-                                            Tensor y) {
-        CompositeAttention.packedForward(this, qkv, numHeads, numKvHeads, scale, att, y);
-    }
+    void causalSelfAttentionForward(Tensor qkv, int numHeads, int numKvHeads, float scale, Tensor att, Tensor y);
 
     /**
      * The gradient of {@link #causalSelfAttentionForward} with respect to its fused projection.
@@ -712,10 +705,8 @@ public interface Ops {
      * @param scale      the forward's scale
      * @param dqkv       (B, T, (H + 2·Hkv)·D), overwritten
      */
-    default void causalSelfAttentionBackward(Tensor qkv, Tensor att, Tensor dy, int numHeads, int numKvHeads,
-                                             float scale, Tensor dqkv) {
-        CompositeAttention.packedBackward(this, qkv, att, dy, numHeads, numKvHeads, scale, dqkv);
-    }
+    void causalSelfAttentionBackward(Tensor qkv, Tensor att, Tensor dy, int numHeads, int numKvHeads, float scale,
+                                     Tensor dqkv);
 
     /**
      * Per-row softmax cross-entropy: losses[n] = −log softmax(logits[n])[targets[n]].

@@ -8,7 +8,6 @@
 package org.fsdp4j.api;
 
 import java.util.List;
-import org.fsdp4j.model.ParamInit;
 
 /**
  * The values a sharded model starts from, by parameter and element range. {@link Fsdp#shard}

@@ -4,7 +4,7 @@
 package org.fsdp4j.api;
 
 import java.util.Arrays;
-import org.fsdp4j.backend.Storage;
+import org.fsdp4j.api.Storage;
 
 /**
  * A dense, contiguous, row-major block of elements with a shape and a {@link DType}, living in a

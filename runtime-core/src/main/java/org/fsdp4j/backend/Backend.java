@@ -46,6 +46,35 @@ public interface Backend extends Ops, AutoCloseable {
         throw new UnsupportedOperationException(name() + " cannot hold a buffer that several ranks share");
     }
 
+    // ------------------------------------------------------------------ attention from the general ops
+
+    /** The composite causal attention (batched GEMMs and the causal softmax); a backend may fuse it. */
+    @Override
+    default void causalAttentionForward(Tensor q, Tensor k, Tensor v, float scale, Tensor att, Tensor yHeads) {
+        CompositeAttention.forward(this, q, k, v, scale, att, yHeads);
+    }
+
+    /** The composite backward of {@link #causalAttentionForward}. */
+    @Override
+    default void causalAttentionBackward(Tensor q, Tensor k, Tensor v, Tensor att, Tensor dyHeads, float scale,
+                                         Tensor dq, Tensor dk, Tensor dv) {
+        CompositeAttention.backward(this, q, k, v, att, dyHeads, scale, dq, dk, dv);
+    }
+
+    /** Splits the heads, attends (as {@link #causalAttentionForward}) and merges them; a backend may work in place. */
+    @Override
+    default void causalSelfAttentionForward(Tensor qkv, int numHeads, int numKvHeads, float scale, Tensor att,
+                                            Tensor y) {
+        CompositeAttention.packedForward(this, qkv, numHeads, numKvHeads, scale, att, y);
+    }
+
+    /** The composite backward of {@link #causalSelfAttentionForward}. */
+    @Override
+    default void causalSelfAttentionBackward(Tensor qkv, Tensor att, Tensor dy, int numHeads, int numKvHeads,
+                                             float scale, Tensor dqkv) {
+        CompositeAttention.packedBackward(this, qkv, att, dy, numHeads, numKvHeads, scale, dqkv);
+    }
+
     /**
      * A tensor over {@code mapping}, memory that processes of one host map together (a group's
      * shared buffer under /dev/shm), charged in {@code parts} equal parts of which {@code charged}

@@ -42,7 +42,7 @@ import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
-import org.fsdp4j.backend.Storage;
+import org.fsdp4j.api.Storage;
 
 final class TcpCommunicator implements Communicator {
 

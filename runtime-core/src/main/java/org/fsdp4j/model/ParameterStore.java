@@ -12,6 +12,7 @@ import java.util.Map;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.Ops;
+import org.fsdp4j.api.ParamInit;
 import org.fsdp4j.api.ParamSource;
 import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.Tensor;

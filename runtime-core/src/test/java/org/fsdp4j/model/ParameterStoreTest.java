@@ -11,6 +11,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
 import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.ParamInit;
 import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.Unit;
 import org.fsdp4j.backend.Backend;

@@ -28,7 +28,7 @@ import org.fsdp4j.api.Device;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.Tensor;
-import org.fsdp4j.backend.Storage;
+import org.fsdp4j.api.Storage;
 
 public final class CpuStorage extends Storage {
 

@@ -1,13 +1,15 @@
 // Causal attention from the general ops: what Ops.causalAttentionForward/Backward do on a backend
-// that does not fuse them (the CUDA backend today). Batched GEMMs over head-major q (B, H, T, D)
+// that does not fuse them (Backend's defaults; the CUDA backend today). Batched GEMMs over head-major q (B, H, T, D)
 // and k, v (B, Hkv, T, D), Hkv dividing H. Grouped-query attention costs no copies: query heads
 // g·j .. g·j + g − 1 (g = H / Hkv) share key/value head j (Hugging Face's repeat_kv order), and
 // their q rows lie end to end in memory, so each (batch, key/value head) is one GEMM with g·T rows,
 // the batch of B·Hkv GEMMs strided. The GEMMs with k = g·T rows (dk, dv) sum the group's
 // contributions. With Hkv = H (GPT-2) they are the per-head GEMMs of multi-head attention.
-package org.fsdp4j.api;
+package org.fsdp4j.backend;
 
-import org.fsdp4j.backend.Shapes;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.Ops;
+import org.fsdp4j.api.Tensor;
 
 final class CompositeAttention {
 

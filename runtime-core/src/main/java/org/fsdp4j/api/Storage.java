@@ -3,12 +3,9 @@
 // close is idempotent and any later use fails loudly. A storage that several ranks share
 // (Backend.allocateShared; a buffer mapped by several processes) is charged in equal parts to
 // each rank's tracker, the parts of ranks in other processes being charged there.
-package org.fsdp4j.backend;
+package org.fsdp4j.api;
 
 import java.util.List;
-import org.fsdp4j.api.Device;
-import org.fsdp4j.api.MemoryCategory;
-import org.fsdp4j.api.MemoryTracker;
 
 public abstract class Storage implements AutoCloseable {
 

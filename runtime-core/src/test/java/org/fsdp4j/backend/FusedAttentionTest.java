@@ -8,7 +8,7 @@
 // more than one column tile. The in-place variant over a fused projection (causalSelfAttention*)
 // is held to the composite's split, attend and merge the same way. The fused ops also keep att as
 // the lower triangle only (what the CPU backend asks the model for in fp32), with the same bits.
-package org.fsdp4j.api;
+package org.fsdp4j.backend;
 
 import static org.fsdp4j.testing.RandomTensors.gaussian;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -16,6 +16,10 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.Random;
+import org.fsdp4j.api.DType;
+import org.fsdp4j.api.MemoryCategory;
+import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.cpu.CpuBackend;
 import org.junit.jupiter.api.Test;
 

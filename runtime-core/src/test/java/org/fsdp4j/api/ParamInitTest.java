@@ -1,7 +1,7 @@
 // ParamInit is a pure function of (seed, name, element): any slice equals the same range of the
 // whole parameter (what FSDP shards rely on), other names and seeds give other values, and the
 // normals have the spec's mean and std.
-package org.fsdp4j.model;
+package org.fsdp4j.api;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -10,7 +10,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import java.util.Arrays;
 import java.util.Random;
-import org.fsdp4j.api.ParamSpec;
 import org.junit.jupiter.api.Test;
 
 class ParamInitTest {

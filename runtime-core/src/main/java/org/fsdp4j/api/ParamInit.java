@@ -5,11 +5,10 @@
 // shard agree bit for bit. Normals are Box–Muller pairs in fp64, scaled by the std, rounded
 // once to fp32. StrictMath (fdlibm) rather than Math, so the values are the same in every JVM
 // on every machine, not only within one process.
-package org.fsdp4j.model;
+package org.fsdp4j.api;
 
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
-import org.fsdp4j.api.ParamSpec;
 
 public final class ParamInit {
 
