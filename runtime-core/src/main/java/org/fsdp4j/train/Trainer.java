@@ -152,7 +152,7 @@ public final class Trainer implements AutoCloseable {
         }
         this.info = new RunInfo(config, device.toString(), executor.backendName(), executor.parameterCount(),
                 executor.worldSize(), corpus.description(), corpus.lossFloorNats(),
-                executor.gatherSchedule().filter(s -> config.sharded()));
+                executor.gatherSchedule().filter(s -> config.reportsSharding()));
         this.watch = new DivergenceWatch(config.onNonFinite(), config.precision().needsLossScaling());
         this.losses = new float[Math.min(config.steps(), 1024)];
         this.stepTimesMs = new double[losses.length];
