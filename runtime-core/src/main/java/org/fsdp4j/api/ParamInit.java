@@ -1,8 +1,8 @@
 // Deterministic parameter initialisation: element i of a parameter is a pure function of
 // (seed, parameter name, i, spec). Random bits come from a counter-based SplitMix64 (the
 // generator behind java.util.SplittableRandom), so any slice of any parameter can be produced
-// on any rank without generating what comes before it: the single-rank store and every FSDP
-// shard agree bit for bit. Normals are Box–Muller pairs in fp64, scaled by the std, rounded
+// on any rank without generating what comes before it: every FSDP shard, at any world size,
+// agrees bit for bit with the whole parameter (the tests' unsharded store). Normals are Box–Muller pairs in fp64, scaled by the std, rounded
 // once to fp32. StrictMath (fdlibm) rather than Math, so the values are the same in every JVM
 // on every machine, not only within one process.
 package org.fsdp4j.api;

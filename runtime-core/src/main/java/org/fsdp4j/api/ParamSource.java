@@ -1,7 +1,7 @@
 // Where a parameter's starting values come from, element range by element range: whoever owns the
-// storage asks for exactly the elements it holds (each FSDP rank the slices of its shards, a
-// single-rank ParameterStore whole parameters), so a source must give any range of any parameter
-// without the rest. Two kinds exist: ParamInit's seeded random initialisation (seeded), and
+// storage asks for exactly the elements it holds (each FSDP rank the slices of its shards, at any
+// world size; the tests' unsharded ParameterStore whole parameters), so a source must give any
+// range of any parameter without the rest. Two kinds exist: ParamInit's seeded random initialisation (seeded), and
 // pretrained weights read from safetensors files (SafetensorsWeights, org.fsdp4j.weights), which
 // are resharded on load at any world size. FsdpOptions carries one; the engine knows nothing else
 // about it.

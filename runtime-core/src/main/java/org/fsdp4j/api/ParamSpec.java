@@ -1,6 +1,6 @@
 // What a model declares about one parameter: its name, shape, how it is initialised and
-// whether weight decay applies. Whoever owns the storage (single-rank store, FSDP engine)
-// lays parameters out from these specs; the model never allocates its own parameters.
+// whether weight decay applies. Whoever owns the storage (the FSDP engine; in tests, an
+// unsharded store) lays parameters out from these specs; the model never allocates its own parameters.
 package org.fsdp4j.api;
 
 import java.util.Arrays;

@@ -18,7 +18,7 @@ import java.util.List;
  * <p>Bound parameters have the compute dtype ({@link ModelContext#computeDtype()}); the model
  * reads them and never writes or closes them. Bound gradients have the compute dtype too, and the
  * model's backward accumulates ({@code +=}) into them. The binding methods are for the runtime
- * (and single-rank tests); all methods are synchronized.
+ * (and tests that bind a whole model once); all methods are synchronized.
  */
 public final class Unit {
 

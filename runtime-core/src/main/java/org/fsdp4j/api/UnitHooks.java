@@ -102,7 +102,7 @@ public interface UnitHooks {
 
     /**
      * Hooks that do nothing, for a model run outside FSDP whose parameters and gradients are
-     * bound once and stay bound (a single-rank store, tests).
+     * bound once and stay bound (the tests' unsharded store).
      */
     UnitHooks NONE = new UnitHooks() {
         @Override

@@ -59,21 +59,14 @@ public interface Communicator extends AutoCloseable {
     CommCounters counters();
 
     /**
-     * Whether the ranks of this group share one address space: in-process CPU ranks. False for
-     * groups of processes or devices.
-     */
-    default boolean sharesAddressSpace() {
-        return false;
-    }
-
-    /**
      * Whether the ranks of this group can all hold one buffer ({@link #sharedBuffer}): in-process
-     * CPU ranks, or CPU ranks in processes of one host that reach each other through shared
-     * memory. An all-gather whose inputs are the chunks of such a buffer, given as its output,
-     * then moves nothing: the ranks read each other's chunks in place once they have met.
+     * CPU ranks (one address space), or CPU ranks in processes of one host that reach each other
+     * through shared memory. False for NCCL groups and for in-process groups that dispatch on
+     * stream events. An all-gather whose inputs are the chunks of such a buffer, given as its
+     * output, then moves nothing: the ranks read each other's chunks in place once they have met.
      */
     default boolean sharesMemory() {
-        return sharesAddressSpace();
+        return false;
     }
 
     /**

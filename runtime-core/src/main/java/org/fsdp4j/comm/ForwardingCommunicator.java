@@ -62,11 +62,6 @@ public abstract class ForwardingCommunicator implements Communicator {
     }
 
     @Override
-    public boolean sharesAddressSpace() {
-        return inner.sharesAddressSpace();
-    }
-
-    @Override
     public boolean sharesMemory() {
         return inner.sharesMemory();
     }

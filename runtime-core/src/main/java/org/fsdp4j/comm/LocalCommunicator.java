@@ -214,13 +214,13 @@ final class LocalCommunicator implements Communicator {
     }
 
     @Override
-    public boolean sharesAddressSpace() {
+    public boolean sharesMemory() {
         return dispatch == LocalGroup.Dispatch.HOST_FUNCTIONS && backend.device().isCpu();
     }
 
     @Override
     public SharedBuffer sharedBuffer(DType dtype, MemoryCategory category, long numel) {
-        if (!sharesAddressSpace()) {
+        if (!sharesMemory()) {
             return Communicator.super.sharedBuffer(dtype, category, numel);
         }
         CollectiveChecks.sharedBuffer(name(), size(), numel);

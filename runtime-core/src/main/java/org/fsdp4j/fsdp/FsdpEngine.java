@@ -97,7 +97,8 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     }
 
     /**
-     * Whether ranks that share an address space (in-process CPU ranks) keep a unit's fp32
+     * Whether ranks that share memory ({@code sharesMemory()}: in-process CPU ranks, or CPU ranks
+     * in processes of one host over shared memory) keep a unit's fp32
      * masters side by side in one buffer and gather by reading it in place (on by default;
      * {@code -Dfsdp4j.inPlaceGather=false} gives every gather its own buffer and copies, as
      * separate processes do, for comparison; in place, N = 2 steps ran up to 13% faster).

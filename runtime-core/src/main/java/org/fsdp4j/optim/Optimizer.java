@@ -1,6 +1,6 @@
-// What a trainer or the FSDP engine needs of an optimizer: an immutable set of hyperparameters
-// that updates parameter segments in place. It owns no buffers (see OptimizerState), so one
-// value serves whole parameters and shard slices alike.
+// What the FSDP engine needs of an optimizer: an immutable set of hyperparameters
+// that updates parameter segments in place. It owns no buffers (the FSDP engine keeps them per
+// shard, ShardedUnit), so one value serves shard slices and the tests' whole parameters alike.
 package org.fsdp4j.optim;
 
 import java.util.List;

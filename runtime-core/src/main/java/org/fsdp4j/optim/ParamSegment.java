@@ -1,5 +1,5 @@
-// One contiguous piece of parameters that an optimizer updates: a whole parameter (single-rank
-// store) or a rank's slice of one (FSDP shard). Optimizers never assume more than this.
+// One contiguous piece of parameters that an optimizer updates: a rank's slice of a parameter
+// (FSDP shard) or, in tests, a whole one. Optimizers never assume more than this.
 package org.fsdp4j.optim;
 
 import org.fsdp4j.api.DType;

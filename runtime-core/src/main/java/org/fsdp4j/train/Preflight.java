@@ -87,7 +87,7 @@ public final class Preflight {
             return new Placement(id.count(), id.localCount(), id.localRank());
         }
 
-        /** The ranks whose memory comes from this host's RAM in a sharded run of {@code worldSize} ranks. */
+        /** The ranks whose memory comes from this host's RAM in a run of {@code worldSize} ranks (more than one). */
         int ranksOnHost(int worldSize) {
             return processesOnHost * (worldSize / processes);
         }
@@ -113,7 +113,7 @@ public final class Preflight {
                                boolean measureTime, Placement placement) {
         boolean cpu = device.isCpu();
         boolean alone = placement.processes() == 1;
-        int sharing = cpu ? (config.sharded() ? placement.ranksOnHost(config.worldSize()) : 1)
+        int sharing = cpu ? (config.worldSize() > 1 ? placement.ranksOnHost(config.worldSize()) : 1)
                 : alone ? ranksOn(config, device) : 1;             // across processes each rank has a GPU of its own
         Device checked = cpu || alone ? device : leastFreeGpu(config, device, placement);
         long reserved = Backends.provider(device.kind()).map(p -> p.reservedBytesPerRank(checked)).orElse(0L);
@@ -251,7 +251,7 @@ public final class Preflight {
                 } catch (IllegalArgumentException e) {
                     continue;                   // the batch or the shard groups do not split over n ranks
                 }
-                if (fitsWith(c, model, pool.withSharing(c.sharded() ? pool.placement().ranksOnHost(n) : 1), available, limit,
+                if (fitsWith(c, model, pool.withSharing(n > 1 ? pool.placement().ranksOnHost(n) : 1), available, limit,
                         fixes, "--world-size " + n)) {
                     break;
                 }

@@ -14,7 +14,8 @@ import org.fsdp4j.api.ShardingInfo;
  * @param worldSize     ranks taking part
  * @param data          the data source in words
  * @param lossFloorNats the data's entropy rate, when known
- * @param gatherSchedule how the sharded engine schedules gathered params and unsharded gradients; empty unsharded
+ * @param gatherSchedule how the engine schedules gathered params and unsharded gradients; empty where the
+ *                       engine has none or the run does not {@linkplain TrainConfig#reportsSharding() report its sharding}
  */
 public record RunInfo(TrainConfig config, String device, String backendName, long parameters, int worldSize,
                       String data, OptionalDouble lossFloorNats, Optional<ShardingInfo.GatherSchedule> gatherSchedule) {

@@ -1,7 +1,9 @@
-// One optimizer step on one global batch: zero the gradients, forward, backward, global
-// gradient norm, clipping, optimizer update. This is what differs between one rank and N
-// sharded ranks; the Trainer around it owns the data, the schedule, timing and reporting, so
-// the FSDP engine plugs in here and every report stays the same.
+// One optimizer step on one global batch over the run's ranks: zero the gradients, forward,
+// backward, global gradient norm, clipping, optimizer update. The Trainer around it owns the
+// data, the schedule, timing and reporting. EngineStepExecutor (the FSDP engine) is the one
+// implementation in main; the interface is the seam for tests, whose scripted executors
+// (DivergenceTest, MultiProcessTrainerTest) drive the Trainer through losses, non-finite
+// gradients and failures on demand. The defaults are what such a double need not say.
 package org.fsdp4j.train;
 
 import java.util.List;

@@ -140,8 +140,12 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
                 checkpointActivations, offload, prefetch, microBatches, Optional.empty());
     }
 
-    /** Whether the run needs the FSDP engine: anything beyond one plain fp32 rank. */
-    public boolean sharded() {
+    /**
+     * Whether the run's sharding settings are worth reporting: anything beyond one fp32 rank with
+     * full_shard, one micro-batch and no offload. Where they are not, the run log leaves out its
+     * sharding line and the run's summary its gather schedule.
+     */
+    public boolean reportsSharding() {
         return worldSize > 1 || strategy != ShardingStrategy.FULL_SHARD || !precision.equals(MixedPrecisionPolicy.FP32)
                 || microBatches > 1 || offload;
     }

@@ -38,8 +38,9 @@ import java.util.Map;
  * @param microBatches            forward/backward passes per step
  * @param paddedParams            parameters plus alignment and shard padding (P′)
  * @param commBytesPerRank        bytes each rank sent in one step (the last; received is equal), ring convention
- * @param unitBufferSchedule      the engine's backward schedule (root_grad_kept, root_grad_split); absent unsharded
- * @param unitBufferBudgetBytes   (1 + prefetch) largest gathered units + one unit's gradient: the memory model's bound; absent unsharded
+ * @param unitBufferSchedule      the engine's backward schedule (root_grad_kept, root_grad_split); absent where
+ *                                the run does not report its sharding (TrainConfig.reportsSharding)
+ * @param unitBufferBudgetBytes   (1 + prefetch) largest gathered units + one unit's gradient: the memory model's bound; absent as the schedule is
  * @param hostPersistentBytesPerRank offloaded state (master, gradient shard, optimizer) per rank; absent without --offload
  * @param hostPeakBytesPerRank    the highest host bytes per rank; absent without --offload
  * @param hostSyncsPerStep        the most times any rank's host waited for its device in one step (the budget is 1:

@@ -1,5 +1,6 @@
 // The training loop: data, learning-rate schedule, timing, memory accounting and the summary,
-// around a StepExecutor that does the step itself (one rank here; the FSDP engine later).
+// around a StepExecutor that does the step itself (EngineStepExecutor: the FSDP engine over the
+// run's ranks; tests put scripted executors there).
 // It prints nothing: callers get a RunInfo before the first step and a StepResult per step.
 // The run ends after its planned steps, at a step whose loss or gradients are not finite
 // (DivergenceWatch, under the config's NonFinitePolicy), or after requestStop (a signal); the
@@ -152,7 +153,7 @@ public final class Trainer implements AutoCloseable {
         }
         this.info = new RunInfo(config, device.toString(), executor.backendName(), executor.parameterCount(),
                 executor.worldSize(), corpus.description(), corpus.lossFloorNats(),
-                executor.gatherSchedule().filter(s -> config.sharded()));
+                executor.gatherSchedule().filter(s -> config.reportsSharding()));
         this.watch = new DivergenceWatch(config.onNonFinite(), config.precision().needsLossScaling());
         this.losses = new float[Math.min(config.steps(), 1024)];
         this.stepTimesMs = new double[losses.length];

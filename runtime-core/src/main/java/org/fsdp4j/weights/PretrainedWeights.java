@@ -1,8 +1,8 @@
 // Pretrained weights as a ParamSource: a model's parameters, each read from a tensor of one or more
 // safetensors files by a name mapping (fsdp4j's parameter name → TensorRef). The engine asks for the
 // element ranges each rank's shards hold (ShardedUnit), so the weights are resharded on load at any
-// world size and no rank reads more than its share; a single-rank ParameterStore asks for whole
-// parameters. Everything is checked when the weights are opened, against the model's parameter
+// world size and no rank reads more than its share (the tests' unsharded ParameterStore asks for
+// whole parameters). Everything is checked when the weights are opened, against the model's parameter
 // specs, so a run fails before its first step, with one line naming the tensor: a parameter with
 // no tensor, a tensor of another shape or of a dtype fsdp4j does not read, a tensor holding NaN or
 // an infinity (read once more for this), and a tensor of the

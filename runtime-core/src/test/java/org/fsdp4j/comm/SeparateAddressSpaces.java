@@ -1,5 +1,5 @@
 // A test's in-process group that behaves as ranks in separate processes do: it says its ranks do
-// not share an address space, so the engine gives every all-gather its own buffer and copies
+// not share memory, so the engine gives every all-gather its own buffer and copies
 // into it, as over TCP or NCCL. Split groups are wrapped too.
 package org.fsdp4j.comm;
 
@@ -10,11 +10,6 @@ public final class SeparateAddressSpaces extends ForwardingCommunicator {
 
     public SeparateAddressSpaces(Communicator inner) {
         super(inner);
-    }
-
-    @Override
-    public boolean sharesAddressSpace() {
-        return false;
     }
 
     @Override

@@ -31,7 +31,7 @@ class SharedBufferTest {
         float[][] data = randomPerRank(new Random(7), n, shard, DType.F32);
         CyclicBarrier allClosed = new CyclicBarrier(n);
         List<long[]> seen = onRanks(n, LocalGroup.Dispatch.HOST_FUNCTIONS, (rank, backend, world) -> {
-            assertTrue(world.sharesAddressSpace());
+            assertTrue(world.sharesMemory());
             long before = backend.memory().liveBytes(MemoryCategory.PARAMS);
             SharedBuffer shared = world.sharedBuffer(DType.F32, MemoryCategory.PARAMS, (long) n * shard);
             long charged = backend.memory().liveBytes(MemoryCategory.PARAMS) - before;
@@ -74,13 +74,13 @@ class SharedBufferTest {
     void groupsWhoseRanksDoNotShareMemorySaySoAndRefuse() {
         List<String> errors = onRanks(new LocalGroup(2, Duration.ofSeconds(20), LocalGroup.Dispatch.STREAM_EVENTS),
                 (rank, backend, world) -> {
-                    assertFalse(world.sharesAddressSpace());
+                    assertFalse(world.sharesMemory());
                     return assertThrows(UnsupportedOperationException.class,
                             () -> world.sharedBuffer(DType.F32, MemoryCategory.PARAMS, 8)).getMessage();
                 });
         assertTrue(errors.get(0).contains("sharesMemory"), errors.get(0));
         List<Boolean> separate = onRanks(2, LocalGroup.Dispatch.HOST_FUNCTIONS,
-                (rank, backend, world) -> new SeparateAddressSpaces(world).sharesAddressSpace());
+                (rank, backend, world) -> new SeparateAddressSpaces(world).sharesMemory());
         assertEquals(List.of(false, false), separate);
     }
 }

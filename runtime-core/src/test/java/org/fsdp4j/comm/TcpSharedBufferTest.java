@@ -47,7 +47,6 @@ class TcpSharedBufferTest {
         float[][] second = randomPerRank(random, n, shard, DType.F32);
         List<long[]> seen = TcpTestSupport.onRanks(2, n, TIMEOUT, true, (rank, backend, world) -> {
             assertTrue(world.sharesMemory());
-            assertFalse(world.sharesAddressSpace());
             long before = backend.memory().liveBytes(MemoryCategory.PARAMS);
             SharedBuffer shared = world.sharedBuffer(DType.F32, MemoryCategory.PARAMS, (long) n * shard);
             long charged = backend.memory().liveBytes(MemoryCategory.PARAMS) - before;

@@ -1,4 +1,4 @@
-// The single-rank trainer: repeatable from its seed, learns the Markov source, reports the true
+// The trainer at one rank (the engine at N = 1): repeatable from its seed, learns the Markov source, reports the true
 // global gradient norm and the memory the model of docs/ARCHITECTURE.md ("Memory per rank") predicts for one unsharded rank.
 package org.fsdp4j.train;
 

@@ -32,7 +32,7 @@ final class RunLog {
                 c.seed(), c.checkpointActivations() ? " | activation checkpointing" : ""));
         c.initFrom().ifPresent(p -> out.println("  initial parameters from " + p + " (pretrained weights; each rank read"
                 + " its shards' values)"));
-        if (c.sharded()) {
+        if (c.reportsSharding()) {
             out.println(Format.f("  sharding %s over %d ranks (shard groups of %d) | %s | prefetch %d | micro-batches %d%s",
                     c.strategy().cliName(), c.worldSize(), c.fsdp().shardSize(), c.precision(), c.prefetch(),
                     c.microBatches(), c.offload() ? " | offload to host" : ""));

@@ -1,7 +1,7 @@
 // The optimizer's per-parameter state for a list of targets: one flat fp32 buffer per state
 // slot (m and v for AdamW, momentum for SGD), tracked as OPTIMIZER, zero at start, with a view
-// per target. The single-rank trainer builds it over whole parameters, the FSDP engine over
-// each rank's shard slices; the optimizers only see the resulting segments.
+// per target. Tests build it over whole parameters (ParameterStore's targets); the FSDP engine
+// keeps its own state per shard (ShardedUnit). The optimizers only see the resulting segments.
 package org.fsdp4j.optim;
 
 import java.util.ArrayList;

@@ -1,5 +1,5 @@
-// Unsharded parameter storage: what the single-rank trainer trains and what the FSDP tests
-// compare against. Per unit, one flat fp32 parameter buffer (PARAMS) and one flat gradient
+// Unsharded parameter storage for tests: the whole model on one backend, what the FSDP tests
+// compare against (and what samples' tests read loaded weights back through). Per unit, one flat fp32 parameter buffer (PARAMS) and one flat gradient
 // buffer (GRADS), with each parameter a view at its offset (llm.c's layout), bound to the unit
 // for the store's whole life. Host get/set by name serve weight loading and tests.
 package org.fsdp4j.model;
