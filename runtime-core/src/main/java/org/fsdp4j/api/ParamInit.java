@@ -2,14 +2,19 @@
 // (seed, parameter name, i, spec). Random bits come from a counter-based SplitMix64 (the
 // generator behind java.util.SplittableRandom), so any slice of any parameter can be produced
 // on any rank without generating what comes before it: every FSDP shard, at any world size,
-// agrees bit for bit with the whole parameter (the tests' unsharded store). Normals are Box–Muller pairs in fp64, scaled by the std, rounded
-// once to fp32. StrictMath (fdlibm) rather than Math, so the values are the same in every JVM
-// on every machine, not only within one process.
+// agrees bit for bit with the whole parameter (the tests' unsharded store). Normals are
+// Box–Muller pairs in fp64, scaled by the std, rounded once to fp32. StrictMath (fdlibm) rather
+// than Math, so the values are the same in every JVM on every machine, not only within one process.
 package org.fsdp4j.api;
 
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 
+/**
+ * The values of {@link ParamSpec#init()}, seeded: what {@link ParamSource#seeded(long)} gives. Any
+ * element range of a parameter is computed without the rest, and equals the same range of the
+ * whole parameter bit for bit, on any machine.
+ */
 public final class ParamInit {
 
     private static final long GOLDEN_GAMMA = 0x9e3779b97f4a7c15L;
@@ -19,7 +24,13 @@ public final class ParamInit {
     private ParamInit() {
     }
 
-    /** The whole parameter: out[0 .. spec.numel()). */
+    /**
+     * The whole parameter into out[0 .. spec.numel()).
+     *
+     * @param spec the parameter (its name, shape and initialiser)
+     * @param seed the run's seed
+     * @param out  at least spec.numel() floats, overwritten from index 0
+     */
     public static void fill(ParamSpec spec, long seed, float[] out) {
         if (out.length < spec.numel()) {
             throw new IllegalArgumentException("buffer of " + out.length + " floats is too small for " + spec);
@@ -30,6 +41,13 @@ public final class ParamInit {
     /**
      * Elements [firstElement, firstElement + count) of the parameter (flat, row-major) into
      * out[outOffset ..]: exactly the values {@link #fill(ParamSpec, long, float[])} puts there.
+     *
+     * @param spec         the parameter (its name, shape and initialiser)
+     * @param seed         the run's seed
+     * @param firstElement the first element wanted, from 0
+     * @param out          where the values go
+     * @param outOffset    the first index of {@code out} written
+     * @param count        elements wanted, with firstElement + count at most spec.numel()
      */
     public static void fill(ParamSpec spec, long seed, long firstElement, float[] out, int outOffset, int count) {
         if (firstElement < 0 || count < 0 || firstElement + count > spec.numel()) {

@@ -7,6 +7,10 @@ package org.fsdp4j.api;
 
 import java.util.List;
 
+/**
+ * The memory a {@link Tensor} views: one allocation of a backend, charged to the ranks' memory
+ * trackers while it is open. Backends subclass it; a model never needs to.
+ */
 public abstract class Storage implements AutoCloseable {
 
     private final Device device;
@@ -16,11 +20,26 @@ public abstract class Storage implements AutoCloseable {
     private final long share;           // bytes charged to each of charged
     private volatile boolean closed;
 
+    /**
+     * Charges all {@code numBytes} to {@code tracker}.
+     *
+     * @param device   where the memory is
+     * @param numBytes its size
+     * @param category what it holds, for the tracker
+     * @param tracker  the rank's tracker
+     */
     protected Storage(Device device, long numBytes, MemoryCategory category, MemoryTracker tracker) {
         this(device, numBytes, category, List.of(tracker));
     }
 
-    /** Charges numBytes / charged.size() to each of {@code charged} (which must divide numBytes). */
+    /**
+     * Charges numBytes / charged.size() to each of {@code charged} (which must divide numBytes).
+     *
+     * @param device   where the memory is
+     * @param numBytes its size
+     * @param category what it holds, for the trackers
+     * @param charged  the trackers of the ranks that share it
+     */
     protected Storage(Device device, long numBytes, MemoryCategory category, List<MemoryTracker> charged) {
         this(device, numBytes, category, charged, charged.size());
     }
@@ -29,6 +48,12 @@ public abstract class Storage implements AutoCloseable {
      * Charges numBytes / {@code parts} to each of {@code charged}: the storage is split in
      * {@code parts} equal parts (which must divide numBytes), of which these trackers hold
      * charged.size(); the others are charged in other processes.
+     *
+     * @param device   where the memory is
+     * @param numBytes its size
+     * @param category what it holds, for the trackers
+     * @param charged  the trackers of this process's ranks that share it
+     * @param parts    the ranks that share it, in every process
      */
     protected Storage(Device device, long numBytes, MemoryCategory category, List<MemoryTracker> charged, int parts) {
         if (charged.isEmpty() || parts < charged.size() || numBytes % parts != 0) {
@@ -45,18 +70,22 @@ public abstract class Storage implements AutoCloseable {
         }
     }
 
+    /** @return where the memory is */
     public final Device device() {
         return device;
     }
 
+    /** @return the allocation's size in bytes */
     public final long numBytes() {
         return numBytes;
     }
 
+    /** @return what the memory holds, as the trackers count it */
     public final MemoryCategory category() {
         return category;
     }
 
+    /** @return whether {@link #close} was called */
     public final boolean isClosed() {
         return closed;
     }
@@ -69,6 +98,7 @@ public abstract class Storage implements AutoCloseable {
         }
     }
 
+    /** Returns the memory to its backend and uncharges the trackers; idempotent. */
     @Override
     public final void close() {
         synchronized (this) {
