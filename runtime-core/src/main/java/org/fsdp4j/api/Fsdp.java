@@ -2,8 +2,6 @@
 // recipe and options in, a sharded model that trains out.
 package org.fsdp4j.api;
 
-import org.fsdp4j.fsdp.LocalShardedModel;
-
 /**
  * Shards a model over ranks and returns it ready to train.
  *
@@ -32,7 +30,7 @@ public final class Fsdp {
      *                                  the option and what to change
      */
     public static ShardedModel shard(ModelFactory factory, FsdpOptions options) {
-        return LocalShardedModel.start(factory, options);
+        return FsdpRuntime.get().shard(factory, options, null);
     }
 
     /**
@@ -49,7 +47,9 @@ public final class Fsdp {
      * @throws IllegalArgumentException if an option is invalid, or the world size does not split over the processes
      */
     public static ShardedModel shard(ModelFactory factory, FsdpOptions options, Processes processes) {
-        return LocalShardedModel.start(factory, options, processes.group(),
-                options.worldSize() / processes.processCount() * processes.processesOnThisMachine(), line -> { });
+        if (processes == null) {
+            throw new IllegalArgumentException("processes is null: use shard(factory, options) for a run in one process");
+        }
+        return FsdpRuntime.get().shard(factory, options, processes);
     }
 }

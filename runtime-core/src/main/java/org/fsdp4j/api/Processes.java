@@ -6,8 +6,6 @@ package org.fsdp4j.api;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Optional;
-import org.fsdp4j.dist.ProcessGroup;
-import org.fsdp4j.dist.ProcessIdentity;
 
 /**
  * This process's membership in a run over several processes. Start every process with
@@ -23,10 +21,39 @@ import org.fsdp4j.dist.ProcessIdentity;
  */
 public final class Processes implements AutoCloseable {
 
-    private final ProcessGroup group;
+    /**
+     * A joined run as the engine holds it (its rendezvous and connections); the engine implements
+     * it, a program never does.
+     */
+    public interface Membership extends AutoCloseable {
+
+        /** @return this process's index in the run */
+        int process();
+
+        /** @return processes in the run */
+        int processCount();
+
+        /** @return processes of the run on this machine */
+        int processesOnThisMachine();
+
+        /**
+         * The stop vote of {@link Processes#agreeToStop}.
+         *
+         * @param step   the step just completed
+         * @param reason why this process wants to stop, or null
+         * @return the agreed reason, or null to go on
+         */
+        String agreeToStop(int step, String reason);
+
+        /** Leaves the run. */
+        @Override
+        void close();
+    }
+
+    private final Membership group;
     private final boolean owned;
 
-    private Processes(ProcessGroup group, boolean owned) {
+    private Processes(Membership group, boolean owned) {
         this.group = group;
         this.owned = owned;
     }
@@ -45,21 +72,17 @@ public final class Processes implements AutoCloseable {
      *                          disagree on a setting (a ConfigMismatchException), saying which
      */
     public static Optional<Processes> fromEnvironment(Map<String, String> settings, Duration timeout) {
-        Optional<ProcessIdentity> identity = ProcessIdentity.resolve(ProcessIdentity.Explicit.NONE, System.getenv());
-        if (identity.isEmpty() || identity.get().alone()) {
-            return Optional.empty();
-        }
-        return Optional.of(new Processes(ProcessGroup.join(identity.get(), Map.copyOf(settings), timeout), true));
+        return FsdpRuntime.get().join(Map.copyOf(settings), timeout).map(m -> new Processes(m, true));
     }
 
     /**
      * A run the caller has joined already (the command line does, comparing its whole
      * configuration); closing the result leaves the group open.
      *
-     * @param group the joined group
+     * @param group the joined run, as the engine holds it
      * @return the membership
      */
-    public static Processes of(ProcessGroup group) {
+    public static Processes of(Membership group) {
         return new Processes(group, false);
     }
 
@@ -87,7 +110,7 @@ public final class Processes implements AutoCloseable {
      * @return the count
      */
     public int processesOnThisMachine() {
-        return group.identity().localCount();
+        return group.processesOnThisMachine();
     }
 
     /**
@@ -104,11 +127,11 @@ public final class Processes implements AutoCloseable {
     }
 
     /**
-     * The joined group (for the runtime).
+     * The joined run as the engine holds it (for the engine).
      *
-     * @return the group
+     * @return the membership
      */
-    public ProcessGroup group() {
+    public Membership membership() {
         return group;
     }
 

@@ -1,20 +1,13 @@
 // Pretrained weights for any model, as the API hands them to Fsdp.shard: safetensors files (one
 // file, a directory with model.safetensors, or a Hugging Face sharded checkpoint) read through a
-// name mapping from the model's parameter names to the files' tensor names. The files' headers are
-// checked when opened; the mapping is checked against the model when Fsdp.shard asks (check), and
-// each rank then reads only the elements its shards hold. The reading is org.fsdp4j.weights'
-// (SafetensorsFile, PretrainedWeights); this class is its public face.
+// name mapping from the model's parameter names to the files' tensor names. The reading is the
+// engine's (org.fsdp4j.weights, through FsdpRuntime); this is its public face.
 package org.fsdp4j.api;
 
 import java.nio.file.Path;
-import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.function.Function;
 import java.util.function.Predicate;
-import org.fsdp4j.weights.PretrainedWeights;
-import org.fsdp4j.weights.SafetensorsFile;
-import org.fsdp4j.weights.TensorRef;
 
 /**
  * Pretrained weights in safetensors files, as the values a sharded model starts from:
@@ -35,21 +28,7 @@ import org.fsdp4j.weights.TensorRef;
  * refusal is an {@link IllegalArgumentException} whose one-line message names the file and the
  * tensor. Tensors are read as the parameters lay them out (row-major, the same shape).
  */
-public final class SafetensorsWeights implements ParamSource, AutoCloseable {
-
-    private final Path location;
-    private final List<SafetensorsFile> files;
-    private final Function<String, String> tensorName;
-    private final Predicate<String> ignorable;
-    private volatile PretrainedWeights resolved;     // the mapping checked against the last model asked for
-
-    private SafetensorsWeights(Path location, List<SafetensorsFile> files, Function<String, String> tensorName,
-                               Predicate<String> ignorable) {
-        this.location = location;
-        this.files = files;
-        this.tensorName = tensorName;
-        this.ignorable = ignorable;
-    }
+public interface SafetensorsWeights extends ParamSource, AutoCloseable {
 
     /**
      * Opens weights whose tensors carry the model's parameter names (as fsdp4j's Llama's carry
@@ -60,7 +39,7 @@ public final class SafetensorsWeights implements ParamSource, AutoCloseable {
      * @return the opened weights; close them when the model has been sharded
      * @throws IllegalArgumentException if there are no such files or one is malformed, naming it
      */
-    public static SafetensorsWeights open(Path location) {
+    static SafetensorsWeights open(Path location) {
         return open(location, Function.identity(), tensor -> false);
     }
 
@@ -75,12 +54,8 @@ public final class SafetensorsWeights implements ParamSource, AutoCloseable {
      * @return the opened weights; close them when the model has been sharded
      * @throws IllegalArgumentException if there are no such files or one is malformed, naming it
      */
-    public static SafetensorsWeights open(Path location, Function<String, String> tensorName,
-                                          Predicate<String> ignorable) {
-        if (location == null || tensorName == null || ignorable == null) {
-            throw new IllegalArgumentException("weights need a location, a tensor name mapping and an ignorable test");
-        }
-        return new SafetensorsWeights(location, PretrainedWeights.openFiles(location), tensorName, ignorable);
+    static SafetensorsWeights open(Path location, Function<String, String> tensorName, Predicate<String> ignorable) {
+        return FsdpRuntime.get().openSafetensors(location, tensorName, ignorable);
     }
 
     /**
@@ -88,15 +63,7 @@ public final class SafetensorsWeights implements ParamSource, AutoCloseable {
      *
      * @return tensor name to shape, in the files' order
      */
-    public Map<String, long[]> tensors() {
-        Map<String, long[]> out = new LinkedHashMap<>();
-        for (SafetensorsFile f : files) {
-            for (SafetensorsFile.Entry e : f.entries()) {
-                out.put(e.name(), e.shape());
-            }
-        }
-        return out;
-    }
+    Map<String, long[]> tensors();
 
     /**
      * Checks the weights against a model's parameters: each needs a tensor of its shape in a
@@ -106,17 +73,7 @@ public final class SafetensorsWeights implements ParamSource, AutoCloseable {
      * @throws IllegalArgumentException naming the first tensor or parameter that does not fit
      */
     @Override
-    public void check(List<ParamSpec> params) {
-        Map<String, TensorRef> mapping = new LinkedHashMap<>();
-        for (ParamSpec p : params) {
-            String tensor = tensorName.apply(p.name());
-            if (tensor == null) {
-                throw new IllegalArgumentException("the weight mapping has no tensor for parameter " + p.name());
-            }
-            mapping.put(p.name(), TensorRef.asIs(tensor));
-        }
-        resolved = PretrainedWeights.of(location, files, List.of(params), mapping, ignorable);
-    }
+    void check(java.util.List<ParamSpec> params);
 
     /**
      * Copies a parameter's elements from its tensor, widened to fp32.
@@ -125,23 +82,9 @@ public final class SafetensorsWeights implements ParamSource, AutoCloseable {
      *                               ({@link Fsdp#shard} does that)
      */
     @Override
-    public void fill(ParamSpec spec, long firstElement, float[] out, int outOffset, int count) {
-        PretrainedWeights w = resolved;
-        if (w == null) {
-            throw new IllegalStateException("the weights at " + location + " have not been checked against a model:"
-                    + " give them to FsdpOptions.Builder.initialValues, or call check first");
-        }
-        w.fill(spec, firstElement, out, outOffset, count);
-    }
+    void fill(ParamSpec spec, long firstElement, float[] out, int outOffset, int count);
 
     /** Closes the files; idempotent. */
     @Override
-    public void close() {
-        files.forEach(SafetensorsFile::close);
-    }
-
-    @Override
-    public String toString() {
-        return "safetensors weights at " + location;
-    }
+    void close();
 }

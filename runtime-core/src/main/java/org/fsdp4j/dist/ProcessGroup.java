@@ -28,6 +28,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.function.Supplier;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.api.Processes;
 import org.fsdp4j.comm.CommException;
 import org.fsdp4j.comm.JobToken;
 import org.fsdp4j.comm.PeerListener;
@@ -37,7 +38,7 @@ import org.fsdp4j.comm.RefusalLog;
 import org.fsdp4j.comm.RankGroups;
 import org.fsdp4j.comm.TcpGroup;
 
-public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
+public final class ProcessGroup implements ProcessDirectory, Processes.Membership, AutoCloseable {
 
     /** How long leaving a reason for an abort, or reading one, may take (the store may be gone). */
     private static final Duration ABORT_CALL_TIMEOUT = Duration.ofSeconds(3);
@@ -567,6 +568,11 @@ public final class ProcessGroup implements ProcessDirectory, AutoCloseable {
     @Override
     public int processCount() {
         return identity.count();
+    }
+
+    @Override
+    public int processesOnThisMachine() {
+        return identity.localCount();
     }
 
     @Override

@@ -34,6 +34,7 @@ public final class EngineStepExecutor implements StepExecutor {
 
     private final ShardedModel model;
     private final Processes processes;     // null when every rank runs in this process
+    private final ProcessGroup group;      // the same run, as the engine holds it
     private long[] commBytesPerRank;
 
     /** Starts config.worldSize() ranks in this process, as the config asks. */
@@ -47,6 +48,7 @@ public final class EngineStepExecutor implements StepExecutor {
      * machine share its cores.
      */
     public EngineStepExecutor(TrainConfig config, ProcessGroup processes) {
+        this.group = processes;
         this.processes = processes == null ? null : Processes.of(processes);
         ModelFactory factory = config.model().factory();
         // pretrained weights are opened (and checked against the model) here, on the caller's thread, so a
@@ -137,7 +139,7 @@ public final class EngineStepExecutor implements StepExecutor {
 
     @Override
     public Optional<ProcessGroup> processGroup() {
-        return Optional.ofNullable(processes).map(Processes::group);
+        return Optional.ofNullable(group);
     }
 
     @Override
