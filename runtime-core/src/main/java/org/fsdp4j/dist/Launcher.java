@@ -6,9 +6,9 @@
 // failure each finds the same way, a batch that does not split; a waiting notice) shows once. When one fails, the others stop by
 // themselves (its connections close, its reason is in the store); any still running after the
 // grace period get SIGTERM, then SIGKILL, so no process outlives the launcher's decision. The
-// exit code is the first failure that a process chose itself (1..127: 7 when a rank failed, the
-// survivors' code after a peer died); when the only failures are deaths by a signal (128 + n)
-// that the launcher did not pass on, 7 (a rank failed); after a stop passed on from the launcher
+// exit code is the first failure that a process chose itself other than 7 (1..127; 7 only says
+// another rank failed, and a survivor may end before the process at the root), else 7 (a rank
+// failed, or the only failures were deaths by a signal the launcher did not pass on); after a stop passed on from the launcher
 // (SIGINT, SIGTERM), the first failure's code as it is; 0 when all succeed.
 // NCCL_LAUNCH_ORDER_IMPLICIT=1 is set for the processes unless the environment sets it: GPU ranks
 // then launch their collectives in the order they issue them (nccl-comm's IssueOrder). The job's
@@ -153,7 +153,7 @@ public final class Launcher {
     /** Waits for every process; after the first failure, gives the rest the grace period, then stops them. */
     private int watch() {
         int firstFailure = 0;
-        int firstOwnFailure = 0;               // the first exit code in 1..127: what a process itself reported
+        int rootFailure = 0;                   // the first exit code in 1..127 but 7: a process's own reason
         long stopAt = Long.MAX_VALUE;          // when the survivors of a failure get SIGTERM
         boolean terminated = false;
         List<Process> running = new ArrayList<>(processes);
@@ -165,8 +165,8 @@ public final class Launcher {
                 running.remove(p);
                 drainErrors(p);            // its last lines (its error) come before the launcher's word on it
                 int code = p.exitValue();
-                if (code != 0 && firstOwnFailure == 0 && code < 128 && !terminated) {
-                    firstOwnFailure = code;
+                if (code != 0 && code != RANK_FAILED && rootFailure == 0 && code < 128 && !terminated) {
+                    rootFailure = code;
                 }
                 if (code != 0 && firstFailure == 0) {
                     firstFailure = code;
@@ -198,7 +198,7 @@ public final class Launcher {
                 return 1;
             }
         }
-        return jobExitCode(firstFailure, firstOwnFailure, stopPassedOn);
+        return jobExitCode(firstFailure, rootFailure, stopPassedOn);
     }
 
     /** Waits (2 s at most: a process of its own may hold the pipe) until process {@code p}'s stderr has passed through. */
@@ -211,14 +211,16 @@ public final class Launcher {
     }
 
     /**
-     * The job's exit code (see the file comment): a process's own failure first; a death by
-     * signal alone is a failed rank; after a stop passed on, the first failure as it is.
+     * The job's exit code (see the file comment): the reason a process gave for itself
+     * ({@code rootFailure}, any code in 1..127 but 7), whichever process ended first, since 7 only
+     * says that another rank failed (a survivor may end before the process at the root: its disk
+     * full, exit 6); else 7; after a stop passed on, the first failure as it is.
      */
-    static int jobExitCode(int firstFailure, int firstOwnFailure, boolean stopPassedOn) {
+    static int jobExitCode(int firstFailure, int rootFailure, boolean stopPassedOn) {
         if (firstFailure == 0 || stopPassedOn) {
             return firstFailure;
         }
-        return firstOwnFailure != 0 ? firstOwnFailure : RANK_FAILED;
+        return rootFailure != 0 ? rootFailure : RANK_FAILED;
     }
 
     /** Passes signal {@code name} ("SIGTERM") on to every process still running (see the file comment). */
