@@ -13,6 +13,7 @@
 // are MultiProcessGpuTest's.
 package org.fsdp4j.cli;
 
+import static org.fsdp4j.cli.MultiProcessCommandTest.args;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -440,11 +441,5 @@ class FaultMatrixTest {
 
     private static List<String> launched(List<String> run) {
         return args(List.of("launch", "--standalone", "--nproc-per-node", "2", "--"), run.toArray(String[]::new));
-    }
-
-    private static List<String> args(List<String> base, String... more) {
-        List<String> a = new ArrayList<>(base);
-        a.addAll(List.of(more));
-        return a;
     }
 }

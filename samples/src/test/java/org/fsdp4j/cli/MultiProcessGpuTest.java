@@ -217,21 +217,8 @@ class MultiProcessGpuTest {
         StandIns.assumeStandIns();
         ChildJvm launcher = launch("store-mid", standInJvm(), concat(RUN, List.of(), "--device", "cuda",
                 "--steps", "100000", "--collective-timeout", "30"));
-        launcher.await("step 1/");
-        List<ProcessHandle> all = launcher.process().descendants().toList();
-        long start = System.nanoTime();
-        new ProcessBuilder("kill", "-9", Long.toString(FaultMatrixTest.pidOf(launcher, 0))).start().waitFor();
-        int code = launcher.exit(30 + 10);
-        double seconds = (System.nanoTime() - start) / 1e9;
-        String err = launcher.stderr();
-        assertEquals(ExitCode.RANK_FAILED.code(), code, err);
-        assertTrue(seconds < 30 + 10, "took " + seconds + " s: " + err);
-        List<String> errors = err.lines().filter(l -> l.startsWith("error: ")).toList();
-        assertEquals(1, errors.size(), "one line, from the survivor: " + err);
-        assertTrue(errors.get(0).matches(".*process 0 \\(ranks 0-1, host [^)]+\\).*"), err);
-        for (ProcessHandle p : all) {
-            assertTrue(p.onExit().get(10, TimeUnit.SECONDS) != null && !p.isAlive(), "left running: " + p.pid());
-        }
+        String err = faultProcessZero(launcher, "-9", 30);
+        assertEquals(1, err.lines().filter(l -> l.startsWith("error: ")).count(), "one line, from the survivor: " + err);
     }
 
     @Test
@@ -239,20 +226,30 @@ class MultiProcessGpuTest {
         StandIns.assumeStandIns();
         ChildJvm launcher = launch("store-hang", standInJvm(), concat(RUN, List.of(), "--device", "cuda",
                 "--steps", "100000", "--collective-timeout", "5"), "--grace", "1");
+        faultProcessZero(launcher, "-STOP", 5);
+    }
+
+    /**
+     * Sends {@code signal} to process 0 (which serves the store) once a step ran, under a
+     * --collective-timeout of {@code timeoutSeconds}: the job ends within the timeout + 10 s with
+     * exit 7, its first error line naming process 0, and nothing is left running. Returns stderr.
+     */
+    private static String faultProcessZero(ChildJvm launcher, String signal, int timeoutSeconds) throws Exception {
         launcher.await("step 1/");
         List<ProcessHandle> all = launcher.process().descendants().toList();
         long start = System.nanoTime();
-        new ProcessBuilder("kill", "-STOP", Long.toString(FaultMatrixTest.pidOf(launcher, 0))).start().waitFor();
-        int code = launcher.exit(5 + 10 + 10);
+        new ProcessBuilder("kill", signal, Long.toString(FaultMatrixTest.pidOf(launcher, 0))).start().waitFor();
+        int code = launcher.exit(timeoutSeconds + 20);
         double seconds = (System.nanoTime() - start) / 1e9;
         String err = launcher.stderr();
         assertEquals(ExitCode.RANK_FAILED.code(), code, err);
-        assertTrue(seconds < 5 + 10, "watchdog 5 s, the abort, grace 1 s: took " + seconds + " s: " + err);
+        assertTrue(seconds < timeoutSeconds + 10, "took " + seconds + " s: " + err);
         assertTrue(err.lines().filter(l -> l.startsWith("error: ")).findFirst().orElse("")
                 .matches(".*process 0 \\(ranks 0-1, host [^)]+\\).*"), err);
         for (ProcessHandle p : all) {
             assertTrue(p.onExit().get(10, TimeUnit.SECONDS) != null && !p.isAlive(), "left running: " + p.pid());
         }
+        return err;
     }
 
     /**
