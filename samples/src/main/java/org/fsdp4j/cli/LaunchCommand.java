@@ -142,16 +142,30 @@ final class LaunchCommand implements Callable<Integer> {
         return JobToken.generate();
     }
 
-    /** This JVM again (its options, such as FSDP4J_JAVA_OPTS's, included) on the fsdp4j main class. */
+    /**
+     * This JVM again (its options, such as FSDP4J_JAVA_OPTS's, included) on the fsdp4j main class: on
+     * the class path, as the jar runs, or as the module it was started as (its options then hold the
+     * module path, and the main module is named again with -m rather than copied as a property).
+     */
     private static List<String> javaCommand() {
         String java = ProcessHandle.current().info().command()
                 .orElse(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         List<String> cmd = new ArrayList<>();
         cmd.add(java);
-        cmd.addAll(ManagementFactory.getRuntimeMXBean().getInputArguments());
-        cmd.add("-cp");
-        cmd.add(System.getProperty("java.class.path"));
-        cmd.add(Main.class.getName());
+        Module module = Main.class.getModule();
+        for (String option : ManagementFactory.getRuntimeMXBean().getInputArguments()) {
+            if (!(module.isNamed() && option.startsWith("-Djdk.module.main="))) {
+                cmd.add(option);
+            }
+        }
+        if (module.isNamed()) {
+            cmd.add("-m");
+            cmd.add(module.getName() + "/" + Main.class.getName());
+        } else {
+            cmd.add("-cp");
+            cmd.add(System.getProperty("java.class.path"));
+            cmd.add(Main.class.getName());
+        }
         return cmd;
     }
 

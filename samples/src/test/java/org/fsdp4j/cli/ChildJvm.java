@@ -1,6 +1,6 @@
 // A child JVM running org.fsdp4j.cli.Main on the test's classpath, as users start fsdp4j (the
-// launcher, or one process of a run by hand): its stdout lines queue up for the test to wait on,
-// its stderr goes to a file. Variables that would make it one process of a run (torchrun's,
+// launcher, or one process of a run by hand), or a main class from a module path: its stdout
+// lines queue up for the test to wait on, its stderr goes to a file. Variables that would make it one process of a run (torchrun's,
 // Slurm's, Open MPI's, Kubernetes operators') are removed unless the test sets them, and so are
 // the job token and bind variables (FSDP4J_JOB_TOKEN, FSDP4J_JOB_TOKEN_FILE, FSDP4J_*_BIND).
 package org.fsdp4j.cli;
@@ -28,13 +28,31 @@ record ChildJvm(Process process, BlockingQueue<String> lines, Path err) {
     /** As above, the java command run by {@code prefix} ("unshare", "-rm", ...: a wrapper that execs its arguments). */
     static ChildJvm start(Path err, Map<String, String> env, List<String> prefix, List<String> jvm, List<String> args)
             throws IOException {
-        String java = ProcessHandle.current().info().command().orElse("java");
         List<String> cmd = new ArrayList<>(prefix);
-        cmd.addAll(List.of(java, "-cp", System.getProperty("java.class.path"),
+        cmd.addAll(List.of(java(), "-cp", System.getProperty("java.class.path"),
                 "-Dorg.bytedeco.javacpp.maxPhysicalBytes=0", "--add-modules", "jdk.incubator.vector"));
         cmd.addAll(jvm);
         cmd.add(Main.class.getName());
         cmd.addAll(args);
+        return run(err, env, cmd);
+    }
+
+    /**
+     * {@code main} ("module/class") run from the module path {@code modulePath}, every module on it
+     * resolved (JavaCPP's native libraries sit in platform modules nothing requires by name).
+     */
+    static ChildJvm startModule(Path err, String modulePath, String main, List<String> args) throws IOException {
+        List<String> cmd = new ArrayList<>(List.of(java(), "-p", modulePath, "-Dorg.bytedeco.javacpp.maxPhysicalBytes=0",
+                "--add-modules", "jdk.incubator.vector,ALL-MODULE-PATH", "-m", main));
+        cmd.addAll(args);
+        return run(err, Map.of(), cmd);
+    }
+
+    private static String java() {
+        return ProcessHandle.current().info().command().orElse("java");
+    }
+
+    private static ChildJvm run(Path err, Map<String, String> env, List<String> cmd) throws IOException {
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(err.toFile());
         for (String v : List.of("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
                 "MASTER_PORT", "FSDP4J_JOB_TOKEN", "FSDP4J_JOB_TOKEN_FILE", "FSDP4J_STORE_BIND", "FSDP4J_PEER_BIND")) {
