@@ -3,6 +3,9 @@
 // fsdp4j.cuda.tf32=true and fsdp4j.cuda.cublasWorkspaceMiB=N.
 package org.fsdp4j.cuda;
 
+import java.util.OptionalLong;
+import org.fsdp4j.backend.Fsdp4jSystemProperties;
+
 public record CudaOptions(boolean allowTf32, long cublasWorkspaceBytes) {
 
     /** cuBLAS asks for 32 MiB on Hopper and Blackwell, less elsewhere. */
@@ -19,15 +22,8 @@ public record CudaOptions(boolean allowTf32, long cublasWorkspaceBytes) {
     }
 
     public static CudaOptions fromSystemProperties() {
-        boolean tf32 = Boolean.parseBoolean(System.getProperty("fsdp4j.cuda.tf32", "false"));
-        String mib = System.getProperty("fsdp4j.cuda.cublasWorkspaceMiB");
-        long ws;
-        try {
-            ws = mib == null ? DEFAULT_CUBLAS_WORKSPACE_BYTES : Long.parseLong(mib.trim()) << 20;
-        } catch (NumberFormatException e) {
-            throw new IllegalArgumentException("fsdp4j.cuda.cublasWorkspaceMiB must be a whole number of MiB, got '"
-                    + mib + "'");
-        }
-        return new CudaOptions(tf32, ws);
+        OptionalLong mib = Fsdp4jSystemProperties.cudaCublasWorkspaceMiB();
+        return new CudaOptions(Fsdp4jSystemProperties.cudaTf32(),
+                mib.isPresent() ? mib.getAsLong() << 20 : DEFAULT_CUBLAS_WORKSPACE_BYTES);
     }
 }

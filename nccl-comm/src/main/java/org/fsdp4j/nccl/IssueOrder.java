@@ -12,6 +12,7 @@
 // test that shows the deadlock the rule prevents).
 package org.fsdp4j.nccl;
 
+import org.fsdp4j.backend.Fsdp4jSystemProperties;
 import org.fsdp4j.backend.Backend;
 
 final class IssueOrder {
@@ -37,7 +38,7 @@ final class IssueOrder {
 
     /** The rule for this process: the property, else IMPLICIT where NCCL will honour it, else CHAINED. */
     static Rule rule(NcclApi nccl) {
-        String forced = System.getProperty("fsdp4j.ncclIssueOrder", "");
+        String forced = Fsdp4jSystemProperties.ncclIssueOrder();
         switch (forced) {
             case "chained": return Rule.CHAINED;
             case "implicit": return Rule.IMPLICIT;

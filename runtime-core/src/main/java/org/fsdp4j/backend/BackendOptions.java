@@ -14,8 +14,6 @@ package org.fsdp4j.backend;
  */
 public record BackendOptions(int cpuThreads, boolean debugStreams) {
 
-    /** The system property that turns the debug mode on for backends built with defaults. */
-    public static final String DEBUG_STREAMS_PROPERTY = "fsdp4j.debugStreams";
     /** The most CPU threads a backend may be given (far above any machine; it keeps the arithmetic in int). */
     public static final int MAX_CPU_THREADS = 0x7fff;
 
@@ -28,7 +26,7 @@ public record BackendOptions(int cpuThreads, boolean debugStreams) {
 
     /** {@code cpuThreads} threads, debug streams as the system property says. */
     public static BackendOptions defaults(int cpuThreads) {
-        return new BackendOptions(cpuThreads, Boolean.getBoolean(DEBUG_STREAMS_PROPERTY));
+        return new BackendOptions(cpuThreads, Fsdp4jSystemProperties.debugStreams());
     }
 
     /**

@@ -10,7 +10,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 public final class OpTiming {
 
     /** -Dfsdp4j.opTimes=true: backends time their ops and print a table when the JVM exits. */
-    public static final boolean ENABLED = Boolean.getBoolean("fsdp4j.opTimes");
+    public static final boolean ENABLED = Fsdp4jSystemProperties.opTimes();
 
     private static final List<Runnable> RESETS = new CopyOnWriteArrayList<>();
 

@@ -12,6 +12,7 @@
 // and process 0 alone commits (SharedCheckpointWriter).
 package org.fsdp4j.checkpoint;
 
+import org.fsdp4j.backend.Fsdp4jSystemProperties;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
@@ -36,7 +37,6 @@ public final class CheckpointWriter {
      * Test hook: milliseconds to sleep after each 1 MiB written, so a test can kill the process in
      * the middle of a save. 0 (the default) in every real run.
      */
-    static final String CHUNK_DELAY_PROPERTY = "fsdp4j.checkpoint.chunkDelayMs";
 
     private static final int CHUNK_BYTES = 1 << 20;
 
@@ -160,7 +160,7 @@ public final class CheckpointWriter {
     private static CheckpointIndex.RankFile writeRank(Path file, String name, ShardedStateDict.RankShard s,
                                                       List<String> bufferNames, List<CheckpointIndex.Entry> entries,
                                                       Runnable check) throws IOException {
-        long delayMs = Long.getLong(CHUNK_DELAY_PROPERTY, 0);
+        long delayMs = Fsdp4jSystemProperties.checkpointChunkDelayMs();
         CRC32C crc = new CRC32C();
         ByteBuffer buf = ByteBuffer.allocate(CHUNK_BYTES).order(ByteOrder.LITTLE_ENDIAN);
         long offset = 0;

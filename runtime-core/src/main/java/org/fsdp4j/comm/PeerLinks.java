@@ -12,6 +12,7 @@
 // deadline passes (the watchdog).
 package org.fsdp4j.comm;
 
+import org.fsdp4j.backend.Fsdp4jSystemProperties;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.ClosedSelectorException;
@@ -44,7 +45,7 @@ final class PeerLinks implements AutoCloseable {
      * collective this process moves over links first resets one of its connections (RST, as a
      * network fault does), so that both ends meet a real reset. Unset in every real run.
      */
-    private static final long RESET_AT = Long.getLong("fsdp4j.test.resetPeerConnectionAt", 0);
+    private static final long RESET_AT = Fsdp4jSystemProperties.testResetPeerConnectionAt();
     private static final java.util.concurrent.atomic.AtomicLong RUNS = new java.util.concurrent.atomic.AtomicLong();
 
     private record Outgoing(ByteBuffer header, ByteBuffer payload) {

@@ -8,6 +8,7 @@
 // stop at once, and with the same reason.
 package org.fsdp4j.comm;
 
+import org.fsdp4j.backend.Fsdp4jSystemProperties;
 import java.nio.channels.SocketChannel;
 import java.time.Duration;
 import java.util.List;
@@ -102,7 +103,7 @@ public final class TcpGroup implements RankGroup, AutoCloseable {
 
     /** Whether groups let processes of one host use shared memory unless told otherwise: yes, unless -Dfsdp4j.sharedMemory=false. */
     public static boolean sharedMemoryByDefault() {
-        return !"false".equalsIgnoreCase(System.getProperty("fsdp4j.sharedMemory", ""));
+        return Fsdp4jSystemProperties.sharedMemory();
     }
 
     /**

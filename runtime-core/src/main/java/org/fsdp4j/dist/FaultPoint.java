@@ -6,10 +6,12 @@
 // exact moment instead of guessing one from the time.
 package org.fsdp4j.dist;
 
+import org.fsdp4j.backend.Fsdp4jSystemProperties;
+
 public final class FaultPoint {
 
     /** The property that names where to pause. */
-    public static final String PROPERTY = "fsdp4j.test.pauseAt";
+    public static final String PROPERTY = Fsdp4jSystemProperties.TEST_PAUSE_AT;
     /** What the paused process prints on stderr, before the point's name. */
     public static final String PAUSED = "fsdp4j-test: paused at ";
 
@@ -23,7 +25,7 @@ public final class FaultPoint {
 
     /** Pauses here, for good, if the property names {@code point} (for every process, or for {@code process}). */
     public static void reach(String point, int process) {
-        String at = System.getProperty(PROPERTY);
+        String at = Fsdp4jSystemProperties.testPauseAt();
         if (at == null || !(at.equals(point) || at.equals(point + "@" + process))) {
             return;
         }

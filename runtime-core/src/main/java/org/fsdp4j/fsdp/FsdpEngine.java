@@ -39,6 +39,7 @@
 // stream, each with its own communicator (one communicator serves one stream).
 package org.fsdp4j.fsdp;
 
+import org.fsdp4j.backend.Fsdp4jSystemProperties;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.EnumSet;
@@ -95,15 +96,6 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     /** A gradient whose reduction is queued on the reduce stream, and the event after that reduction. */
     private record InFlightReduction(Tensor grad, Backend.Event done) {
     }
-
-    /**
-     * Whether ranks that share memory ({@code sharesMemory()}: in-process CPU ranks, or CPU ranks
-     * in processes of one host over shared memory) keep a unit's fp32
-     * masters side by side in one buffer and gather by reading it in place (on by default;
-     * {@code -Dfsdp4j.inPlaceGather=false} gives every gather its own buffer and copies, as
-     * separate processes do, for comparison; in place, N = 2 steps ran up to 13% faster).
-     */
-    static final boolean IN_PLACE_GATHER = !"false".equals(System.getProperty("fsdp4j.inPlaceGather"));
 
     private final TrainableModel model;
     private final Backend device;
@@ -187,7 +179,10 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
             List<ParamSpec> specs = new ArrayList<>();
             model.units().forEach(u -> specs.addAll(u.params()));
             initialValues.check(specs);     // a source that cannot give every parameter fails here, before any fill
-            Communicator sharesMasters = IN_PLACE_GATHER && mesh.shard().sharesMemory() ? mesh.shard() : null;
+            // ranks that share memory (in-process CPU ranks, or processes of one host over shared
+            // memory) keep a unit's fp32 masters side by side and gather by reading them in place,
+            // which saves a copy per gather; the switch gives each gather its own buffer, for comparison
+            Communicator sharesMasters = Fsdp4jSystemProperties.inPlaceGather() && mesh.shard().sharesMemory() ? mesh.shard() : null;
             for (Unit unit : model.units()) {
                 FlatParamLayout layout = FlatParamLayout.of(unit.params(), config.precision().paramDtype(),
                         config.shardSize());

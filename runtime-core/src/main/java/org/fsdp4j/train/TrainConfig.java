@@ -233,7 +233,7 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
         private int prefetch = 1;
         private int microBatches = 1;
         private boolean offload;
-        private boolean debugStreams = Boolean.getBoolean(org.fsdp4j.backend.BackendOptions.DEBUG_STREAMS_PROPERTY);
+        private boolean debugStreams = org.fsdp4j.backend.Fsdp4jSystemProperties.debugStreams();
         private NonFinitePolicy onNonFinite = NonFinitePolicy.STOP;
         private Duration collectiveTimeout = DEFAULT_COLLECTIVE_TIMEOUT;
 

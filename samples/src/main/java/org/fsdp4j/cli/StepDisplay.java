@@ -4,6 +4,7 @@
 // checkpoints) are printed either way.
 package org.fsdp4j.cli;
 
+import org.fsdp4j.backend.Fsdp4jSystemProperties;
 import java.io.PrintWriter;
 import java.time.Duration;
 import me.tongfei.progressbar.ProgressBar;
@@ -27,7 +28,7 @@ final class StepDisplay implements AutoCloseable {
 
     /** A bar when stdout is a terminal (and the run's output is not redirected), else plain lines. */
     static StepDisplay create(PrintWriter out, TrainConfig config, int firstStepDone) {
-        if (System.console() == null || Boolean.getBoolean("fsdp4j.plainSteps")) {
+        if (System.console() == null || Fsdp4jSystemProperties.plainSteps()) {
             return new StepDisplay(out, null);
         }
         ProgressBar bar = new ProgressBarBuilder().setTaskName("train").setInitialMax(config.steps())

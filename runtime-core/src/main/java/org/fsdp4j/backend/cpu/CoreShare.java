@@ -13,6 +13,7 @@
 // -Dfsdp4j.coreShare=false turns it off (for comparing on one build).
 package org.fsdp4j.backend.cpu;
 
+import org.fsdp4j.backend.Fsdp4jSystemProperties;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -21,7 +22,7 @@ import java.util.function.IntConsumer;
 
 final class CoreShare {
 
-    static final boolean ENABLED = !"false".equalsIgnoreCase(System.getProperty("fsdp4j.coreShare", ""));
+    static final boolean ENABLED = Fsdp4jSystemProperties.coreShare();
 
     private static final int CORES = Runtime.getRuntime().availableProcessors();
 

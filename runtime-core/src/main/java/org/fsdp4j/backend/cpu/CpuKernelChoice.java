@@ -7,6 +7,7 @@
 // not a failed initialisation of TileGemm or PanelGemm in the middle of one.
 package org.fsdp4j.backend.cpu;
 
+import org.fsdp4j.backend.Fsdp4jSystemProperties;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -15,21 +16,21 @@ import java.util.Locale;
 
 final class CpuKernelChoice {
 
-    static final String TILE_PROPERTY = "fsdp4j.tile";
-    static final String GEMM_PROPERTY = "fsdp4j.cpuGemm";
+    static final String TILE_PROPERTY = Fsdp4jSystemProperties.TILE;
+    static final String GEMM_PROPERTY = Fsdp4jSystemProperties.CPU_GEMM;
 
     private CpuKernelChoice() {
     }
 
     /** Whether this machine's tile is 4 × 3 vectors (TileGemm.NARROW). */
     static boolean narrowTile() {
-        return narrowTile(arch(), Simd.FL, System.getProperty(TILE_PROPERTY, ""));
+        return narrowTile(arch(), Simd.FL, Fsdp4jSystemProperties.tile());
     }
 
     /** Whether this machine's Linear-sized fp32 GEMMs run on PanelGemm (PanelGemm.ENABLED). */
     static boolean javaGemm() {
         String[] cpu = vendorAndFamily();
-        return javaGemm(System.getProperty(GEMM_PROPERTY, ""), narrowTile(arch(), Simd.FL, ""),
+        return javaGemm(Fsdp4jSystemProperties.cpuGemm(), narrowTile(arch(), Simd.FL, ""),
                 wideBlas(arch(), Simd.FL, System.getenv("OPENBLAS_CORETYPE"), cpu[0], cpu[1]));
     }
 

@@ -16,6 +16,7 @@
 // and reason() says why. -Dfsdp4j.jitDirectives=false skips it too (for before/after measurements).
 package org.fsdp4j.backend.cpu;
 
+import org.fsdp4j.backend.Fsdp4jSystemProperties;
 import java.io.IOException;
 import java.lang.management.ManagementFactory;
 import java.lang.reflect.Method;
@@ -47,7 +48,7 @@ final class JitDirectives {
         if (reason != null) {
             return;
         }
-        if (!Boolean.parseBoolean(System.getProperty("fsdp4j.jitDirectives", "true"))) {
+        if (!Fsdp4jSystemProperties.jitDirectives()) {
             reason = Optional.of("switched off by -Dfsdp4j.jitDirectives=false");
             return;
         }
