@@ -314,14 +314,16 @@ final class LocalCommunicator implements Communicator {
     }
 
     /**
-     * Runs a collective's body: fails at once if the group was aborted; any failure other than
-     * the group's own (a bug, a bad buffer) aborts the group so that no rank waits for it.
+     * Runs a collective's body: fails at once if the group was aborted; any failure aborts the
+     * group (a CommException with itself as the cause: a no-op where the group's own timeout or
+     * abort raised it), so that no rank waits for it.
      */
-    private <T> T guarded(String where, java.util.function.Supplier<T> body) {
+    <T> T guarded(String where, java.util.function.Supplier<T> body) {
         try {
             group.fate().check(where);
             return body.get();
         } catch (CommException e) {
+            group.fate().abort(e);
             throw e;
         } catch (Throwable t) {
             CommException e = new CommException(where + " failed: " + describe(t), t);

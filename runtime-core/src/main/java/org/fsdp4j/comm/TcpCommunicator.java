@@ -744,7 +744,7 @@ final class TcpCommunicator implements Communicator {
      * Runs a collective's body: fails at once if the group was aborted; any failure aborts the
      * group (which tells the other processes why and closes the connections), so no rank waits.
      */
-    private <T> T guarded(String where, Supplier<T> body) {
+    <T> T guarded(String where, Supplier<T> body) {
         try {
             group.fate().check(where);
             return body.get();
