@@ -226,17 +226,26 @@ abstract class HostCommunicator implements Communicator {
 
     // ------------------------------------------------------------------ what a transport does
 
-    /** All-gather among two or more ranks: {@code inPlace}, input is this rank's chunk of output. */
+    /**
+     * All-gather among two or more ranks, checked: input (n) of every rank into output (size · n);
+     * {@code inPlace}, input is this rank's chunk of output. The same holds for each *Among method:
+     * the call is checked, {@code signature} is what the ranks must agree on, and the base counts
+     * the bytes once it returns.
+     */
     protected abstract void allGatherAmong(Tensor input, Tensor output, boolean inPlace, String signature,
                                            Backend.Stream stream);
 
+    /** Reduce-scatter: output (n) = reduction over ranks of chunk rank of input (size · n). */
     protected abstract void reduceScatterAmong(Tensor input, Tensor output, Reduction reduction, String signature,
                                                Backend.Stream stream);
 
+    /** All-reduce: buffer (n) = reduction over ranks of buffer (n), in place. */
     protected abstract void allReduceAmong(Tensor buffer, Reduction reduction, String signature, Backend.Stream stream);
 
+    /** Broadcast: buffer (n) = root's buffer (n). */
     protected abstract void broadcastAmong(Tensor buffer, int root, String signature, Backend.Stream stream);
 
+    /** A barrier among two or more ranks. */
     protected abstract void barrierAmong(Backend.Stream stream);
 
     /** split's meeting, on the host in collective order, guarded: the new communicator of this rank. */
@@ -246,7 +255,13 @@ abstract class HostCommunicator implements Communicator {
     protected abstract SharedBuffer shareAmong(String where, long seq, String signature, DType dtype,
                                                MemoryCategory category, long numel);
 
-    /** The failure thrown where the ranks of a process issued different collectives ({@code message} names each). */
+    /**
+     * The failure thrown where the ranks of a process issued different collectives ({@code message}
+     * names each). This and failureText are where the two groups' messages still differ, as before
+     * the base: the in-process group reports a mismatch as a caller's bug (wrapped as this rank's
+     * failure, "IllegalStateException: …"), TCP as a CommException; TCP names a failure with its
+     * class's full name.
+     */
     protected abstract RuntimeException differentCollectives(String message);
 
     /** How a failure inside a collective is told in "… failed: " messages. */
