@@ -72,7 +72,7 @@ public final class LocalGroup implements RankGroup {
     /** Poisons the group because rank {@code rank} failed with {@code cause} (see Communicator.abort). */
     @Override
     public void abort(int rank, Throwable cause) {
-        fate.abort(LocalCommunicator.rankFailure(rank, cause));
+        fate.abort(HostCommunicator.rankFailure(rank, cause));
     }
 
     @Override

@@ -20,6 +20,9 @@
 // for its members, and an all-gather whose output is that buffer, from its own chunks, only
 // meets (an empty frame each way, as a barrier): every rank then reads the others' chunks in
 // place, as in-process ranks do.
+//
+// What every host-side communicator does alike (checks, labels, a group of one, the local
+// meeting, the failure policy) is HostCommunicator's; this file is the exchange between processes.
 package org.fsdp4j.comm;
 
 import java.io.IOException;
@@ -36,7 +39,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.WeakHashMap;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.function.Supplier;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
@@ -44,17 +46,7 @@ import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.api.Storage;
 
-final class TcpCommunicator implements Communicator {
-
-    /**
-     * What the members of this process deposit for a collective: its signature (checked to
-     * match) and buffer; for a split, colour and key; for sharedBuffer, the tracker charged.
-     */
-    private record Deposit(String signature, Tensor buffer, int color, int key, MemoryTracker tracker) {
-        Deposit(String signature, Tensor buffer, int color, int key) {
-            this(signature, buffer, color, key, null);
-        }
-    }
+final class TcpCommunicator extends HostCommunicator {
 
     /** A shared buffer's file: a header page (the nonce at 0), then the buffer, page-aligned. */
     private static final int SHARED_HEADER_BYTES = 4096;
@@ -63,13 +55,12 @@ final class TcpCommunicator implements Communicator {
 
     /** A collective's work once the local members have met: {@code locals} are their buffers, by local index. */
     @FunctionalInterface
-    private interface Body {
+    private interface Exchange {
         void run(String where, Wire.Frame frame, long startNanos, Tensor[] locals);
     }
 
     private final TcpGroup group;
     private final String key;               // names this communicator's connections in every process
-    private final String name;
     private final int[] members;            // member i is world rank members[i]
     private final int me;
     private final int[] localMembers;       // member indices in this process, ascending
@@ -78,14 +69,9 @@ final class TcpCommunicator implements Communicator {
     private final int[] remoteIndexOf;      // member → index in remoteMembers, or −1
     private final Rendezvous local;         // the members in this process; null when this rank is alone here
     private final PeerLinks links;
-    private final Backend backend;
     private final boolean sharesMemory;     // every member's remote pairs are rings (or it has none)
     private final Set<Storage> sharedHere = Collections.synchronizedSet(Collections.newSetFromMap(new WeakHashMap<>()));
-    private final CommCounters counters = new CommCounters();
-    private final AtomicLong issued = new AtomicLong();
     private final AtomicLong gathersInPlace = new AtomicLong();   // all-gathers that only met (tests read it)
-    private Backend.Stream stream;          // the one stream this communicator's collectives run on, once used
-    private volatile boolean closed;
 
     /**
      * Member {@code me} of the group of world ranks {@code members}; connects to every member in
@@ -93,12 +79,11 @@ final class TcpCommunicator implements Communicator {
      * about the same time (a split, or the world's creation).
      */
     TcpCommunicator(TcpGroup group, String key, String name, int[] members, int me, Backend backend) {
+        super(name, me, members.length, members[me], group.fate(), backend);
         this.group = group;
         this.key = key;
-        this.name = name;
         this.members = members.clone();
         this.me = me;
-        this.backend = backend;
         List<Integer> locals = new ArrayList<>();
         List<Integer> remotes = new ArrayList<>();
         this.localIndexOf = new int[members.length];
@@ -155,7 +140,7 @@ final class TcpCommunicator implements Communicator {
      */
     private boolean agreeOnSharedMemory() {
         boolean mine = remoteMembers.length == 0 || links.sharedMemoryLinks() == remoteMembers.length;
-        String where = "set-up of communicator '" + name + "' at rank " + members[me] + " (shared memory)";
+        String where = "set-up of communicator '" + name() + "' at rank " + members[me] + " (shared memory)";
         try {
             long start = System.nanoTime();
             boolean all = mine;
@@ -177,48 +162,19 @@ final class TcpCommunicator implements Communicator {
             }
             return all;
         } catch (RuntimeException e) {
-            group.fate().abort(e instanceof CommException ce ? ce : LocalCommunicator.rankFailure(members[me], e));
+            group.fate().abort(e instanceof CommException ce ? ce : rankFailure(members[me], e));
             group.unregister(this);
             links.close();
             throw e;
         }
     }
 
-    @Override
-    public int rank() {
-        return me;
-    }
-
-    @Override
-    public int size() {
-        return members.length;
-    }
-
-    @Override
-    public String name() {
-        return name;
-    }
-
-    @Override
-    public CommCounters counters() {
-        return counters;
-    }
-
     // ------------------------------------------------------------------ collectives
 
     @Override
-    public void allGather(Tensor input, Tensor output, Backend.Stream stream) {
-        boolean inPlace = CollectiveChecks.allGather(name, size(), me, input, output);
+    protected void allGatherAmong(Tensor input, Tensor output, boolean inPlace, String signature,
+                                  Backend.Stream stream) {
         long n = input.numel();
-        String signature = "allGather(" + input.dtype().shortName() + ", " + n + ")";
-        if (size() == 1) {
-            alone(stream, () -> {
-                if (!inPlace && n > 0) {
-                    backend.copy(input, output.view(0, n));
-                }
-            });
-            return;
-        }
         if (inPlace && sharedHere.contains(output.storage())) {
             // every member's chunk already is in this memory: meet, and read them in place
             gathersInPlace.incrementAndGet();
@@ -230,7 +186,6 @@ final class TcpCommunicator implements Communicator {
                         }
                         runLinks(where, start);
                     });
-            record(CommOp.ALL_GATHER, output.numBytes(), 0);
             return;
         }
         ByteBuffer in = bytes(input);
@@ -249,44 +204,29 @@ final class TcpCommunicator implements Communicator {
                 }
             }
         });
-        record(CommOp.ALL_GATHER, output.numBytes(), 0);
     }
 
     @Override
-    public void reduceScatter(Tensor input, Tensor output, Reduction reduction, Backend.Stream stream) {
-        CollectiveChecks.reduceScatter(name, size(), input, output);
+    protected void reduceScatterAmong(Tensor input, Tensor output, Reduction reduction, String signature,
+                                      Backend.Stream stream) {
         long n = output.numel();
-        DType dtype = input.dtype();
-        String signature = "reduceScatter(" + dtype.shortName() + ", " + input.numel() + ", " + reduction + ")";
-        if (size() == 1) {
-            alone(stream, () -> Reductions.reduceInto(backend, 1, new Tensor[] {input}, 0, n, reduction,
-                    List.of(output.reshape(n))));
-            return;
-        }
         ByteBuffer in = bytes(input);
-        collective(CommOp.REDUCE_SCATTER, stream, signature, input, dtype, input.numel(), (where, frame, start, locals) -> {
-            long[] lo = new long[size()];
-            long[] len = new long[size()];
-            for (int i = 0; i < size(); i++) {
-                lo[i] = i * n;
-                len[i] = n;
-            }
-            reduceMyChunk(where, frame, start, locals, in, lo, len, reduction, List.of(output.reshape(n)), 0);
-        });
-        record(CommOp.REDUCE_SCATTER, input.numBytes(), 0);
+        collective(CommOp.REDUCE_SCATTER, stream, signature, input, input.dtype(), input.numel(),
+                (where, frame, start, locals) -> {
+                    long[] lo = new long[size()];
+                    long[] len = new long[size()];
+                    for (int i = 0; i < size(); i++) {
+                        lo[i] = i * n;
+                        len[i] = n;
+                    }
+                    reduceMyChunk(where, frame, start, locals, in, lo, len, reduction, List.of(output.reshape(n)), 0);
+                });
     }
 
     @Override
-    public void allReduce(Tensor buffer, Reduction reduction, Backend.Stream stream) {
-        CollectiveChecks.allReduce(name, buffer);
+    protected void allReduceAmong(Tensor buffer, Reduction reduction, String signature, Backend.Stream stream) {
         long total = buffer.numel();
         DType dtype = buffer.dtype();
-        String signature = "allReduce(" + dtype.shortName() + ", " + total + ", " + reduction + ")";
-        if (size() == 1) {
-            alone(stream, () -> Reductions.reduceInto(backend, 1, new Tensor[] {buffer}, 0, total, reduction,
-                    List.of(buffer.reshape(total))));
-            return;
-        }
         ByteBuffer buf = bytes(buffer);
         int ds = dtype.byteSize();
         collective(CommOp.ALL_REDUCE, stream, signature, buffer, dtype, total, (where, frame, start, locals) -> {
@@ -310,18 +250,10 @@ final class TcpCommunicator implements Communicator {
             }
             runLinks(where, start);
         });
-        record(CommOp.ALL_REDUCE, buffer.numBytes(), 0);
     }
 
     @Override
-    public void broadcast(Tensor buffer, int root, Backend.Stream stream) {
-        CollectiveChecks.broadcast(name, size(), root);
-        String signature = "broadcast(" + buffer.dtype().shortName() + ", " + buffer.numel() + ", root " + root + ")";
-        if (size() == 1) {
-            checkOpen();
-            bind(stream);
-            return;
-        }
+    protected void broadcastAmong(Tensor buffer, int root, String signature, Backend.Stream stream) {
         ByteBuffer buf = bytes(buffer);
         collective(CommOp.BROADCAST, stream, signature, buffer, buffer.dtype(), buffer.numel(), (where, frame, start, locals) -> {
             if (me == root) {
@@ -335,16 +267,10 @@ final class TcpCommunicator implements Communicator {
             }
             runLinks(where, start);
         });
-        record(CommOp.BROADCAST, buffer.numBytes(), root);
     }
 
     @Override
-    public void barrier(Backend.Stream stream) {
-        if (size() == 1) {
-            checkOpen();
-            bind(stream);
-            return;
-        }
+    protected void barrierAmong(Backend.Stream stream) {
         collective(CommOp.BARRIER, stream, "barrier()", null, null, 0, (where, frame, start, locals) -> {
             for (int q : remoteMembers) {
                 links.send(q, frame, ByteBuffer.allocate(0));
@@ -354,49 +280,42 @@ final class TcpCommunicator implements Communicator {
         });
     }
 
+    /** The local members meet; every member trades colour and key with each member in another process. */
     @Override
-    public Communicator split(int color, int key, String subName) {
-        checkOpen();
-        long seq = issued.incrementAndGet();
-        String where = label(CommOp.SPLIT, seq);
-        Communicator[] made = new Communicator[1];
-        Runnable body = () -> made[0] = guarded(where, () -> {
-            long start = System.nanoTime();
-            Object[] deposits = meet(new Deposit("split()", null, color, key), where);
-            int[] colors = new int[size()];
-            int[] keys = new int[size()];
-            for (int l = 0; l < localMembers.length; l++) {
-                colors[localMembers[l]] = ((Deposit) deposits[l]).color;
-                keys[localMembers[l]] = ((Deposit) deposits[l]).key;
+    protected Communicator splitAmong(int color, int key, String subName, long seq, String where) {
+        long start = System.nanoTime();
+        Object[] deposits = meet(local, localIndexOf[me], Deposit.split(color, key), where);
+        int[] colors = new int[size()];
+        int[] keys = new int[size()];
+        for (int l = 0; l < localMembers.length; l++) {
+            colors[localMembers[l]] = ((Deposit) deposits[l]).color();
+            keys[localMembers[l]] = ((Deposit) deposits[l]).key();
+        }
+        Wire.Frame frame = new Wire.Frame(Wire.SPLIT_INFO, -1, seq, 0, "split()".hashCode(), 0, 8);
+        ByteBuffer[] theirs = new ByteBuffer[size()];
+        for (int q : remoteMembers) {
+            links.send(q, frame, ByteBuffer.allocate(8).putInt(color).putInt(key).flip());
+            theirs[q] = ByteBuffer.allocate(8);
+            links.receive(q, frame, theirs[q]);
+        }
+        runLinks(where, start);
+        for (int q : remoteMembers) {
+            colors[q] = theirs[q].getInt(0);
+            keys[q] = theirs[q].getInt(4);
+        }
+        List<Integer> sub = new ArrayList<>();
+        for (int i = 0; i < size(); i++) {
+            if (colors[i] == color) {
+                sub.add(i);
             }
-            Wire.Frame frame = new Wire.Frame(Wire.SPLIT_INFO, -1, seq, 0, "split()".hashCode(), 0, 8);
-            ByteBuffer[] theirs = new ByteBuffer[size()];
-            for (int q : remoteMembers) {
-                links.send(q, frame, ByteBuffer.allocate(8).putInt(color).putInt(key).flip());
-                theirs[q] = ByteBuffer.allocate(8);
-                links.receive(q, frame, theirs[q]);
-            }
-            runLinks(where, start);
-            for (int q : remoteMembers) {
-                colors[q] = theirs[q].getInt(0);
-                keys[q] = theirs[q].getInt(4);
-            }
-            List<Integer> sub = new ArrayList<>();
-            for (int i = 0; i < size(); i++) {
-                if (colors[i] == color) {
-                    sub.add(i);
-                }
-            }
-            sub.sort((a, b) -> keys[a] != keys[b] ? Integer.compare(keys[a], keys[b]) : Integer.compare(a, b));
-            int[] subRanks = sub.stream().mapToInt(i -> members[i]).toArray();
-            if (local != null) {
-                local.barrier(localIndexOf[me], where + " (completion)");
-            }
-            return new TcpCommunicator(group, this.key + "#" + seq + ":" + color, name + "/" + subName, subRanks,
-                    sub.indexOf(me), backend);
-        });
-        onHostInOrder(body);
-        return made[0];
+        }
+        sub.sort((a, b) -> keys[a] != keys[b] ? Integer.compare(keys[a], keys[b]) : Integer.compare(a, b));
+        int[] subRanks = sub.stream().mapToInt(i -> members[i]).toArray();
+        if (local != null) {
+            local.barrier(localIndexOf[me], where + " (completion)");
+        }
+        return new TcpCommunicator(group, this.key + "#" + seq + ":" + color, name() + "/" + subName, subRanks,
+                sub.indexOf(me), backend);
     }
 
     @Override
@@ -404,37 +323,9 @@ final class TcpCommunicator implements Communicator {
         return sharesMemory;
     }
 
+    /** Releases the connections once the collectives queued on its stream have run. */
     @Override
-    public SharedBuffer sharedBuffer(DType dtype, MemoryCategory category, long numel) {
-        if (!sharesMemory) {
-            return Communicator.super.sharedBuffer(dtype, category, numel);
-        }
-        CollectiveChecks.sharedBuffer(name, size(), numel);
-        checkOpen();
-        long seq = issued.incrementAndGet();
-        String where = "sharedBuffer #" + seq + " on '" + name + "' at rank " + members[me] + CommTag.suffix();
-        String signature = "sharedBuffer(" + dtype.shortName() + ", " + numel + ", " + category.label() + ")";
-        SharedBuffer[] mine = new SharedBuffer[1];
-        onHostInOrder(() -> mine[0] = guarded(where, () -> makeShared(where, seq, signature, dtype, category, numel)));
-        return mine[0];
-    }
-
-    @Override
-    public void abort(Throwable cause) {
-        group.fate().abort(LocalCommunicator.rankFailure(members[me], cause));
-    }
-
-    /** Releases the connections once the collectives queued on its stream have run. Idempotent. */
-    @Override
-    public void close() {
-        Backend.Stream s;
-        synchronized (this) {
-            if (closed) {
-                return;
-            }
-            closed = true;
-            s = stream;
-        }
+    protected void closed(Backend.Stream s) {
         group.unregister(this);
         if (s != null) {
             try {
@@ -452,25 +343,18 @@ final class TcpCommunicator implements Communicator {
         links.close();
     }
 
-    // ------------------------------------------------------------------ machinery
-
-    /**
-     * Runs {@code body}, in which the members meet on the host (set-up calls), in this rank's
-     * collective order: at once if nothing was queued on this communicator yet, else after the
-     * collectives already queued on its stream, the host waiting for it.
-     */
-    private void onHostInOrder(Runnable body) {
-        Backend.Stream bound;
-        synchronized (this) {
-            bound = stream;
-        }
-        if (bound == null) {
-            body.run();                        // nothing queued on this communicator: meet the others now
-        } else {
-            bound.launchHostFunc(body);        // after the collectives already queued on its stream
-            bound.synchronize();
-        }
+    /** The local members' meeting is part of the exchange between processes: its failure is the group's. */
+    @Override
+    protected RuntimeException differentCollectives(String message) {
+        return new CommException(message);
     }
+
+    @Override
+    protected String failureText(Throwable t) {
+        return String.valueOf(t);
+    }
+
+    // ------------------------------------------------------------------ machinery
 
     /**
      * sharedBuffer's meeting. Members in one process: the first allocates it as the in-process
@@ -479,15 +363,13 @@ final class TcpCommunicator implements Communicator {
      * matches) for the process; every such member answers; member 0 unlinks the file and tells
      * all whether every process has it. Null on every rank when one has not (a full /dev/shm).
      */
-    private SharedBuffer makeShared(String where, long seq, String signature, DType dtype, MemoryCategory category,
-                                    long numel) {
+    @Override
+    protected SharedBuffer shareAmong(String where, long seq, String signature, DType dtype, MemoryCategory category,
+                                      long numel) {
         long start = System.nanoTime();
         long numBytes = Math.multiplyExact(numel, (long) dtype.byteSize());
-        Object[] deposits = meet(new Deposit(signature, null, 0, 0, backend.memory()), where);
-        List<MemoryTracker> charged = new ArrayList<>();
-        for (Object d : deposits) {
-            charged.add(((Deposit) d).tracker());
-        }
+        Object[] deposits = meet(local, localIndexOf[me], Deposit.charged(signature, backend.memory()), where);
+        List<MemoryTracker> charged = trackers(deposits);
         boolean first = localMembers[0] == me;       // this process's first member sets its part up
         Tensor owner = null;
         if (remoteMembers.length == 0) {
@@ -507,21 +389,15 @@ final class TcpCommunicator implements Communicator {
                 }
             }
         }
-        List<SharedBuffer> handles = owner == null ? null : SharedBuffer.handles(owner, localMembers.length);
-        Object[] made = local == null ? new Object[] {handles} : local.exchange(localIndexOf[me], handles,
-                where + " (hand-out)");
-        @SuppressWarnings("unchecked")
-        List<SharedBuffer> given = (List<SharedBuffer>) made[0];
-        if (given == null) {
-            return null;
+        SharedBuffer handle = handOut(local, localIndexOf[me], owner, where);
+        if (handle != null) {
+            sharedHere.add(handle.tensor().rawStorage());   // its all-gathers only meet (allGather)
         }
-        SharedBuffer handle = given.get(localIndexOf[me]);
-        sharedHere.add(handle.tensor().rawStorage());   // its all-gathers only meet (allGather)
         return handle;
     }
 
     /**
-     * The shared buffer's file, set up across the processes (see makeShared): this process's
+     * The shared buffer's file, set up across the processes (see shareAmong): this process's
      * mapping for its first member ({@code first}), null for the others, and null for every rank
      * where some process could not have it.
      */
@@ -689,47 +565,17 @@ final class TcpCommunicator implements Communicator {
         return (int) Math.max(1, (numel + seg - 1) / seg);
     }
 
-    /** Queues a collective of two or more members on {@code stream}: meet locally, {@code body}, meet again. */
+    /**
+     * Queues a collective of two or more members on {@code stream}: the local members meet, each
+     * runs {@code exchange} (with the collective's frame header), and they meet again.
+     */
     private void collective(CommOp op, Backend.Stream stream, String signature, Tensor mine, DType dtype, long count,
-                            Body body) {
-        checkOpen();
-        bind(stream);
-        long seq = issued.incrementAndGet();
-        String where = label(op, seq);
-        Wire.Frame frame = Wire.Frame.of(op, dtype, seq, count, signature);
-        stream.launchHostFunc(() -> guarded(where, () -> {
-            long start = System.nanoTime();
-            Object[] deposits = meet(new Deposit(signature, mine, 0, 0), where);
-            Tensor[] locals = new Tensor[deposits.length];
-            for (int l = 0; l < deposits.length; l++) {
-                locals[l] = ((Deposit) deposits[l]).buffer;
-            }
-            body.run(where, frame, start, locals);
-            if (local != null) {
-                local.barrier(localIndexOf[me], where + " (completion)");
-            }
-            return null;
-        }));
-    }
-
-    /** The local members' deposits (index = local index), after checking they issued the same collective. */
-    private Object[] meet(Deposit mine, String where) {
-        if (local == null) {
-            return new Object[] {mine};
-        }
-        Object[] all = local.exchange(localIndexOf[me], mine, where);
-        String first = ((Deposit) all[0]).signature;
-        for (Object o : all) {
-            if (!((Deposit) o).signature.equals(first)) {
-                StringBuilder b = new StringBuilder(where + ": ranks issued different collectives:");
-                for (int l = 0; l < all.length; l++) {
-                    b.append(" rank ").append(members[localMembers[l]]).append(' ').append(((Deposit) all[l]).signature)
-                            .append(l + 1 < all.length ? "," : "");
-                }
-                throw new CommException(b.toString());
-            }
-        }
-        return all;
+                            Exchange exchange) {
+        issue(op, stream, (seq, where) -> {
+            Wire.Frame frame = Wire.Frame.of(op, dtype, seq, count, signature);
+            inHostFunction(stream, where, local, localIndexOf[me], Deposit.of(signature, mine),
+                    (w, start, locals) -> exchange.run(w, frame, start, locals));
+        });
     }
 
     private void runLinks(String where, long start) {
@@ -740,63 +586,9 @@ final class TcpCommunicator implements Communicator {
         }
     }
 
-    /**
-     * Runs a collective's body: fails at once if the group was aborted; any failure aborts the
-     * group (which tells the other processes why and closes the connections), so no rank waits.
-     */
-    private <T> T guarded(String where, Supplier<T> body) {
-        try {
-            group.fate().check(where);
-            return body.get();
-        } catch (CommException e) {
-            group.fate().abort(e);
-            throw e;
-        } catch (Throwable t) {
-            CommException e = new CommException(where + " failed: " + t, t);
-            group.fate().abort(LocalCommunicator.rankFailure(members[me], e));
-            throw e;
-        }
-    }
-
-    /** A group of one: the collective is plain backend work on the stream. */
-    private void alone(Backend.Stream stream, Runnable ops) {
-        checkOpen();
-        bind(stream);
-        try (Backend.StreamScope scope = backend.onStream(stream)) {
-            ops.run();
-        }
-    }
-
     /** A tensor's bytes, taken when the collective is issued (while the tensor is open; its memory is stream-ordered). */
     private ByteBuffer bytes(Tensor t) {
         return backend.hostBytes(t);
-    }
-
-    private String label(CommOp op, long seq) {
-        return op.label() + " #" + seq + " on '" + name + "' at rank " + members[me] + CommTag.suffix();
-    }
-
-    private synchronized void bind(Backend.Stream s) {
-        if (s == null) {
-            throw new IllegalArgumentException("communicator '" + name + "': a collective needs a stream");
-        }
-        if (stream == null) {
-            stream = s;
-        } else if (stream != s) {
-            throw new IllegalArgumentException("communicator '" + name + "' at rank " + members[me]
-                    + " runs its collectives on stream '" + stream.name() + "', not '" + s.name()
-                    + "': split() a communicator for each stream that issues collectives");
-        }
-    }
-
-    private void checkOpen() {
-        if (closed) {
-            throw new IllegalStateException("communicator '" + name + "' at rank " + members[me] + " is closed");
-        }
-    }
-
-    private void record(CommOp op, long fullBytes, int root) {
-        counters.record(op, op.sentBytes(fullBytes, size(), me, root), op.receivedBytes(fullBytes, size(), me, root));
     }
 
     /** How many all-gathers this rank issued into a shared buffer from its chunk: they moved nothing. */
@@ -811,6 +603,6 @@ final class TcpCommunicator implements Communicator {
 
     @Override
     public String toString() {
-        return "TcpCommunicator('" + name + "', rank " + members[me] + ", member " + me + " of " + size() + ")";
+        return "TcpCommunicator('" + name() + "', rank " + members[me] + ", member " + me + " of " + size() + ")";
     }
 }

@@ -88,7 +88,7 @@ public final class TcpGroup implements RankGroup, AutoCloseable {
 
     @Override
     public void abort(int rank, Throwable cause) {
-        fate.abort(LocalCommunicator.rankFailure(rank, cause));
+        fate.abort(HostCommunicator.rankFailure(rank, cause));
     }
 
     @Override
