@@ -38,7 +38,7 @@ public interface Backend extends Ops, AutoCloseable {
 
     /**
      * A buffer that several in-process ranks read and write in place (one group's all-gather
-     * output, LocalCommunicator.sharedBuffer), charged in equal parts to {@code charged}, one
+     * output: the in-process group's sharedBuffer), charged in equal parts to {@code charged}, one
      * tracker per rank. Not stream-ordered: whoever closes it does so once every rank's streams
      * are done with it. Backends whose ranks cannot share memory (a device each) refuse it.
      */
