@@ -6,6 +6,7 @@ package org.fsdp4j.model;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import org.fsdp4j.api.Ops;
 import org.fsdp4j.api.ParamSpec;
@@ -98,6 +99,42 @@ public record GptConfig(int vocabSize, int maxSeqLen, int numLayers, int numHead
     public String describe() {
         return numLayers + " layers, " + numHeads + " heads, width " + embedDim + ", context " + maxSeqLen + ", vocab "
                 + vocabSize;
+    }
+
+    @Override
+    public String parameterFormula() {
+        return String.format(Locale.ROOT, "model: %d layers, width %d, %d heads, vocab %d, context %d:"
+                + " P = V·C + T·C + 2C + L·(12C² + 13C) = %,d", numLayers, embedDim, numHeads, vocabSize, maxSeqLen,
+                parameterCount());
+    }
+
+    /** The MLP's width: 4C. */
+    @Override
+    public long mlpWidthBound() {
+        return 4L * embedDim;
+    }
+
+    /** GptModel's block (LayerNorms, fused qkv with biases, GELU MLP of 4C) and head (tied). */
+    @Override
+    public ActivationShape activationShape(long b, long t, long eb, long attSaved, long attTemp) {
+        long x = b * t * embedDim;                           // (b, T, C)
+        long att = attSaved;                                 // the kept probabilities
+        long scores = attTemp;                               // a (b, H, T, T) temporary (0 when fused)
+        long rows = b * t;                                   // LayerNorm mean or rstd, per-token losses (fp32)
+        long logits = b * t * vocabSize;                     // (b, T, V)
+        long f32 = ActivationShape.F32;
+        // a block's saved activations: ln1 and ln2 outputs, q, k, v, the merged heads, the
+        // attention residual (1 x each), the MLP's fc and GELU outputs (4 x each), the attention
+        // probabilities, and two LayerNorms' mean and rstd
+        long saved = eb * (15 * x + att) + f32 * 4 * rows;
+        // inside a block's forward: the pre-softmax scores live next to the probabilities
+        long forwardPeak = Math.max(saved, eb * (5 * x + att + scores) + f32 * 2 * rows);
+        // a block's backward on top of what it keeps: the MLP's (b, T, 4C) gradients (dgelu + dfc
+        // + dln2), or the attention's score gradients (datt + dpreatt) or dq, dk with datt
+        long backwardTemps = eb * Math.max(9 * x, Math.max(2 * x + 2 * scores, 4 * x + scores));
+        long head = eb * (x + logits) + f32 * 3 * rows;      // final LayerNorm output and stats, logits, losses
+        return new ActivationShape(eb * x, saved, forwardPeak, backwardTemps, head, 0,
+                eb * Math.max(logits, Math.max(att, 4 * x)));
     }
 
     /** Width of one attention head. */

@@ -62,6 +62,22 @@ public interface ModelConfig {
     /** The shape in words for the run header: "2 layers, 4 heads, width 128, context 128, vocab 256". */
     String describe();
 
+    /** The planner's first line: the shape and how its parameter count follows from it ("model: ... = 124,439,808"). */
+    String parameterFormula();
+
+    /** The widest per-token activation of a block's MLP, for the planner's bound on what it counts (Planner.checkActivations). */
+    long mlpWidthBound();
+
+    /**
+     * One block's activations and the head's, in bytes, for {@code b} sequences of {@code t} tokens
+     * as this family's model allocates and frees them: (b, T, ·)-sized ones, the attention
+     * probabilities and the logits in {@code eb} bytes each, norm statistics, per-token losses and
+     * rotary tables in fp32. {@code attSaved} and {@code attTemp} are the attention's (b, H, T, T)-scale
+     * buffers in elements, as the backend keeps them: the kept probabilities, and each score-sized
+     * temporary (0 when the backend fuses the attention).
+     */
+    ActivationShape activationShape(long b, long t, long eb, long attSaved, long attTemp);
+
     /**
      * Refuses a dimension beyond its limit, naming it as {@code what} says (a flag, or a config
      * key): "--hidden must be between 1 and 1048576, got 2000000000".
