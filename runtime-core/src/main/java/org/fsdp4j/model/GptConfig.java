@@ -3,6 +3,7 @@
 // derived from these five numbers.
 package org.fsdp4j.model;
 
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -10,6 +11,7 @@ import java.util.Locale;
 import java.util.Map;
 import org.fsdp4j.api.Ops;
 import org.fsdp4j.api.ParamSpec;
+import org.fsdp4j.weights.PretrainedWeights;
 
 public record GptConfig(int vocabSize, int maxSeqLen, int numLayers, int numHeads, int embedDim)
         implements ModelConfig {
@@ -93,6 +95,11 @@ public record GptConfig(int vocabSize, int maxSeqLen, int numLayers, int numHead
     @Override
     public GptModel create(Ops backend, boolean checkpointActivations) {
         return new GptModel(this, backend, checkpointActivations);
+    }
+
+    @Override
+    public PretrainedWeights openWeights(Path location) {
+        return Gpt2Weights.open(location, this);
     }
 
     @Override

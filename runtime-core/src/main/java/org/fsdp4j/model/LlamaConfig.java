@@ -5,6 +5,7 @@
 // the presets are what `--model llama --preset NAME` names.
 package org.fsdp4j.model;
 
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -12,6 +13,7 @@ import java.util.Locale;
 import java.util.Map;
 import org.fsdp4j.api.Ops;
 import org.fsdp4j.api.ParamSpec;
+import org.fsdp4j.weights.PretrainedWeights;
 
 /**
  * @param vocabSize   tokens (V)
@@ -184,6 +186,11 @@ public record LlamaConfig(int vocabSize, int maxSeqLen, int numLayers, int numHe
         long tables = f32 * t * headDim();                   // the rotary cosines and sines, (T, D/2) each
         return new ActivationShape(eb * x, saved, forwardPeak, backwardTemps, head, tables,
                 eb * Math.max(logits, Math.max(att, Math.max(f, x + 2 * kv))));
+    }
+
+    @Override
+    public PretrainedWeights openWeights(Path location) {
+        return LlamaWeights.open(location, this);
     }
 
     @Override

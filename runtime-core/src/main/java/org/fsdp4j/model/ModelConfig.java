@@ -4,10 +4,12 @@
 // follows from the record.
 package org.fsdp4j.model;
 
+import java.nio.file.Path;
 import java.util.List;
 import org.fsdp4j.api.ModelFactory;
 import org.fsdp4j.api.Ops;
 import org.fsdp4j.api.ParamSpec;
+import org.fsdp4j.weights.PretrainedWeights;
 
 public interface ModelConfig {
 
@@ -58,6 +60,14 @@ public interface ModelConfig {
     default ModelFactory factory() {
         return ctx -> create(ctx.ops(), ctx.activationCheckpointing());
     }
+
+    /**
+     * The pretrained weights at {@code location} (a .safetensors file, or a directory with
+     * model.safetensors or model.safetensors.index.json) in this family's checkpoint layout (the
+     * GPT: Gpt2Weights; the Llama: LlamaWeights), every parameter's tensor checked against this
+     * shape; a location or file that does not fit is one line naming it. The trainer's --init-from.
+     */
+    PretrainedWeights openWeights(Path location);
 
     /** The shape in words for the run header: "2 layers, 4 heads, width 128, context 128, vocab 256". */
     String describe();
