@@ -9,12 +9,16 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import org.fsdp4j.api.Ops;
 import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.weights.PretrainedWeights;
 
 public record GptConfig(int vocabSize, int maxSeqLen, int numLayers, int numHeads, int embedDim)
         implements ModelConfig {
+
+    /** The published model the presets follow, at its size. */
+    public static final String FULL_SIZE_PRESET = "gpt2-124m";
 
     private static final Map<String, GptConfig> PRESETS = new LinkedHashMap<>();
 
@@ -24,7 +28,7 @@ public record GptConfig(int vocabSize, int maxSeqLen, int numLayers, int numHead
         PRESETS.put("small", new GptConfig(256, 256, 6, 6, 384));
         // The 4-layer, 256-wide model the CPU speed benchmark compares with PyTorch.
         PRESETS.put("bench-4x256", new GptConfig(256, 128, 4, 4, 256));
-        PRESETS.put("gpt2-124m", new GptConfig(50257, 1024, 12, 12, 768));
+        PRESETS.put(FULL_SIZE_PRESET, new GptConfig(50257, 1024, 12, 12, 768));
     }
 
     public GptConfig {
@@ -72,6 +76,22 @@ public record GptConfig(int vocabSize, int maxSeqLen, int numLayers, int numHead
     @Override
     public ModelFamily family() {
         return ModelFamily.GPT;
+    }
+
+    @Override
+    public HfGpt2Config hf() {
+        return HfGpt2Config.of(this);
+    }
+
+    /** wpe: the root's (context, width) positions. */
+    @Override
+    public boolean learnsPositions() {
+        return true;
+    }
+
+    @Override
+    public GptConfig withFlags(int layers, int width, int heads, int vocab, int context, Set<String> given) {
+        return new GptConfig(vocab, context, layers, heads, width);
     }
 
     @Override

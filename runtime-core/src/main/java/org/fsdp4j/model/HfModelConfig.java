@@ -14,17 +14,6 @@ import java.util.Map;
         @JsonSubTypes.Type(value = HfLlamaConfig.class, name = "llama")})
 public sealed interface HfModelConfig permits HfGpt2Config, HfLlamaConfig {
 
-    /** The description of {@code model}, in its family's keys. */
-    static HfModelConfig of(ModelConfig model) {
-        if (model instanceof GptConfig g) {
-            return HfGpt2Config.of(g);
-        }
-        if (model instanceof LlamaConfig l) {
-            return HfLlamaConfig.of(l);
-        }
-        throw new IllegalArgumentException("no Hugging Face config for " + model);
-    }
-
     /** The model this describes; an impossible shape is an IllegalArgumentException that says why. */
     ModelConfig toModelConfig();
 

@@ -11,6 +11,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import org.fsdp4j.api.Ops;
 import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.weights.PretrainedWeights;
@@ -29,6 +30,9 @@ import org.fsdp4j.weights.PretrainedWeights;
 public record LlamaConfig(int vocabSize, int maxSeqLen, int numLayers, int numHeads, int numKvHeads, int embedDim,
                           int hiddenDim, double ropeTheta, double normEps) implements ModelConfig {
 
+    /** The published model the presets follow, at its size. */
+    public static final String FULL_SIZE_PRESET = "tinyllama-1.1b";
+
     private static final Map<String, LlamaConfig> PRESETS = new LinkedHashMap<>();
 
     static {
@@ -38,7 +42,7 @@ public record LlamaConfig(int vocabSize, int maxSeqLen, int numLayers, int numHe
         PRESETS.put("small", new LlamaConfig(256, 256, 6, 6, 2, 384, 1024, 10_000, 1e-5));
         PRESETS.put("bench-4x256", new LlamaConfig(256, 128, 4, 4, 2, 256, 704, 10_000, 1e-5));
         // TinyLlama-1.1B's shape (Zhang et al. 2024), the Llama 2 architecture at 1.1B parameters.
-        PRESETS.put("tinyllama-1.1b", new LlamaConfig(32_000, 2048, 22, 32, 4, 2048, 5632, 10_000, 1e-5));
+        PRESETS.put(FULL_SIZE_PRESET, new LlamaConfig(32_000, 2048, 22, 32, 4, 2048, 5632, 10_000, 1e-5));
     }
 
     public LlamaConfig {
@@ -95,6 +99,34 @@ public record LlamaConfig(int vocabSize, int maxSeqLen, int numLayers, int numHe
     @Override
     public ModelFamily family() {
         return ModelFamily.LLAMA;
+    }
+
+    @Override
+    public HfLlamaConfig hf() {
+        return HfLlamaConfig.of(this);
+    }
+
+    /** Rotary positions: computed, not learned. */
+    @Override
+    public boolean learnsPositions() {
+        return false;
+    }
+
+    /** Key/value heads, MLP width, rotary base and eps stay this model's; the checks name the flags, not these fields. */
+    @Override
+    public LlamaConfig withFlags(int layers, int width, int heads, int vocab, int context, Set<String> given) {
+        String hiddenFlag = given.contains("--hidden") ? " (--hidden)" : "";
+        String headsFlag = given.contains("--heads") ? " (--heads)" : "";
+        if (heads % numKvHeads != 0) {
+            throw new IllegalArgumentException("the preset's " + numKvHeads + " key/value heads do not divide " + heads
+                    + " heads (--heads): pick a multiple of " + numKvHeads);
+        }
+        if ((width / heads) % 2 != 0) {
+            throw new IllegalArgumentException("the head size " + width / heads + " (width " + width + hiddenFlag + " / "
+                    + heads + " heads" + headsFlag + ") is odd: rotary embeddings turn pairs of dims, so pick a width and"
+                    + " head count whose quotient is even");
+        }
+        return new LlamaConfig(vocab, context, layers, heads, numKvHeads, width, hiddenDim, ropeTheta, normEps);
     }
 
     /** Width of one attention head (D). */

@@ -1,17 +1,20 @@
 // The shape of a built-in model, whatever its family (GptConfig, LlamaConfig): what the trainer,
-// the preflight's memory and time estimates, the benchmarks and the run log need to know, and the
-// one way to build the model. A run names its family and preset (ModelFamily); everything else
-// follows from the record.
+// the preflight's memory and time estimates, the planner's activation counts, the benchmarks and the
+// run log need to know, its Hugging Face config and checkpoint layout, and the one way to build the
+// model. A family is this one type, so code outside a family's own files never asks which family it
+// has; adding one means a record here and its files beside it. A run names its family and preset
+// (ModelFamily); everything else follows from the record.
 package org.fsdp4j.model;
 
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Set;
 import org.fsdp4j.api.ModelFactory;
 import org.fsdp4j.api.Ops;
 import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.weights.PretrainedWeights;
 
-public interface ModelConfig {
+public sealed interface ModelConfig permits GptConfig, LlamaConfig {
 
     // The largest dimensions a model may have: far beyond any model trained today, and small enough
     // that one parameter's size fits a long. The totals are checked separately, in exact arithmetic
@@ -30,6 +33,20 @@ public interface ModelConfig {
 
     /** The family this shape belongs to. */
     ModelFamily family();
+
+    /** This shape as its family's Hugging Face config.json spells it (a checkpoint's index, the safetensors export's metadata). */
+    HfModelConfig hf();
+
+    /** Whether the root holds learned position embeddings (a GPT's wpe), so that --context sizes the root too. */
+    boolean learnsPositions();
+
+    /**
+     * This family's model with the shape flags' values (--layers, --hidden, --heads, --vocab,
+     * --context), its other settings kept; a shape the family cannot take is refused in the flags'
+     * words, naming those of {@code given} (the flags the user typed) where they caused it. The
+     * width is already known to divide by {@code heads}.
+     */
+    ModelConfig withFlags(int layers, int width, int heads, int vocab, int context, Set<String> given);
 
     int vocabSize();
 
