@@ -1,6 +1,7 @@
 // The shape of a GPT-2 style model, validated once, with the named presets the command line
-// and the benchmarks refer to. Everything else (units, parameter specs, memory plans) is
-// derived from these five numbers.
+// and the benchmarks refer to. Everything else (units, parameter specs, the planner's activations,
+// the Hugging Face config and checkpoint layout, the model) is derived from these five numbers,
+// here, so no code outside the family's files asks whether a model is a GPT.
 package org.fsdp4j.model;
 
 import java.nio.file.Path;

@@ -2,7 +2,9 @@
 // blocks with RMSNorm, rotary position embeddings, grouped-query attention (numKvHeads key/value
 // heads shared by groups of numHeads / numKvHeads query heads) and a SwiGLU MLP of width
 // hiddenDim, no biases anywhere, and an LM head untied from the token embedding. Validated once;
-// the presets are what `--model llama --preset NAME` names.
+// the presets are what `--model llama --preset NAME` names. What the family's parts need (the
+// planner's activations, the Hugging Face config and checkpoint layout, the model) is reached from
+// here, so no code outside the family's files asks whether a model is a Llama.
 package org.fsdp4j.model;
 
 import java.nio.file.Path;
