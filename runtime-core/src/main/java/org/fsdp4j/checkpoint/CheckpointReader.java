@@ -213,7 +213,7 @@ public final class CheckpointReader implements StateSource, AutoCloseable {
 
     /** Refuses a checkpoint of another model (family or shape) than {@code model}, naming both. */
     public void checkModel(ModelConfig model) {
-        HfModelConfig mine = HfModelConfig.of(model);
+        HfModelConfig mine = model.hf();
         HfModelConfig saved = index.model();
         if (!saved.keys().equals(mine.keys())) {
             // in the flags the user typed, only those that differ (all of a family's differ from another's)

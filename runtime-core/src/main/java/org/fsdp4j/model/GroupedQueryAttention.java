@@ -3,6 +3,9 @@
 // (B, T, (H + 2·Hkv)·D) buffer so one split moves every head into the head-major layout; rotary
 // embeddings turn q and k in place; CausalAttention computes softmax(q·kᵀ/√D)·v with each group
 // of query heads reading its key/value head directly; heads merged, then the output projection.
+// The attention is the backend's (Ops.causalAttentionForward/Backward, fused on the CPU with the
+// key/value groups), the op the GPT's packed causalSelfAttention reaches too; the Llama takes the
+// head-major entry because rotary turns q and k between the projection and the attention.
 package org.fsdp4j.model;
 
 import org.fsdp4j.api.Linear;

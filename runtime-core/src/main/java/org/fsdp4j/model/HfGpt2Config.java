@@ -6,19 +6,17 @@
 // so a config.json is never half taken. Keys that do not change the model are ignored: dropout
 // (fsdp4j trains without it), initializer_range, token ids, n_ctx, the double-heads model's
 // summary_*, and bookkeeping (architectures, torch_dtype, transformers_version, use_cache, ...).
+// Its keys are listed once (KEYS); what every family's reader does is HfConfigReader's.
 package org.fsdp4j.model;
 
 import com.fasterxml.jackson.annotation.JsonIgnoreProperties;
 import com.fasterxml.jackson.annotation.JsonProperty;
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
+import java.util.function.Predicate;
 
 @JsonIgnoreProperties(ignoreUnknown = true)
 public record HfGpt2Config(@JsonProperty("model_type") String modelType, @JsonProperty("n_layer") int nLayer,
@@ -26,10 +24,16 @@ public record HfGpt2Config(@JsonProperty("model_type") String modelType, @JsonPr
                            @JsonProperty("vocab_size") int vocabSize, @JsonProperty("n_positions") int nPositions)
         implements HfModelConfig {
 
-    private static final String[] KEYS = {"n_layer", "n_embd", "n_head", "vocab_size", "n_positions"};
+    /** The keys that give the shape, each required, in config.json's order. */
+    static final List<HfKey<HfGpt2Config>> KEYS = List.of(
+            new HfKey<>("n_layer", "--layers", HfGpt2Config::nLayer, true),
+            new HfKey<>("n_embd", "--hidden", HfGpt2Config::nEmbd, true),
+            new HfKey<>("n_head", "--heads", HfGpt2Config::nHead, true),
+            new HfKey<>("vocab_size", "--vocab", HfGpt2Config::vocabSize, true),
+            new HfKey<>("n_positions", "--context", HfGpt2Config::nPositions, true));
 
     /** The keys of a GPT-2 config.json that change the model, and what fsdp4j's GPT takes for each; a null value is always taken. */
-    private static final Map<String, java.util.function.Predicate<JsonNode>> MODEL_KEYS = Map.of(
+    private static final Map<String, Predicate<JsonNode>> MODEL_KEYS = new TreeMap<>(Map.of(
             "activation_function", n -> n.isTextual() && (n.asText().equals("gelu_new")
                     || n.asText().equals("gelu_pytorch_tanh")),                       // the same tanh GELU
             "layer_norm_epsilon", n -> n.isNumber() && n.doubleValue() == 1e-5,
@@ -37,7 +41,7 @@ public record HfGpt2Config(@JsonProperty("model_type") String modelType, @JsonPr
             "scale_attn_by_inverse_layer_idx", n -> n.isBoolean() && !n.booleanValue(),
             "add_cross_attention", n -> n.isBoolean() && !n.booleanValue(),
             "tie_word_embeddings", n -> n.isBoolean() && n.booleanValue(),
-            "reorder_and_upcast_attn", JsonNode::isBoolean);                      // it only changes rounding
+            "reorder_and_upcast_attn", JsonNode::isBoolean));                     // it only changes rounding
 
     /** The description of {@code c}. */
     public static HfGpt2Config of(GptConfig c) {
@@ -51,27 +55,18 @@ public record HfGpt2Config(@JsonProperty("model_type") String modelType, @JsonPr
     }
 
     @Override
-    public Map<String, String> keys() {
-        Map<String, String> m = new LinkedHashMap<>();
-        m.put("model_type", "gpt2");
-        m.put("n_layer", String.valueOf(nLayer));
-        m.put("n_embd", String.valueOf(nEmbd));
-        m.put("n_head", String.valueOf(nHead));
-        m.put("vocab_size", String.valueOf(vocabSize));
-        m.put("n_positions", String.valueOf(nPositions));
-        return m;
+    public ModelFamily family() {
+        return ModelFamily.GPT;
     }
 
     @Override
-    public Map<String, String> flags() {
-        Map<String, String> m = new LinkedHashMap<>();
-        m.put("--model", "gpt");
-        m.put("--layers", String.valueOf(nLayer));
-        m.put("--hidden", String.valueOf(nEmbd));
-        m.put("--heads", String.valueOf(nHead));
-        m.put("--vocab", String.valueOf(vocabSize));
-        m.put("--context", String.valueOf(nPositions));
-        return m;
+    public String typeName() {
+        return "gpt2";
+    }
+
+    @Override
+    public List<HfKey.Value> shape() {
+        return HfKey.values(KEYS, this);
     }
 
     public GptConfig toGptConfig() {
@@ -83,66 +78,30 @@ public record HfGpt2Config(@JsonProperty("model_type") String modelType, @JsonPr
      * key, or an impossible shape is an IllegalArgumentException naming the file and the problem.
      */
     public static GptConfig read(Path file) {
-        JsonNode root;
-        try {
-            root = new ObjectMapper().readTree(Files.readString(file));
-        } catch (java.nio.file.NoSuchFileException e) {
-            throw new IllegalArgumentException("--model-config " + file + ": no such file");
-        } catch (IOException e) {
-            throw new IllegalArgumentException("--model-config " + file + ": not valid JSON ("
-                    + e.getMessage().lines().findFirst().orElse("") + ")");
-        }
-        if (root == null || !root.isObject()) {
-            throw new IllegalArgumentException("--model-config " + file + ": not a JSON object");
-        }
+        JsonNode root = HfConfigReader.object(file);
         JsonNode type = root.get("model_type");
         if (type != null && !type.isNull() && !type.asText().equals("gpt2")) {
-            throw new IllegalArgumentException("--model-config " + file + ": model_type is " + type + ", not gpt2"
+            throw HfConfigReader.refused(file, "model_type is " + type + ", not gpt2"
                     + (type.asText().equals("llama") ? ": add --model llama" : ", which fsdp4j's GPT does not build"));
         }
-        List<String> missing = new ArrayList<>();
-        int[] v = new int[KEYS.length];
-        for (int i = 0; i < KEYS.length; i++) {
-            JsonNode n = root.get(KEYS[i]);
-            if (n == null || !n.canConvertToInt() || !n.isIntegralNumber()) {
-                missing.add(KEYS[i]);
-            } else {
-                v[i] = n.intValue();
-            }
-        }
-        if (!missing.isEmpty()) {
-            throw new IllegalArgumentException("--model-config " + file + ": " + String.join(", ", missing)
-                    + (missing.size() == 1 ? " is" : " are") + " missing or not an integer (a GPT-2 config.json has "
-                    + String.join(", ", KEYS) + ")");
-        }
-        for (Map.Entry<String, java.util.function.Predicate<JsonNode>> k : new java.util.TreeMap<>(MODEL_KEYS).entrySet()) {
-            JsonNode n = root.get(k.getKey());
-            if (n != null && !n.isNull() && !k.getValue().test(n)) {
-                throw new IllegalArgumentException("--model-config " + file + ": " + k.getKey() + " is "
-                        + (n.isFloatingPointNumber() ? HfModelConfig.plain(n.doubleValue()) : n.toString())
-                        + ", which fsdp4j's GPT does not support");
-            }
-        }
+        Map<String, Integer> v = HfConfigReader.requiredInts(root, file, KEYS, "GPT-2");
+        HfConfigReader.refuseUnsupported(root, file, MODEL_KEYS,
+                n -> n.isFloatingPointNumber() ? HfModelConfig.plain(n.doubleValue()) : n.toString(), "GPT");
+        int embd = v.get("n_embd");
+        int heads = v.get("n_head");
         JsonNode inner = root.get("n_inner");                  // null: 4 · n_embd, fsdp4j's MLP width
-        if (inner != null && !inner.isNull() && !(inner.isIntegralNumber() && inner.longValue() == 4L * v[1])) {
-            throw new IllegalArgumentException("--model-config " + file + ": n_inner is " + inner
+        if (inner != null && !inner.isNull() && !(inner.isIntegralNumber() && inner.longValue() == 4L * embd)) {
+            throw HfConfigReader.refused(file, "n_inner is " + inner
                     + ", which fsdp4j's GPT does not support (its MLP is 4 x n_embd wide)");
         }
         // the sizes are checked here in config.json's names, which the user wrote (GptConfig names its fields)
-        for (int i = 0; i < KEYS.length; i++) {
-            if (v[i] < 1) {
-                throw new IllegalArgumentException("--model-config " + file + ": " + KEYS[i] + " must be at least 1, got " + v[i]);
-            }
+        HfConfigReader.requirePositive(file, v);
+        if (embd % heads != 0) {
+            throw HfConfigReader.refused(file, "n_embd " + embd + " is not divisible by n_head " + heads
+                    + ": pick an n_head that divides n_embd");
         }
-        if (v[1] % v[2] != 0) {
-            throw new IllegalArgumentException("--model-config " + file + ": n_embd " + v[1] + " is not divisible by n_head "
-                    + v[2] + ": pick an n_head that divides n_embd");
-        }
-        try {
-            return new GptConfig(v[3], v[4], v[0], v[2], v[1]);
-        } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException("--model-config " + file + ": " + e.getMessage());
-        }
+        return HfConfigReader.build(file, () -> new HfGpt2Config("gpt2", v.get("n_layer"), embd, heads,
+                v.get("vocab_size"), v.get("n_positions")).toGptConfig());
     }
 
     @Override

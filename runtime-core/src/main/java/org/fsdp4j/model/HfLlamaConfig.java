@@ -8,19 +8,17 @@
 // hidden_size / num_attention_heads. Keys that do not change the model are ignored: dropout
 // (fsdp4j trains without it), initializer_range, pretraining_tp (it only splits HF's matmuls),
 // token ids, and bookkeeping (architectures, torch_dtype, transformers_version, use_cache, ...).
+// Its keys are listed once (KEYS); what every family's reader does is HfConfigReader's.
 package org.fsdp4j.model;
 
 import com.fasterxml.jackson.annotation.JsonIgnoreProperties;
 import com.fasterxml.jackson.annotation.JsonProperty;
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Predicate;
 
 @JsonIgnoreProperties(ignoreUnknown = true)
 public record HfLlamaConfig(@JsonProperty("model_type") String modelType, @JsonProperty("vocab_size") int vocabSize,
@@ -33,8 +31,34 @@ public record HfLlamaConfig(@JsonProperty("model_type") String modelType, @JsonP
                             @JsonProperty("rope_theta") double ropeTheta,
                             @JsonProperty("rms_norm_eps") double rmsNormEps) implements HfModelConfig {
 
-    private static final String[] INT_KEYS = {"vocab_size", "max_position_embeddings", "num_hidden_layers",
-        "num_attention_heads", "hidden_size", "intermediate_size"};
+    /**
+     * The keys that give the shape, in config.json's order: the integers it must have, and
+     * num_key_value_heads, rope_theta and rms_norm_eps, which have defaults (as LlamaConfig's do).
+     */
+    static final List<HfKey<HfLlamaConfig>> KEYS = List.of(
+            new HfKey<>("vocab_size", "--vocab", HfLlamaConfig::vocabSize, true),
+            new HfKey<>("max_position_embeddings", "--context", HfLlamaConfig::maxPositionEmbeddings, true),
+            new HfKey<>("num_hidden_layers", "--layers", HfLlamaConfig::numHiddenLayers, true),
+            new HfKey<>("num_attention_heads", "--heads", HfLlamaConfig::numAttentionHeads, true),
+            new HfKey<>("num_key_value_heads", null, HfLlamaConfig::numKeyValueHeads, false),
+            new HfKey<>("hidden_size", "--hidden", HfLlamaConfig::hiddenSize, true),
+            new HfKey<>("intermediate_size", null, HfLlamaConfig::intermediateSize, true),
+            new HfKey<>("rope_theta", null, HfLlamaConfig::ropeTheta, false),
+            new HfKey<>("rms_norm_eps", null, HfLlamaConfig::rmsNormEps, false));
+
+    /**
+     * The features fsdp4j's Llama does not have, in the order they are checked, and the value of
+     * each it takes (a null value is always taken): false, or SwiGluMlp's SiLU.
+     */
+    private static final Map<String, Predicate<JsonNode>> UNSUPPORTED = new LinkedHashMap<>();
+
+    static {
+        for (String key : new String[] {"rope_scaling", "tie_word_embeddings", "attention_bias", "mlp_bias",
+            "sliding_window"}) {
+            UNSUPPORTED.put(key, n -> n.isBoolean() && !n.booleanValue());
+        }
+        UNSUPPORTED.put("hidden_act", n -> n.asText().equals("silu"));
+    }
 
     /** The description of {@code c}. */
     public static HfLlamaConfig of(LlamaConfig c) {
@@ -49,35 +73,18 @@ public record HfLlamaConfig(@JsonProperty("model_type") String modelType, @JsonP
     }
 
     @Override
-    public Map<String, String> keys() {
-        Map<String, String> m = new LinkedHashMap<>();
-        m.put("model_type", "llama");
-        m.put("vocab_size", String.valueOf(vocabSize));
-        m.put("max_position_embeddings", String.valueOf(maxPositionEmbeddings));
-        m.put("num_hidden_layers", String.valueOf(numHiddenLayers));
-        m.put("num_attention_heads", String.valueOf(numAttentionHeads));
-        m.put("num_key_value_heads", String.valueOf(numKeyValueHeads));
-        m.put("hidden_size", String.valueOf(hiddenSize));
-        m.put("intermediate_size", String.valueOf(intermediateSize));
-        m.put("rope_theta", String.valueOf(ropeTheta));
-        m.put("rms_norm_eps", String.valueOf(rmsNormEps));
-        return m;
+    public ModelFamily family() {
+        return ModelFamily.LLAMA;
     }
 
     @Override
-    public Map<String, String> flags() {
-        Map<String, String> m = new LinkedHashMap<>();
-        m.put("--model", "llama");
-        m.put("--layers", String.valueOf(numHiddenLayers));
-        m.put("--hidden", String.valueOf(hiddenSize));
-        m.put("--heads", String.valueOf(numAttentionHeads));
-        m.put("--vocab", String.valueOf(vocabSize));
-        m.put("--context", String.valueOf(maxPositionEmbeddings));
-        m.put("num_key_value_heads", String.valueOf(numKeyValueHeads));    // no flags: a preset's or --model-config's
-        m.put("intermediate_size", String.valueOf(intermediateSize));
-        m.put("rope_theta", HfModelConfig.plain(ropeTheta));
-        m.put("rms_norm_eps", HfModelConfig.plain(rmsNormEps));
-        return m;
+    public String typeName() {
+        return "llama";
+    }
+
+    @Override
+    public List<HfKey.Value> shape() {
+        return HfKey.values(KEYS, this);
     }
 
     /**
@@ -87,62 +94,22 @@ public record HfLlamaConfig(@JsonProperty("model_type") String modelType, @JsonP
      * IllegalArgumentException naming the file and the problem.
      */
     public static LlamaConfig read(Path file) {
-        JsonNode root;
-        try {
-            root = new ObjectMapper().readTree(Files.readString(file));
-        } catch (java.nio.file.NoSuchFileException e) {
-            throw new IllegalArgumentException("--model-config " + file + ": no such file");
-        } catch (IOException e) {
-            throw new IllegalArgumentException("--model-config " + file + ": not valid JSON ("
-                    + e.getMessage().lines().findFirst().orElse("") + ")");
-        }
-        if (root == null || !root.isObject()) {
-            throw new IllegalArgumentException("--model-config " + file + ": not a JSON object");
-        }
+        JsonNode root = HfConfigReader.object(file);
         JsonNode type = root.get("model_type");
         if (type != null && !type.asText().equals("llama")) {
-            throw new IllegalArgumentException("--model-config " + file + ": model_type is '" + type.asText()
+            throw HfConfigReader.refused(file, "model_type is '" + type.asText()
                     + "', not llama (for a GPT-2 config.json use --model gpt)");
         }
-        List<String> missing = new ArrayList<>();
-        int[] v = new int[INT_KEYS.length];
-        for (int i = 0; i < INT_KEYS.length; i++) {
-            JsonNode n = root.get(INT_KEYS[i]);
-            if (n == null || !n.isIntegralNumber() || !n.canConvertToInt()) {
-                missing.add(INT_KEYS[i]);
-            } else {
-                v[i] = n.intValue();
-            }
-        }
-        if (!missing.isEmpty()) {
-            throw new IllegalArgumentException("--model-config " + file + ": " + String.join(", ", missing)
-                    + (missing.size() == 1 ? " is" : " are") + " missing or not an integer (a Llama config.json has "
-                    + String.join(", ", INT_KEYS) + ")");
-        }
+        Map<String, Integer> v = HfConfigReader.requiredInts(root, file, KEYS, "Llama");
         // the shape is checked here in config.json's names, which the user wrote (LlamaConfig names its fields)
-        for (int i = 0; i < INT_KEYS.length; i++) {
-            if (v[i] < 1) {
-                throw new IllegalArgumentException("--model-config " + file + ": " + INT_KEYS[i] + " must be at least 1, got "
-                        + v[i]);
-            }
-        }
-        for (String unsupported : new String[] {"rope_scaling", "tie_word_embeddings", "attention_bias", "mlp_bias",
-            "sliding_window"}) {
-            JsonNode n = root.get(unsupported);
-            if (n != null && !n.isNull() && !(n.isBoolean() && !n.booleanValue())) {
-                throw new IllegalArgumentException("--model-config " + file + ": " + unsupported + " is " + n
-                        + ", which fsdp4j's Llama does not support");
-            }
-        }
-        JsonNode act = root.get("hidden_act");                 // SwiGluMlp: SiLU
-        if (act != null && !act.isNull() && !act.asText().equals("silu")) {
-            throw new IllegalArgumentException("--model-config " + file + ": hidden_act is " + act
-                    + ", which fsdp4j's Llama does not support");
-        }
+        HfConfigReader.requirePositive(file, v);
+        HfConfigReader.refuseUnsupported(root, file, UNSUPPORTED, JsonNode::toString, "Llama");
+        int heads = v.get("num_attention_heads");
+        int hidden = v.get("hidden_size");
         JsonNode headDim = root.get("head_dim");              // fsdp4j's head size is hidden_size / num_attention_heads
-        if (headDim != null && !headDim.isNull() && !(headDim.isIntegralNumber() && v[3] > 0 && v[4] % v[3] == 0
-                && headDim.longValue() == v[4] / v[3])) {
-            throw new IllegalArgumentException("--model-config " + file + ": head_dim is " + headDim + ", which fsdp4j's"
+        if (headDim != null && !headDim.isNull() && !(headDim.isIntegralNumber() && heads > 0 && hidden % heads == 0
+                && headDim.longValue() == hidden / heads)) {
+            throw HfConfigReader.refused(file, "head_dim is " + headDim + ", which fsdp4j's"
                     + " Llama does not support (its head size is hidden_size / num_attention_heads)");
         }
         JsonNode kv = root.get("num_key_value_heads");
@@ -150,36 +117,33 @@ public record HfLlamaConfig(@JsonProperty("model_type") String modelType, @JsonP
         JsonNode eps = root.get("rms_norm_eps");
         // Jackson reads a string, a fraction or an object as some number (0, 2 for 2.7): the optional keys too must be what they say.
         if (kv != null && !kv.isNull() && !(kv.isIntegralNumber() && kv.canConvertToInt())) {
-            throw new IllegalArgumentException("--model-config " + file + ": num_key_value_heads is " + kv
-                    + ", not an integer");
+            throw HfConfigReader.refused(file, "num_key_value_heads is " + kv + ", not an integer");
         }
         for (String key : new String[] {"rope_theta", "rms_norm_eps"}) {
             JsonNode n = root.get(key);
             if (n != null && !n.isNull() && !n.isNumber()) {
-                throw new IllegalArgumentException("--model-config " + file + ": " + key + " is " + n + ", not a number");
+                throw HfConfigReader.refused(file, key + " is " + n + ", not a number");
             }
         }
-        int kvHeads = kv == null || kv.isNull() ? v[3] : kv.intValue();
+        int kvHeads = kv == null || kv.isNull() ? heads : kv.intValue();
         double ropeTheta = theta == null || theta.isNull() ? 10_000 : theta.doubleValue();
         double normEps = eps == null || eps.isNull() ? 1e-6 : eps.doubleValue();
         String problem = kvHeads < 1 ? "num_key_value_heads must be at least 1, got " + kvHeads
-                : v[4] % v[3] != 0 ? "hidden_size " + v[4] + " is not divisible by num_attention_heads " + v[3]
+                : hidden % heads != 0 ? "hidden_size " + hidden + " is not divisible by num_attention_heads " + heads
                         + ": pick a num_attention_heads that divides hidden_size"
-                : v[3] % kvHeads != 0 ? "num_key_value_heads " + kvHeads + " does not divide num_attention_heads " + v[3]
+                : heads % kvHeads != 0 ? "num_key_value_heads " + kvHeads + " does not divide num_attention_heads " + heads
                         + ": each key/value head serves a whole group of query heads"
-                : (v[4] / v[3]) % 2 != 0 ? "the head size " + v[4] / v[3] + " (hidden_size " + v[4] + " / num_attention_heads "
-                        + v[3] + ") is odd: rotary embeddings turn pairs of dims, so it must be even"
+                : (hidden / heads) % 2 != 0 ? "the head size " + hidden / heads + " (hidden_size " + hidden
+                        + " / num_attention_heads " + heads + ") is odd: rotary embeddings turn pairs of dims, so it must be even"
                 : !(ropeTheta > 1) || !Double.isFinite(ropeTheta) ? "rope_theta must be a finite number above 1, got " + theta
                 : !(normEps > 0) || !(normEps < 1) ? "rms_norm_eps must be between 0 and 1, got " + eps
                 : null;
         if (problem != null) {
-            throw new IllegalArgumentException("--model-config " + file + ": " + problem);
+            throw HfConfigReader.refused(file, problem);
         }
-        try {
-            return new LlamaConfig(v[0], v[1], v[2], v[3], kvHeads, v[4], v[5], ropeTheta, normEps);
-        } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException("--model-config " + file + ": " + e.getMessage());
-        }
+        return HfConfigReader.build(file, () -> new HfLlamaConfig("llama", v.get("vocab_size"),
+                v.get("max_position_embeddings"), v.get("num_hidden_layers"), heads, kvHeads, hidden,
+                v.get("intermediate_size"), ropeTheta, normEps).toModelConfig());
     }
 
     @Override

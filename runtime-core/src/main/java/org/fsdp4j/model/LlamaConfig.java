@@ -2,15 +2,21 @@
 // blocks with RMSNorm, rotary position embeddings, grouped-query attention (numKvHeads key/value
 // heads shared by groups of numHeads / numKvHeads query heads) and a SwiGLU MLP of width
 // hiddenDim, no biases anywhere, and an LM head untied from the token embedding. Validated once;
-// the presets are what `--model llama --preset NAME` names.
+// the presets are what `--model llama --preset NAME` names. What the family's parts need (the
+// planner's activations, the Hugging Face config and checkpoint layout, the model) is reached from
+// here, so no code outside the family's files asks whether a model is a Llama.
 package org.fsdp4j.model;
 
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import org.fsdp4j.api.Ops;
 import org.fsdp4j.api.ParamSpec;
+import org.fsdp4j.weights.PretrainedWeights;
 
 /**
  * @param vocabSize   tokens (V)
@@ -26,6 +32,9 @@ import org.fsdp4j.api.ParamSpec;
 public record LlamaConfig(int vocabSize, int maxSeqLen, int numLayers, int numHeads, int numKvHeads, int embedDim,
                           int hiddenDim, double ropeTheta, double normEps) implements ModelConfig {
 
+    /** The published model the presets follow, at its size. */
+    public static final String FULL_SIZE_PRESET = "tinyllama-1.1b";
+
     private static final Map<String, LlamaConfig> PRESETS = new LinkedHashMap<>();
 
     static {
@@ -35,7 +44,7 @@ public record LlamaConfig(int vocabSize, int maxSeqLen, int numLayers, int numHe
         PRESETS.put("small", new LlamaConfig(256, 256, 6, 6, 2, 384, 1024, 10_000, 1e-5));
         PRESETS.put("bench-4x256", new LlamaConfig(256, 128, 4, 4, 2, 256, 704, 10_000, 1e-5));
         // TinyLlama-1.1B's shape (Zhang et al. 2024), the Llama 2 architecture at 1.1B parameters.
-        PRESETS.put("tinyllama-1.1b", new LlamaConfig(32_000, 2048, 22, 32, 4, 2048, 5632, 10_000, 1e-5));
+        PRESETS.put(FULL_SIZE_PRESET, new LlamaConfig(32_000, 2048, 22, 32, 4, 2048, 5632, 10_000, 1e-5));
     }
 
     public LlamaConfig {
@@ -94,6 +103,34 @@ public record LlamaConfig(int vocabSize, int maxSeqLen, int numLayers, int numHe
         return ModelFamily.LLAMA;
     }
 
+    @Override
+    public HfLlamaConfig hf() {
+        return HfLlamaConfig.of(this);
+    }
+
+    /** Rotary positions: computed, not learned. */
+    @Override
+    public boolean learnsPositions() {
+        return false;
+    }
+
+    /** Key/value heads, MLP width, rotary base and eps stay this model's; the checks name the flags, not these fields. */
+    @Override
+    public LlamaConfig withFlags(int layers, int width, int heads, int vocab, int context, Set<String> given) {
+        String hiddenFlag = given.contains("--hidden") ? " (--hidden)" : "";
+        String headsFlag = given.contains("--heads") ? " (--heads)" : "";
+        if (heads % numKvHeads != 0) {
+            throw new IllegalArgumentException("the preset's " + numKvHeads + " key/value heads do not divide " + heads
+                    + " heads (--heads): pick a multiple of " + numKvHeads);
+        }
+        if ((width / heads) % 2 != 0) {
+            throw new IllegalArgumentException("the head size " + width / heads + " (width " + width + hiddenFlag + " / "
+                    + heads + " heads" + headsFlag + ") is odd: rotary embeddings turn pairs of dims, so pick a width and"
+                    + " head count whose quotient is even");
+        }
+        return new LlamaConfig(vocab, context, layers, heads, numKvHeads, width, hiddenDim, ropeTheta, normEps);
+    }
+
     /** Width of one attention head (D). */
     public int headDim() {
         return embedDim / numHeads;
@@ -139,6 +176,55 @@ public record LlamaConfig(int vocabSize, int maxSeqLen, int numLayers, int numHe
     @Override
     public LlamaModel create(Ops backend, boolean checkpointActivations) {
         return new LlamaModel(this, backend, checkpointActivations);
+    }
+
+    @Override
+    public String parameterFormula() {
+        return String.format(Locale.ROOT, "model: llama, %d layers, width %d, %d heads (%d key/value of width %d), MLP %d,"
+                + " vocab %d, context %d: P = 2·V·C + C + L·(2C + 2C² + 2·Hkv·D·C + 3·F·C) = %,d", numLayers, embedDim,
+                numHeads, numKvHeads, headDim(), hiddenDim, vocabSize, maxSeqLen, parameterCount());
+    }
+
+    /** The wider of the SwiGLU's width F and 4C. */
+    @Override
+    public long mlpWidthBound() {
+        return Math.max(4L * embedDim, hiddenDim);
+    }
+
+    /** LlamaModel's block (RMSNorms, q/k/v projections with Hkv key/value heads, rotary, SwiGLU of F) and untied head. */
+    @Override
+    public ActivationShape activationShape(long b, long t, long eb, long attSaved, long attTemp) {
+        long x = b * t * embedDim;                           // (b, T, C): also q, the merged heads
+        long kv = b * t * kvDim();                           // (b, T, Hkv·D): k or v
+        long f = b * t * hiddenDim;                          // (b, T, F): gate, up, their product
+        long att = attSaved;                                 // the kept probabilities
+        long scores = attTemp;                               // a (b, H, T, T) temporary (0 when fused)
+        long rows = b * t;                                   // RMSNorm rstd, per-token losses (fp32)
+        long logits = b * t * vocabSize;                     // (b, T, V)
+        long f32 = ActivationShape.F32;
+        // a block's saved activations: both RMSNorms' outputs, the attention residual, q and the
+        // merged heads (1 x each), k and v, the probabilities, gate, up and their product, two rstd
+        long saved = eb * (5 * x + 2 * kv + att + 3 * f) + f32 * 2 * rows;
+        // inside the attention's forward, after rmsnorm1's output and rstd and the residual (2x + rows):
+        // the fused qkv next to q, k, v; the scores next to the probabilities; the heads' outputs
+        // next to the merged ones
+        long inAttention = Math.max(2 * (x + 2 * kv), Math.max(x + 2 * kv + att + scores, 3 * x + 2 * kv + att));
+        long forwardPeak = Math.max(saved, eb * (2 * x + inAttention) + f32 * rows);
+        // a block's backward on top of what it keeps: dnorm2 with the MLP's dhidden, dgate, dup; or
+        // dnorm1 with the attention's gradients at their most (dy and dyHeads, the score gradients with
+        // dv, dq, dk, dv with dpreatt, or dq, dk, dv with the fused dqkv)
+        long inAttentionBackward = Math.max(Math.max(2 * x, x + scores + kv), Math.max(Math.max(2 * scores + kv,
+                x + scores + 2 * kv), 2 * (x + 2 * kv)));
+        long backwardTemps = eb * Math.max(x + 3 * f, x + inAttentionBackward);
+        long head = eb * (x + logits) + f32 * 2 * rows;      // final RMSNorm output and rstd, logits, losses
+        long tables = f32 * t * headDim();                   // the rotary cosines and sines, (T, D/2) each
+        return new ActivationShape(eb * x, saved, forwardPeak, backwardTemps, head, tables,
+                eb * Math.max(logits, Math.max(att, Math.max(f, x + 2 * kv))));
+    }
+
+    @Override
+    public PretrainedWeights openWeights(Path location) {
+        return LlamaWeights.open(location, this);
     }
 
     @Override

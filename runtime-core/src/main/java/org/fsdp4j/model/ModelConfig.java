@@ -1,15 +1,20 @@
 // The shape of a built-in model, whatever its family (GptConfig, LlamaConfig): what the trainer,
-// the preflight's memory and time estimates, the benchmarks and the run log need to know, and the
-// one way to build the model. A run names its family and preset (ModelFamily); everything else
-// follows from the record.
+// the preflight's memory and time estimates, the planner's activation counts, the benchmarks and the
+// run log need to know, its Hugging Face config and checkpoint layout, and the one way to build the
+// model. A family is this one type, so code outside a family's own files never asks which family it
+// has; adding one means a record here and its files beside it. A run names its family and preset
+// (ModelFamily); everything else follows from the record.
 package org.fsdp4j.model;
 
+import java.nio.file.Path;
 import java.util.List;
+import java.util.Set;
 import org.fsdp4j.api.ModelFactory;
 import org.fsdp4j.api.Ops;
 import org.fsdp4j.api.ParamSpec;
+import org.fsdp4j.weights.PretrainedWeights;
 
-public interface ModelConfig {
+public sealed interface ModelConfig permits GptConfig, LlamaConfig {
 
     // The largest dimensions a model may have: far beyond any model trained today, and small enough
     // that one parameter's size fits a long. The totals are checked separately, in exact arithmetic
@@ -28,6 +33,20 @@ public interface ModelConfig {
 
     /** The family this shape belongs to. */
     ModelFamily family();
+
+    /** This shape as its family's Hugging Face config.json spells it (a checkpoint's index, the safetensors export's metadata). */
+    HfModelConfig hf();
+
+    /** Whether the root holds learned position embeddings (a GPT's wpe), so that --context sizes the root too. */
+    boolean learnsPositions();
+
+    /**
+     * This family's model with the shape flags' values (--layers, --hidden, --heads, --vocab,
+     * --context), its other settings kept; a shape the family cannot take is refused in the flags'
+     * words, naming those of {@code given} (the flags the user typed) where they caused it. The
+     * width is already known to divide by {@code heads}.
+     */
+    ModelConfig withFlags(int layers, int width, int heads, int vocab, int context, Set<String> given);
 
     int vocabSize();
 
@@ -59,8 +78,32 @@ public interface ModelConfig {
         return ctx -> create(ctx.ops(), ctx.activationCheckpointing());
     }
 
+    /**
+     * The pretrained weights at {@code location} (a .safetensors file, or a directory with
+     * model.safetensors or model.safetensors.index.json) in this family's checkpoint layout (the
+     * GPT: Gpt2Weights; the Llama: LlamaWeights), every parameter's tensor checked against this
+     * shape; a location or file that does not fit is one line naming it. The trainer's --init-from.
+     */
+    PretrainedWeights openWeights(Path location);
+
     /** The shape in words for the run header: "2 layers, 4 heads, width 128, context 128, vocab 256". */
     String describe();
+
+    /** The planner's first line: the shape and how its parameter count follows from it ("model: ... = 124,439,808"). */
+    String parameterFormula();
+
+    /** The widest per-token activation of a block's MLP, for the planner's bound on what it counts (Planner.checkActivations). */
+    long mlpWidthBound();
+
+    /**
+     * One block's activations and the head's, in bytes, for {@code b} sequences of {@code t} tokens
+     * as this family's model allocates and frees them: (b, T, ·)-sized ones, the attention
+     * probabilities and the logits in {@code eb} bytes each, norm statistics, per-token losses and
+     * rotary tables in fp32. {@code attSaved} and {@code attTemp} are the attention's (b, H, T, T)-scale
+     * buffers in elements, as the backend keeps them: the kept probabilities, and each score-sized
+     * temporary (0 when the backend fuses the attention).
+     */
+    ActivationShape activationShape(long b, long t, long eb, long attSaved, long attTemp);
 
     /**
      * Refuses a dimension beyond its limit, naming it as {@code what} says (a flag, or a config

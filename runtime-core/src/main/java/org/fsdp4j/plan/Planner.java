@@ -3,7 +3,8 @@
 // change. Its memory model is the runtime's own, computed from the shapes alone: persistent state
 // from each unit's padded flat layout (FlatParamLayout) and the strategy, as ShardedUnit allocates
 // it; gathered parameters and unsharded gradients from the engine's UnitBufferPlan; activations as
-// the model (GptModel or LlamaModel, both on DecoderModel's skeleton) allocates and frees them. So the same numbers serve `fsdp4j plan`, the preflight (this
+// each family's model states it allocates and frees them (ModelConfig.activationShape), added up
+// here the same way for every family. So the same numbers serve `fsdp4j plan`, the preflight (this
 // is its StepCostModel) and the check after a run's first step (MemoryCheck), and the tests hold
 // them to the tracker's measurements. Times assume ASSUMED_MFU of the GPU's dense peak for compute
 // and the GpuSpec's bus bandwidths for collectives (ring algorithms).
@@ -23,8 +24,7 @@ import org.fsdp4j.backend.cpu.CpuBackend;
 import org.fsdp4j.fsdp.FlatParamLayout;
 import org.fsdp4j.fsdp.UnitBufferPlan;
 import org.fsdp4j.metrics.Flops;
-import org.fsdp4j.model.GptConfig;
-import org.fsdp4j.model.LlamaConfig;
+import org.fsdp4j.model.ActivationShape;
 import org.fsdp4j.model.ModelConfig;
 
 public final class Planner {
@@ -46,7 +46,6 @@ public final class Planner {
     public static final long MAX_ACTIVATION_VALUES = 1L << 58;
 
     private static final long I32 = 4;
-    private static final long F32 = 4;
 
     /**
      * The predicted cost of one training step of the run {@code in} (its first step included) on a
@@ -87,12 +86,7 @@ public final class Planner {
         DType rd = in.precision().reduceDtype();
         long pb = pd.byteSize();
         long params = m.parameterCount();
-        why.add(m instanceof LlamaConfig l
-                ? f("model: llama, %d layers, width %d, %d heads (%d key/value of width %d), MLP %d, vocab %d, context %d: "
-                        + "P = 2·V·C + C + L·(2C + 2C² + 2·Hkv·D·C + 3·F·C) = %,d", l.numLayers(), l.embedDim(),
-                        l.numHeads(), l.numKvHeads(), l.headDim(), l.hiddenDim(), l.vocabSize(), l.maxSeqLen(), params)
-                : f("model: %d layers, width %d, %d heads, vocab %d, context %d: P = V·C + T·C + 2C + L·(12C² + 13C) = %,d",
-                        m.numLayers(), m.embedDim(), m.numHeads(), m.vocabSize(), m.maxSeqLen(), params));
+        why.add(m.parameterFormula());
         why.add(f("run: N = %d GPUs (%d per node × %d nodes), %s, shard groups of S = %d (R = %d copies), params %s, "
                         + "reduce %s, batch %d × %d tokens, %d per GPU per forward, %d micro-batches%s%s",
                 n, in.gpusPerNode(), in.nodes(), in.strategy().cliName(), shards, replicas, pd.shortName(),
@@ -254,7 +248,7 @@ public final class Planner {
         long bound;
         try {
             long tokens = Math.multiplyExact(b, t);
-            long mlp = m instanceof LlamaConfig l ? Math.max(4L * l.embedDim(), l.hiddenDim()) : 4L * m.embedDim();
+            long mlp = m.mlpWidthBound();
             long block = Math.addExact(Math.multiplyExact(tokens, 16L * m.embedDim() + 4 * mlp),
                     Math.multiplyExact(Math.multiplyExact(tokens, t), 3L * m.numHeads()));
             long head = Math.multiplyExact(tokens, 3L * m.vocabSize() + 8L * in.microBatches());
@@ -471,17 +465,6 @@ public final class Planner {
     }
 
     /**
-     * One block's activations and the head's, in bytes, for b sequences of t tokens: what a block
-     * saves for its backward, the most it holds at once in its forward (its saved activations
-     * included), its backward's temporaries on top of what it saved, the final norm's output and
-     * statistics with the logits and per-token losses, what one pass holds throughout (a Llama's
-     * rotary tables), and the largest single buffer. {@code x} is one (b, T, C) activation.
-     */
-    private record Shape(long x, long saved, long forwardPeak, long backwardTemps, long head, long perPass,
-                         long largest) {
-    }
-
-    /**
      * The model's activations: (b, T, ·)-sized ones, the attention probabilities and the logits in
      * the param dtype ({@code eb} bytes), norm statistics, per-token losses and rotary tables in
      * fp32. The peak is the largest of the last block's forward, the head's backward (every block's
@@ -490,7 +473,7 @@ public final class Planner {
      */
     static Activations activations(ModelConfig m, long b, long t, boolean checkpointed, long eb, boolean fusedAttention) {
         Attention a = new Attention(b, m.numHeads(), t, fusedAttention);
-        Shape s = m instanceof LlamaConfig l ? llama(l, b, t, eb, a) : gpt((GptConfig) m, b, t, eb, a);
+        ActivationShape s = m.activationShape(b, t, eb, a.saved(), a.temp());
         long layers = m.numLayers();
         long xb = s.x();
         long peak;
@@ -520,55 +503,6 @@ public final class Planner {
         Attention(long b, long h, long t, boolean fused) {
             this(b * h * (fused ? Shapes.lowerTriangle(t) : t * t), fused ? 0 : b * h * t * t);
         }
-    }
-
-    /** GptModel's block (LayerNorms, fused qkv with biases, GELU MLP of 4C) and head (tied). */
-    private static Shape gpt(GptConfig m, long b, long t, long eb, Attention a) {
-        long x = b * t * m.embedDim();                       // (b, T, C)
-        long att = a.saved();                                // the kept probabilities
-        long scores = a.temp();                              // a (b, H, T, T) temporary (0 when fused)
-        long rows = b * t;                                   // LayerNorm mean or rstd, per-token losses (fp32)
-        long logits = b * t * m.vocabSize();                 // (b, T, V)
-        // a block's saved activations: ln1 and ln2 outputs, q, k, v, the merged heads, the
-        // attention residual (1 x each), the MLP's fc and GELU outputs (4 x each), the attention
-        // probabilities, and two LayerNorms' mean and rstd
-        long saved = eb * (15 * x + att) + F32 * 4 * rows;
-        // inside a block's forward: the pre-softmax scores live next to the probabilities
-        long forwardPeak = Math.max(saved, eb * (5 * x + att + scores) + F32 * 2 * rows);
-        // a block's backward on top of what it keeps: the MLP's (b, T, 4C) gradients (dgelu + dfc
-        // + dln2), or the attention's score gradients (datt + dpreatt) or dq, dk with datt
-        long backwardTemps = eb * Math.max(9 * x, Math.max(2 * x + 2 * scores, 4 * x + scores));
-        long head = eb * (x + logits) + F32 * 3 * rows;      // final LayerNorm output and stats, logits, losses
-        return new Shape(eb * x, saved, forwardPeak, backwardTemps, head, 0, eb * Math.max(logits, Math.max(att, 4 * x)));
-    }
-
-    /** LlamaModel's block (RMSNorms, q/k/v projections with Hkv key/value heads, rotary, SwiGLU of F) and untied head. */
-    private static Shape llama(LlamaConfig m, long b, long t, long eb, Attention a) {
-        long x = b * t * m.embedDim();                       // (b, T, C): also q, the merged heads
-        long kv = b * t * m.kvDim();                         // (b, T, Hkv·D): k or v
-        long f = b * t * m.hiddenDim();                      // (b, T, F): gate, up, their product
-        long att = a.saved();                                // the kept probabilities
-        long scores = a.temp();                              // a (b, H, T, T) temporary (0 when fused)
-        long rows = b * t;                                   // RMSNorm rstd, per-token losses (fp32)
-        long logits = b * t * m.vocabSize();                 // (b, T, V)
-        // a block's saved activations: both RMSNorms' outputs, the attention residual, q and the
-        // merged heads (1 x each), k and v, the probabilities, gate, up and their product, two rstd
-        long saved = eb * (5 * x + 2 * kv + att + 3 * f) + F32 * 2 * rows;
-        // inside the attention's forward, after rmsnorm1's output and rstd and the residual (2x + rows):
-        // the fused qkv next to q, k, v; the scores next to the probabilities; the heads' outputs
-        // next to the merged ones
-        long inAttention = Math.max(2 * (x + 2 * kv), Math.max(x + 2 * kv + att + scores, 3 * x + 2 * kv + att));
-        long forwardPeak = Math.max(saved, eb * (2 * x + inAttention) + F32 * rows);
-        // a block's backward on top of what it keeps: dnorm2 with the MLP's dhidden, dgate, dup; or
-        // dnorm1 with the attention's gradients at their most (dy and dyHeads, the score gradients with
-        // dv, dq, dk, dv with dpreatt, or dq, dk, dv with the fused dqkv)
-        long inAttentionBackward = Math.max(Math.max(2 * x, x + scores + kv), Math.max(Math.max(2 * scores + kv,
-                x + scores + 2 * kv), 2 * (x + 2 * kv)));
-        long backwardTemps = eb * Math.max(x + 3 * f, x + inAttentionBackward);
-        long head = eb * (x + logits) + F32 * 2 * rows;      // final RMSNorm output and rstd, logits, losses
-        long tables = F32 * t * m.headDim();                 // the rotary cosines and sines, (T, D/2) each
-        return new Shape(eb * x, saved, forwardPeak, backwardTemps, head, tables,
-                eb * Math.max(logits, Math.max(att, Math.max(f, x + 2 * kv))));
     }
 
     // ------------------------------------------------------------------ formatting

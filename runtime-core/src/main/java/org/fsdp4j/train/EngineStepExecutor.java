@@ -22,7 +22,6 @@ import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.data.Batch;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.model.DecoderModel;
-import org.fsdp4j.weights.FamilyWeights;
 import org.fsdp4j.weights.PretrainedWeights;
 
 public final class EngineStepExecutor implements StepExecutor {
@@ -53,7 +52,7 @@ public final class EngineStepExecutor implements StepExecutor {
         ModelFactory factory = config.model().factory();
         // pretrained weights are opened (and checked against the model) here, on the caller's thread, so a
         // file that does not fit is refused before any rank starts; the ranks read them while they shard
-        try (PretrainedWeights weights = config.initFrom().map(p -> FamilyWeights.open(p, config.model())).orElse(null)) {
+        try (PretrainedWeights weights = config.initFrom().map(p -> config.model().openWeights(p)).orElse(null)) {
             FsdpOptions options = optionsOf(config).toBuilder().initialValues(weights).build();
             this.model = this.processes == null ? Fsdp.shard(factory, options)
                     : Fsdp.shard(factory, options, this.processes);

@@ -24,7 +24,6 @@ import org.fsdp4j.backend.cpu.CpuStorage;
 import org.fsdp4j.metrics.GemmBenchmark;
 import org.fsdp4j.plan.StepCost;
 import org.fsdp4j.model.ModelConfig;
-import org.fsdp4j.model.ModelFamily;
 
 public final class Preflight {
 
@@ -152,7 +151,7 @@ public final class Preflight {
             long params = units.get(u).stream().mapToLong(ParamSpec::numel).sum();
             if (params * bytesPerParam > limit) {
                 boolean root = u == 0;
-                boolean gpt = m.family() == ModelFamily.GPT;        // a GPT's root holds the learned positions too
+                boolean gpt = m.learnsPositions();         // a GPT's root holds the learned positions too
                 throw new IllegalArgumentException(String.format(Locale.ROOT, "%s of this model %s %,d parameters"
                         + " (%.1f GiB in %s), but a CPU tensor holds at most %.0f GiB and each unit of parameters is one:"
                         + " %s, or train on a GPU", root ? "the embeddings" : "each block",

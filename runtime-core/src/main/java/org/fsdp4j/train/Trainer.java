@@ -41,7 +41,6 @@ import org.fsdp4j.data.BatchSampler;
 import org.fsdp4j.data.TokenCorpus;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.metrics.Stats;
-import org.fsdp4j.model.HfModelConfig;
 import org.fsdp4j.optim.CosineSchedule;
 import org.fsdp4j.plan.Planner;
 import org.fsdp4j.plan.StepCost;
@@ -466,7 +465,7 @@ public final class Trainer implements AutoCloseable {
         CheckpointIndex header;
         synchronized (this) {
             header = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.FORMAT_VERSION, completedSteps,
-                    HfModelConfig.of(config.model()), config.preset(), config.strategy().cliName(), config.worldSize(),
+                    config.model().hf(), config.preset(), config.strategy().cliName(), config.worldSize(),
                     config.fsdp().shardSize(), config.precision().paramDtype().shortName(),
                     config.precision().reduceDtype().shortName(), "fp32", state.bufferNames(),
                     new CheckpointIndex.OptimizerState("adamw", progress.optimizerSteps(), config.lr(),

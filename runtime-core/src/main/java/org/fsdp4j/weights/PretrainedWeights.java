@@ -10,9 +10,10 @@
 // declares it ignorable (buffers a checkpoint carries that fsdp4j recomputes: Llama's
 // rotary_emb.inv_freq, GPT-2's attn.bias masks).
 //
-// A family plugs in with its mapping and its ignorable tensors (LlamaWeights; Gpt2Weights, with
-// TensorRef.transposed for GPT-2's Conv1D weights). The files: one .safetensors file, or a directory holding model.safetensors, or a
-// Hugging Face sharded checkpoint (model.safetensors.index.json and the files its weight_map names).
+// A family plugs in with its mapping and its ignorable tensors, from its own package (model's
+// LlamaWeights; Gpt2Weights, with TensorRef.transposed for GPT-2's Conv1D weights): this package
+// reads safetensors and knows no family. The files: one .safetensors file, or a directory holding
+// model.safetensors, or a Hugging Face sharded checkpoint (model.safetensors.index.json and the files its weight_map names).
 package org.fsdp4j.weights;
 
 import com.fasterxml.jackson.databind.JsonNode;

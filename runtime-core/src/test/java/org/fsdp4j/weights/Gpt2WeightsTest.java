@@ -34,6 +34,7 @@ import org.fsdp4j.fsdp.FsdpStepResult;
 import org.fsdp4j.fsdp.LocalFsdpGroup;
 import org.fsdp4j.fsdp.ShardSlice;
 import org.fsdp4j.model.DecoderModel;
+import org.fsdp4j.model.Gpt2Weights;
 import org.fsdp4j.model.GptConfig;
 import org.fsdp4j.model.GptModel;
 import org.fsdp4j.model.GptParityChecks;

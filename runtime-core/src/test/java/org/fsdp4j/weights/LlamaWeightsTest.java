@@ -34,6 +34,7 @@ import org.fsdp4j.fsdp.ShardSlice;
 import org.fsdp4j.model.DecoderModel;
 import org.fsdp4j.model.LlamaConfig;
 import org.fsdp4j.model.LlamaModel;
+import org.fsdp4j.model.LlamaWeights;
 import org.fsdp4j.model.ReferenceDump;
 import org.fsdp4j.optim.SgdMomentum;
 import org.fsdp4j.testing.Tolerances;

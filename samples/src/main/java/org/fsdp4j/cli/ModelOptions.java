@@ -5,10 +5,8 @@
 package org.fsdp4j.cli;
 
 import java.nio.file.Path;
-import org.fsdp4j.model.GptConfig;
-import org.fsdp4j.model.HfGpt2Config;
-import org.fsdp4j.model.HfLlamaConfig;
-import org.fsdp4j.model.LlamaConfig;
+import java.util.HashSet;
+import java.util.Set;
 import org.fsdp4j.model.ModelConfig;
 import org.fsdp4j.model.ModelFamily;
 import picocli.CommandLine.Option;
@@ -70,10 +68,7 @@ final class ModelOptions {
 
     /** The shape: the family's {@code preset} (or --model-config's) with the overrides applied. */
     ModelConfig resolve(String preset) {
-        if (family() == ModelFamily.LLAMA) {
-            return resolveLlama(preset);
-        }
-        GptConfig base = modelConfig != null ? HfGpt2Config.read(modelConfig) : GptConfig.preset(preset);
+        ModelConfig base = modelConfig != null ? family().readHfConfig(modelConfig) : family().preset(preset);
         int l = bounded("--layers", layers, base.numLayers(), ModelConfig.MAX_LAYERS);
         int c = bounded("--hidden", hidden, base.embedDim(), ModelConfig.MAX_WIDTH);
         int h = bounded("--heads", heads, base.numHeads(), Integer.MAX_VALUE);   // the width bounds it: it must divide it
@@ -84,32 +79,14 @@ final class ModelOptions {
                     + h + " heads" + (heads != null ? " (--heads)" : "") + ": pick a head count that divides the width, e.g. "
                     + divisorNear(c, h));
         }
-        return new GptConfig(v, t, l, h, c);
-    }
-
-    /** A Llama preset (or config.json) with the overrides; key/value heads, MLP width, rotary base and eps stay its own. */
-    private LlamaConfig resolveLlama(String preset) {
-        LlamaConfig base = modelConfig != null ? HfLlamaConfig.read(modelConfig) : LlamaConfig.preset(preset);
-        int l = bounded("--layers", layers, base.numLayers(), ModelConfig.MAX_LAYERS);
-        int c = bounded("--hidden", hidden, base.embedDim(), ModelConfig.MAX_WIDTH);
-        int h = bounded("--heads", heads, base.numHeads(), Integer.MAX_VALUE);   // the width bounds it: it must divide it
-        int v = bounded("--vocab", vocab, base.vocabSize(), ModelConfig.MAX_VOCAB);
-        int t = bounded("--context", context, base.maxSeqLen(), ModelConfig.MAX_CONTEXT);
-        if (c % h != 0) {
-            throw new IllegalArgumentException("the width " + c + (hidden != null ? " (--hidden)" : "") + " is not divisible by "
-                    + h + " heads" + (heads != null ? " (--heads)" : "") + ": pick a head count that divides the width, e.g. "
-                    + divisorNear(c, h));
+        Set<String> given = new HashSet<>();
+        if (hidden != null) {
+            given.add("--hidden");
         }
-        if (h % base.numKvHeads() != 0) {
-            throw new IllegalArgumentException("the preset's " + base.numKvHeads() + " key/value heads do not divide " + h
-                    + " heads (--heads): pick a multiple of " + base.numKvHeads());
+        if (heads != null) {
+            given.add("--heads");
         }
-        if ((c / h) % 2 != 0) {         // checked here so the line names the flags, not LlamaConfig's fields
-            throw new IllegalArgumentException("the head size " + c / h + " (width " + c + (hidden != null ? " (--hidden)" : "")
-                    + " / " + h + " heads" + (heads != null ? " (--heads)" : "") + ") is odd: rotary embeddings turn pairs"
-                    + " of dims, so pick a width and head count whose quotient is even");
-        }
-        return new LlamaConfig(v, t, l, h, base.numKvHeads(), c, base.hiddenDim(), base.ropeTheta(), base.normEps());
+        return base.withFlags(l, c, h, v, t, given);    // a family's own checks (a Llama's key/value heads, rotary pairs)
     }
 
     /** The flag's value within 1..max (the largest model fsdp4j takes: ModelConfig), or {@code otherwise} when not given. */

@@ -14,6 +14,7 @@ import org.fsdp4j.api.MixedPrecisionPolicy;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.metrics.JsonFiles;
 import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.model.LlamaConfig;
 import org.fsdp4j.model.ModelConfig;
 import org.fsdp4j.model.ModelFamily;
 import org.fsdp4j.plan.GpuSpec;
@@ -30,15 +31,13 @@ import picocli.CommandLine.Spec;
         description = "Predict memory per GPU, communication and step time of a run, and recommend a strategy.")
 final class PlanCommand implements Callable<Integer> {
 
-    static final String DEFAULT_PRESET = "gpt2-124m";
-    static final String DEFAULT_LLAMA_PRESET = "tinyllama-1.1b";
     static final String DEFAULT_GPU = "A100-80GB";
 
     @Spec
     CommandSpec spec;
 
-    @Option(names = "--preset", paramLabel = "NAME", description = "the model family's preset (default: " + DEFAULT_PRESET
-            + "; --model llama: " + DEFAULT_LLAMA_PRESET + ")")
+    @Option(names = "--preset", paramLabel = "NAME", description = "the model family's preset (default: "
+            + GptConfig.FULL_SIZE_PRESET + "; --model llama: " + LlamaConfig.FULL_SIZE_PRESET + ")")
     String preset;
 
     @Mixin
@@ -126,8 +125,7 @@ final class PlanCommand implements Callable<Integer> {
     private ModelConfig resolveModel() {
         model.refusePresetWithConfig(preset);
         if (params == null) {
-            return model.resolve(preset != null ? preset
-                    : model.family() == ModelFamily.LLAMA ? DEFAULT_LLAMA_PRESET : DEFAULT_PRESET);
+            return model.resolve(preset != null ? preset : model.family().fullSizePreset());
         }
         if (model.family() != ModelFamily.GPT) {
             throw new IllegalArgumentException("--params derives a GPT's vocabulary; for --model llama give --preset and"

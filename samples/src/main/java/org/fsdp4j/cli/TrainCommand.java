@@ -31,7 +31,6 @@ import org.fsdp4j.backend.Backends;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.dist.ProcessIdentity;
 import org.fsdp4j.dist.Settings;
-import org.fsdp4j.model.HfModelConfig;
 import org.fsdp4j.train.CheckpointOptions;
 import org.fsdp4j.train.NonFinitePolicy;
 import org.fsdp4j.train.Preflight;
@@ -155,7 +154,7 @@ final class TrainCommand implements Callable<Integer> {
                 settings.put(FLAG_OF_SETTING.getOrDefault(key, key), value);
             }
         });
-        settings.putAll(HfModelConfig.of(config.model()).flags());
+        settings.putAll(config.model().hf().flags());
         settings.put("--lr", Format.number(config.lr()));
         settings.put("--min-lr", Format.number(config.minLr()));
         settings.put("--weight-decay", Format.number(config.weightDecay()));

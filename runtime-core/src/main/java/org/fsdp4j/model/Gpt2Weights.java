@@ -38,7 +38,7 @@
 // "gelu_pytorch_tanh", the same function), layer_norm_epsilon 1e-5, n_inner null (4C: the shapes
 // catch any other), scale_attn_weights true, scale_attn_by_inverse_layer_idx false,
 // add_cross_attention false, tie_word_embeddings true. reorder_and_upcast_attn only changes rounding.
-package org.fsdp4j.weights;
+package org.fsdp4j.model;
 
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -49,7 +49,9 @@ import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.fsdp4j.api.ParamSpec;
-import org.fsdp4j.model.GptConfig;
+import org.fsdp4j.weights.PretrainedWeights;
+import org.fsdp4j.weights.SafetensorsFile;
+import org.fsdp4j.weights.TensorRef;
 
 public final class Gpt2Weights {
 

@@ -21,14 +21,15 @@
 // rms_norm_eps; max_position_embeddings may be lowered). Shapes are checked on open; rope_theta and
 // rms_norm_eps are not in the weights, so they are the caller's to get right. Not supported: tied
 // embeddings (no lm_head.weight: Llama 3.2 1B/3B), rope_scaling, attention or MLP biases.
-package org.fsdp4j.weights;
+package org.fsdp4j.model;
 
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.fsdp4j.api.ParamSpec;
-import org.fsdp4j.model.LlamaConfig;
+import org.fsdp4j.weights.PretrainedWeights;
+import org.fsdp4j.weights.TensorRef;
 
 public final class LlamaWeights {
 
