@@ -45,6 +45,7 @@ import java.util.EnumSet;
 import java.util.List;
 import java.util.Set;
 import org.fsdp4j.api.DType;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.Inputs;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.ParamSource;
@@ -108,7 +109,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     private final TrainableModel model;
     private final Backend device;
     private final Backend optimizerBackend;
-    private final FsdpConfig config;
+    private final FsdpOptions config;
     private final Optimizer optimizer;
     private final DeviceMesh mesh;
     private final Communicator reduceGroup;      // a split of the shard group, used on the reduce stream only
@@ -143,7 +144,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
      * optimizer state: {@code device}, or under config.offload() a separate host backend.
      * Collective: every rank constructs its engine.
      */
-    public FsdpEngine(TrainableModel model, Backend device, DeviceMesh mesh, FsdpConfig config, Optimizer optimizer,
+    public FsdpEngine(TrainableModel model, Backend device, DeviceMesh mesh, FsdpOptions config, Optimizer optimizer,
                       Backend optimizerBackend, long seed) {
         this(model, device, mesh, config, optimizer, optimizerBackend, ParamSource.seeded(seed));
     }
@@ -152,7 +153,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
      * As above, every shard initialised from {@code initialValues}: each rank asks it for exactly
      * the parameter elements its shards hold (pretrained weights load resharded this way).
      */
-    public FsdpEngine(TrainableModel model, Backend device, DeviceMesh mesh, FsdpConfig config, Optimizer optimizer,
+    public FsdpEngine(TrainableModel model, Backend device, DeviceMesh mesh, FsdpOptions config, Optimizer optimizer,
                       Backend optimizerBackend, ParamSource initialValues) {
         this.model = model;
         this.device = device;
@@ -451,7 +452,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         int at = forwardOrder.size();
         forwardOrder.add(u);
         List<ShardedUnit> order = lastForwardOrder.isEmpty() ? units : lastForwardOrder;
-        for (int k = 1; k <= config.prefetchDepth() && at + k < order.size(); k++) {
+        for (int k = 1; k <= config.prefetch() && at + k < order.size(); k++) {
             prefetch(order.get(at + k), null);
         }
         unshard(u);   // waits only now: the prefetches above queued behind u's gather without a wait between
@@ -481,7 +482,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
      * the head runs with the root and this block gathered either way (torchtitan's default).
      */
     private boolean keepsForBackward(ShardedUnit u) {
-        if (u.isRoot() || config.prefetchDepth() < 1) {
+        if (u.isRoot() || config.prefetch() < 1) {
             return false;
         }
         List<ShardedUnit> order = lastForwardOrder.isEmpty() ? units : lastForwardOrder;
@@ -519,7 +520,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         Collections.reverse(backwardOrder);
         int at = backwardOrder.indexOf(u);
         Backend.Event after = null;
-        boolean prefetches = at >= 0 && config.prefetchDepth() > 0 && at + 1 < backwardOrder.size()
+        boolean prefetches = at >= 0 && config.prefetch() > 0 && at + 1 < backwardOrder.size()
                 && backwardOrder.get(at + 1).state == ShardedUnit.ShardState.SHARDED
                 && backwardOrder.get(at + 1).pendingGather == null;
         if (prefetches && plan.prefetchWaitsForReduction() && inFlight != null) {
@@ -529,7 +530,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
             inFlight.grad().close();
             inFlight = null;
         }
-        for (int k = 1; at >= 0 && k <= config.prefetchDepth() && at + k < backwardOrder.size(); k++) {
+        for (int k = 1; at >= 0 && k <= config.prefetch() && at + k < backwardOrder.size(); k++) {
             prefetch(backwardOrder.get(at + k), after);
         }
         unshard(u);

@@ -14,6 +14,7 @@ import java.util.function.UnaryOperator;
 import org.fsdp4j.api.Batch;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.Inputs;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.ParamSource;
@@ -55,7 +56,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
         final FsdpEngine engine;
         private final List<AutoCloseable> made;
 
-        Rank(int rank, RankGroup group, FsdpConfig config, ModelFactory models, Optimizer optimizer,
+        Rank(int rank, RankGroup group, FsdpOptions config, ModelFactory models, Optimizer optimizer,
              ParamSource initialValues, Device deviceKind, BackendOptions options, UnaryOperator<Communicator> link) {
             List<AutoCloseable> made = new ArrayList<>();
             try {
@@ -107,7 +108,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
         }
     }
 
-    private final FsdpConfig config;
+    private final FsdpOptions config;
     private final RankGroup group;
     private final RankThreads threads;
     private final List<Rank> ranks;
@@ -118,14 +119,14 @@ public final class LocalFsdpGroup implements AutoCloseable {
      * {@code perRank}. {@code link} wraps each rank's world communicator (identity, or a
      * LatencyCommunicator).
      */
-    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
+    public LocalFsdpGroup(FsdpOptions config, ModelFactory models, Optimizer optimizer, long seed,
                           Device device, BackendOptions perRank, UnaryOperator<Communicator> link) {
         this(config, models, optimizer, seed, Collections.nCopies(config.worldSize(), device),
                 perRank, link);
     }
 
     /** As above with rank r on {@code devices.get(r)}; the ranks talk as RankGroups picks from where they sit. */
-    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
+    public LocalFsdpGroup(FsdpOptions config, ModelFactory models, Optimizer optimizer, long seed,
                           List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link) {
         this(config, models, optimizer, seed, devices, perRank, link,
                 RankGroups.forDevices(devices, config.collectiveTimeout()));
@@ -135,7 +136,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
      * As above, every rank on {@code device} with an in-process group that runs its collectives
      * as {@code dispatch} says (tests run CPU ranks both ways).
      */
-    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
+    public LocalFsdpGroup(FsdpOptions config, ModelFactory models, Optimizer optimizer, long seed,
                           Device device, BackendOptions perRank, UnaryOperator<Communicator> link,
                           LocalGroup.Dispatch dispatch) {
         this(config, models, optimizer, seed, Collections.nCopies(config.worldSize(), device),
@@ -143,7 +144,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
     }
 
     /** As above, the ranks talking through {@code group} (NCCL, or an in-process group made by the caller). */
-    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
+    public LocalFsdpGroup(FsdpOptions config, ModelFactory models, Optimizer optimizer, long seed,
                           List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link,
                           RankGroup group) {
         this(config, models, optimizer, ParamSource.seeded(seed), devices, perRank, link, group);
@@ -153,7 +154,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
      * As above, the parameters starting from {@code initialValues} instead of the seed's ParamInit
      * values (pretrained weights: each rank reads only the elements its shards hold).
      */
-    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, ParamSource initialValues,
+    public LocalFsdpGroup(FsdpOptions config, ModelFactory models, Optimizer optimizer, ParamSource initialValues,
                           List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link,
                           RankGroup group) {
         if (devices.size() != config.worldSize() || group.worldSize() != config.worldSize()) {

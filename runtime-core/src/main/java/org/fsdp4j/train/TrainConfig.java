@@ -1,7 +1,7 @@
 // Everything a training run is asked to do, validated once. The command line maps its flags
 // onto this record (through the builder, which holds the defaults), and the API takes the same
 // record, so there is one configuration path. The sharding and precision options are checked
-// by building the engine's FsdpConfig from them (fsdp()), so both say the same thing.
+// by building the engine's FsdpOptions from them (fsdp()), so both say the same thing.
 package org.fsdp4j.train;
 
 import java.nio.file.Path;
@@ -10,10 +10,10 @@ import java.util.Locale;
 import java.util.Optional;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MixedPrecisionPolicy;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.backend.cpu.CpuBackendProvider;
-import org.fsdp4j.fsdp.FsdpConfig;
 import org.fsdp4j.model.ModelConfig;
 import org.fsdp4j.model.ModelFamily;
 import org.fsdp4j.plan.PlanInput;
@@ -121,17 +121,17 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
     public static final Duration MAX_COLLECTIVE_TIMEOUT = Duration.ofDays(1);
 
     /** The engine's view of the sharding options. */
-    public FsdpConfig fsdp() {
+    public FsdpOptions fsdp() {
         return fsdpConfig(worldSize, strategy, shardGroupSize, precision, prefetch, microBatches, offload, maxGradNorm)
-                .withCollectiveTimeout(collectiveTimeout);
+                .toBuilder().collectiveTimeout(collectiveTimeout).build();
     }
 
-    private static FsdpConfig fsdpConfig(int worldSize, ShardingStrategy strategy, int shardGroupSize,
-                                         MixedPrecisionPolicy precision, int prefetch, int microBatches, boolean offload,
-                                         float maxGradNorm) {
-        return FsdpConfig.fullShard(worldSize).withStrategy(strategy, shardGroupSize).withPrecision(precision)
-                .withPrefetchDepth(prefetch).withMicroBatches(microBatches).withOffload(offload)
-                .withMaxGradNorm(maxGradNorm);
+    private static FsdpOptions fsdpConfig(int worldSize, ShardingStrategy strategy, int shardGroupSize,
+                                          MixedPrecisionPolicy precision, int prefetch, int microBatches, boolean offload,
+                                          float maxGradNorm) {
+        return FsdpOptions.builder().worldSize(worldSize).strategy(strategy).shardGroupSize(shardGroupSize)
+                .precision(precision).prefetch(prefetch).microBatches(microBatches).offload(offload)
+                .maxGradNorm(maxGradNorm).build();
     }
 
     /** This run as the planner sees it: its N ranks on one node, no GPU spec. */

@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.function.UnaryOperator;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.LatencyCommunicator;
@@ -25,7 +26,7 @@ class FsdpOverlapTest {
     private final FsdpTestSupport t = new FsdpTestSupport();
 
     private LocalFsdpGroup group(int prefetch) {
-        FsdpConfig c = FsdpTestSupport.config(2, ShardingStrategy.FULL_SHARD).withPrefetchDepth(prefetch);
+        FsdpOptions c = FsdpTestSupport.config(2, ShardingStrategy.FULL_SHARD).toBuilder().prefetch(prefetch).build();
         UnaryOperator<Communicator> link = w -> new LatencyCommunicator(w, LATENCY);
         return new LocalFsdpGroup(c, (r, b) -> new HookedModel(new GptModel(FsdpTestSupport.TINY, b, false), (hook, unit, after) -> {
             if (after && (hook.equals("preForward") || hook.equals("preBackward"))) {

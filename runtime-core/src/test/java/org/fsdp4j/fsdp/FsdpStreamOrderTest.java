@@ -24,6 +24,7 @@ import java.util.List;
 import java.util.function.UnaryOperator;
 import java.util.stream.Stream;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.SeparateAddressSpaces;
@@ -49,7 +50,7 @@ class FsdpStreamOrderTest {
     void aMissingWaitIsCaughtByTheDebugStreams(FsdpEngine.Wait skipped, boolean inPlace) {
         FsdpTestSupport t = new FsdpTestSupport();
         FsdpTestSupport.Trajectory ref = t.reference(SGD, 0f);
-        FsdpConfig config = FsdpTestSupport.config(4, ShardingStrategy.FULL_SHARD);
+        FsdpOptions config = FsdpTestSupport.config(4, ShardingStrategy.FULL_SHARD);
         UnaryOperator<Communicator> link = inPlace ? UnaryOperator.identity() : SeparateAddressSpaces::new;
         List<FsdpTestSupport.RankTrajectory> ranks = t.sharded(config, SGD, false, link,
                 engine -> engine.skipWaitForTest(skipped));
@@ -65,7 +66,7 @@ class FsdpStreamOrderTest {
     void aStepSynchronisesTheHostOnce(ShardingStrategy strategy) {
         FsdpTestSupport t = new FsdpTestSupport();
         for (int n : new int[] {1, 4}) {
-            FsdpConfig c = FsdpTestSupport.config(n, strategy);
+            FsdpOptions c = FsdpTestSupport.config(n, strategy);
             try (LocalFsdpGroup g = new LocalFsdpGroup(c, (r, b) -> new GptModel(FsdpTestSupport.TINY, b, false), SGD,
                     t.seed, Device.CPU, FsdpTestSupport.RANK_BACKEND,
                     UnaryOperator.identity())) {

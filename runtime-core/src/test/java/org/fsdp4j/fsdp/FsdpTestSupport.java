@@ -18,6 +18,7 @@ import java.util.function.IntFunction;
 import java.util.function.UnaryOperator;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.ShardingStrategy;
@@ -209,17 +210,17 @@ final class FsdpTestSupport {
     }
 
     /** The sharded run: STEPS steps on the same batches, a snapshot of every rank's shards after each. */
-    List<RankTrajectory> sharded(FsdpConfig config, Optimizer optimizer, boolean checkpoint) {
+    List<RankTrajectory> sharded(FsdpOptions config, Optimizer optimizer, boolean checkpoint) {
         return sharded(config, optimizer, checkpoint, UnaryOperator.identity());
     }
 
-    List<RankTrajectory> sharded(FsdpConfig config, Optimizer optimizer, boolean checkpoint,
+    List<RankTrajectory> sharded(FsdpOptions config, Optimizer optimizer, boolean checkpoint,
                                  UnaryOperator<Communicator> link) {
         return sharded(config, optimizer, checkpoint, link, engine -> { });
     }
 
     /** As above; {@code setUp} runs on every rank's engine before the first step (tests' hooks). */
-    List<RankTrajectory> sharded(FsdpConfig config, Optimizer optimizer, boolean checkpoint,
+    List<RankTrajectory> sharded(FsdpOptions config, Optimizer optimizer, boolean checkpoint,
                                  UnaryOperator<Communicator> link, java.util.function.Consumer<FsdpEngine> setUp) {
         List<RankTrajectory> out = new ArrayList<>();
         for (int r = 0; r < config.worldSize(); r++) {
@@ -389,9 +390,9 @@ final class FsdpTestSupport {
         return m;
     }
 
-    static FsdpConfig config(int n, ShardingStrategy strategy) {
-        FsdpConfig c = FsdpConfig.fullShard(n).withCollectiveTimeout(Duration.ofSeconds(30));
-        return c.withStrategy(strategy, strategy == ShardingStrategy.HYBRID_SHARD ? hybridShardSize(n) : 0);
+    static FsdpOptions config(int n, ShardingStrategy strategy) {
+        return FsdpOptions.builder().worldSize(n).collectiveTimeout(Duration.ofSeconds(30)).strategy(strategy)
+                .shardGroupSize(strategy == ShardingStrategy.HYBRID_SHARD ? hybridShardSize(n) : 0).build();
     }
 
     /** Shard groups for HYBRID_SHARD: both axes > 1 where N allows it. */

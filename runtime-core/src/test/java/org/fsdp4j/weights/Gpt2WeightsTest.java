@@ -28,7 +28,7 @@ import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.fsdp.FlatParamLayout;
-import org.fsdp4j.fsdp.FsdpConfig;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.fsdp.FsdpEngine;
 import org.fsdp4j.fsdp.FsdpStepResult;
 import org.fsdp4j.fsdp.LocalFsdpGroup;
@@ -61,7 +61,7 @@ class Gpt2WeightsTest {
         int b = ref.batchSize();
         int t = ref.seqLen();
         LogitsTap[] taps = new LogitsTap[worldSize];
-        FsdpConfig fsdp = FsdpConfig.fullShard(worldSize).withCollectiveTimeout(Duration.ofSeconds(30));
+        FsdpOptions fsdp = FsdpOptions.builder().worldSize(worldSize).collectiveTimeout(Duration.ofSeconds(30)).build();
         try (PretrainedWeights weights = Gpt2Weights.open(resource(file), config);
              LocalFsdpGroup group = new LocalFsdpGroup(fsdp, (r, backend) -> taps[r] = new LogitsTap(
                      new GptModel(config, backend, false)), new SgdMomentum(0.1f, 0.9f, 0f), weights,

@@ -26,7 +26,7 @@ import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.fsdp.FlatParamLayout;
-import org.fsdp4j.fsdp.FsdpConfig;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.fsdp.FsdpEngine;
 import org.fsdp4j.fsdp.FsdpStepResult;
 import org.fsdp4j.fsdp.LocalFsdpGroup;
@@ -60,7 +60,7 @@ class LlamaWeightsTest {
         int b = ref.batchSize();
         int t = ref.seqLen();
         LogitsTap[] taps = new LogitsTap[worldSize];
-        FsdpConfig fsdp = FsdpConfig.fullShard(worldSize).withCollectiveTimeout(Duration.ofSeconds(30));
+        FsdpOptions fsdp = FsdpOptions.builder().worldSize(worldSize).collectiveTimeout(Duration.ofSeconds(30)).build();
         try (PretrainedWeights weights = LlamaWeights.open(resource("llama_tiny_large.safetensors"), config);
              LocalFsdpGroup group = new LocalFsdpGroup(fsdp, (r, backend) -> taps[r] = new LogitsTap(
                      new LlamaModel(config, backend, false)), new SgdMomentum(0.1f, 0.9f, 0f), weights,
@@ -94,7 +94,7 @@ class LlamaWeightsTest {
     void bf16WeightsLoadWidenedExactlyAtFourRanks() {
         ReferenceDump ref = ReferenceDump.load("/reference/llama_tiny_large_bf16.bin");
         LlamaConfig config = (LlamaConfig) ref.config();
-        FsdpConfig fsdp = FsdpConfig.fullShard(4).withCollectiveTimeout(Duration.ofSeconds(30));
+        FsdpOptions fsdp = FsdpOptions.builder().worldSize(4).collectiveTimeout(Duration.ofSeconds(30)).build();
         try (PretrainedWeights weights = LlamaWeights.open(resource("llama_tiny_large_bf16.safetensors"), config);
              LocalFsdpGroup group = new LocalFsdpGroup(fsdp, (r, backend) -> new LlamaModel(config, backend, false),
                      new SgdMomentum(0.1f, 0.9f, 0f), weights, Collections.nCopies(4, Device.CPU),
