@@ -365,6 +365,29 @@ public final class FsdpOptions {
     }
 
     @Override
+    public boolean equals(Object o) {
+        return o instanceof FsdpOptions other && device.equals(other.device) && worldSize == other.worldSize
+                && strategy == other.strategy && shardGroupSize == other.shardGroupSize
+                && precision.equals(other.precision) && prefetch == other.prefetch && microBatches == other.microBatches
+                && activationCheckpointing == other.activationCheckpointing && offload == other.offload
+                && Float.compare(lr, other.lr) == 0 && Float.compare(beta1, other.beta1) == 0
+                && Float.compare(beta2, other.beta2) == 0 && Float.compare(eps, other.eps) == 0
+                && Float.compare(weightDecay, other.weightDecay) == 0 && Float.compare(maxGradNorm, other.maxGradNorm) == 0
+                && Float.compare(initialLossScale, other.initialLossScale) == 0
+                && lossScaleGrowthInterval == other.lossScaleGrowthInterval && seed == other.seed
+                && java.util.Objects.equals(initialValues, other.initialValues)
+                && collectiveTimeout.equals(other.collectiveTimeout) && cpuThreads == other.cpuThreads
+                && debugStreams == other.debugStreams;
+    }
+
+    @Override
+    public int hashCode() {
+        return java.util.Objects.hash(device, worldSize, strategy, shardGroupSize, precision, prefetch, microBatches,
+                activationCheckpointing, offload, lr, beta1, beta2, eps, weightDecay, maxGradNorm, initialLossScale,
+                lossScaleGrowthInterval, seed, initialValues, collectiveTimeout, cpuThreads, debugStreams);
+    }
+
+    @Override
     public String toString() {
         return "FsdpOptions[device=" + device + ", worldSize=" + worldSize + ", strategy=" + strategy.cliName()
                 + (shardGroupSize > 0 ? ", shardGroupSize=" + shardGroupSize : "") + ", precision=(" + precision
@@ -568,6 +591,53 @@ public final class FsdpOptions {
         public Builder lr(float lr) {
             this.lr = lr;
             return this;
+        }
+
+        /**
+         * AdamW's decoupled weight decay alone, keeping the other AdamW values.
+         *
+         * @param weightDecay the decay factor, applied only to the parameters whose {@link ParamSpec#weightDecay()} asks for it
+         * @return this
+         */
+        public Builder weightDecay(float weightDecay) {
+            this.weightDecay = weightDecay;
+            return this;
+        }
+
+        /**
+         * The learning rate set so far, for a caller that checks it before {@link #build()}.
+         *
+         * @return the learning rate
+         */
+        public float lr() {
+            return lr;
+        }
+
+        /**
+         * The largest gradient norm set so far, for a caller that checks it before {@link #build()}.
+         *
+         * @return the norm; 0 when clipping is off
+         */
+        public float maxGradNorm() {
+            return maxGradNorm;
+        }
+
+        /**
+         * The host threads set so far, for a caller that checks them before {@link #build()}.
+         *
+         * @return the thread count; 0 for all cores
+         */
+        public int cpuThreads() {
+            return cpuThreads;
+        }
+
+        /**
+         * The collective timeout set so far, for a caller that checks it before {@link #build()}.
+         *
+         * @return the timeout, or null if none was given
+         */
+        public Duration collectiveTimeout() {
+            return collectiveTimeout;
         }
 
         /**

@@ -27,17 +27,12 @@ import org.fsdp4j.weights.PretrainedWeights;
 
 public final class EngineStepExecutor implements StepExecutor {
 
-    /** Adam's betas and eps: GPT-2/nanoGPT's. */
-    public static final float BETA1 = 0.9f;
-    public static final float BETA2 = 0.95f;
-    public static final float EPS = 1e-8f;
-
     private final ShardedModel model;
     private final Processes processes;     // null when every rank runs in this process
     private final ProcessGroup group;      // the same run, as the engine holds it
     private long[] commBytesPerRank;
 
-    /** Starts config.worldSize() ranks in this process, as the config asks. */
+    /** Starts config.fsdp().worldSize() ranks in this process, as the config asks. */
     public EngineStepExecutor(TrainConfig config) {
         this(config, null);
     }
@@ -54,34 +49,11 @@ public final class EngineStepExecutor implements StepExecutor {
         // pretrained weights are opened (and checked against the model) here, on the caller's thread, so a
         // file that does not fit is refused before any rank starts; the ranks read them while they shard
         try (PretrainedWeights weights = config.initFrom().map(p -> FamilyWeights.open(p, config.model())).orElse(null)) {
-            FsdpOptions options = optionsOf(config).toBuilder().initialValues(weights).build();
+            FsdpOptions options = config.fsdp().toBuilder().initialValues(weights).build();
             this.model = this.processes == null ? Fsdp.shard(factory, options)
                     : Fsdp.shard(factory, options, this.processes);
         }
         this.commBytesPerRank = new long[model.info().localRanks()];
-    }
-
-    /** The API's options for a run of {@code config}: AdamW with GPT-2's betas. */
-    public static FsdpOptions optionsOf(TrainConfig config) {
-        FsdpOptions.Builder b = FsdpOptions.builder()
-                .device(config.device())
-                .worldSize(config.worldSize())
-                .strategy(config.strategy())
-                .precision(config.precision())
-                .prefetch(config.prefetch())
-                .microBatches(config.microBatches())
-                .activationCheckpointing(config.checkpointActivations())
-                .offload(config.offload())
-                .adamW(config.lr(), BETA1, BETA2, EPS, config.weightDecay())
-                .maxGradNorm(config.maxGradNorm())
-                .seed(config.seed())
-                .cpuThreads(config.cpuThreads())
-                .collectiveTimeout(config.collectiveTimeout())
-                .debugStreams(config.debugStreams());
-        if (config.shardGroupSize() > 0) {
-            b.hybridShard(config.shardGroupSize());
-        }
-        return b.build();
     }
 
     @Override

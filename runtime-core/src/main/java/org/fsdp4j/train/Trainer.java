@@ -139,9 +139,9 @@ public final class Trainer implements AutoCloseable {
                     + config.preset() + " model's vocabulary has " + config.model().vocabSize()
                     + ": use a preset with a vocabulary of at least " + corpus.vocabSize());
         }
-        this.sampler = new BatchSampler(corpus, config.batchSize(), config.seqLen(), config.seed());
-        this.schedule = new CosineSchedule(config.lr(), config.minLr(), config.warmupSteps(), config.steps());
-        Device device = Backends.resolve(config.device(), log);
+        this.sampler = new BatchSampler(corpus, config.batchSize(), config.seqLen(), config.fsdp().seed());
+        this.schedule = new CosineSchedule(config.fsdp().lr(), config.minLr(), config.warmupSteps(), config.steps());
+        Device device = Backends.resolve(config.fsdp().device(), log);
         this.executor = executors.apply(config, device);
         this.trackers = executor.memoryTrackers();
         this.peakBytesPerRank = new long[trackers.size()];
@@ -154,21 +154,21 @@ public final class Trainer implements AutoCloseable {
         this.info = new RunInfo(config, device.toString(), executor.backendName(), executor.parameterCount(),
                 executor.worldSize(), corpus.description(), corpus.lossFloorNats(),
                 executor.gatherSchedule().filter(s -> config.reportsSharding()));
-        this.watch = new DivergenceWatch(config.onNonFinite(), config.precision().needsLossScaling());
+        this.watch = new DivergenceWatch(config.onNonFinite(), config.fsdp().precision().needsLossScaling());
         this.losses = new float[Math.min(config.steps(), 1024)];
         this.stepTimesMs = new double[losses.length];
         this.predicted = new Planner().estimate(config.planInput(), !device.isCpu(), executor.gathersInPlace());
         try {
             this.resumedFrom = checkpoints.resume().map(r -> resume(processes == null
                     ? Checkpointer.resolve(r, checkpoints.saveDir(), log)
-                    : SharedResume.resolve(r, checkpoints.saveDir(), log, processes, config.collectiveTimeout())))
+                    : SharedResume.resolve(r, checkpoints.saveDir(), log, processes, config.fsdp().collectiveTimeout())))
                     .orElse(null);
         } catch (RuntimeException e) {
             executor.close();
             throw e;
         }
         this.checkpointer = checkpoints.saveDir().map(d -> processes == null ? new Checkpointer(d, checkpoints.keep(), log)
-                : new Checkpointer(d, checkpoints.keep(), log, processes, config.collectiveTimeout())).orElse(null);
+                : new Checkpointer(d, checkpoints.keep(), log, processes, config.fsdp().collectiveTimeout())).orElse(null);
     }
 
     /** Loads the checkpoint in {@code dir} into every rank and continues at its step + 1. */
@@ -183,7 +183,7 @@ public final class Trainer implements AutoCloseable {
                         + (index.step() + config.steps()) + ")");
             }
             CheckpointIndex.DataPosition d = index.data();
-            if (d.seed() != config.seed() || d.batchSize() != config.batchSize() || d.seqLen() != config.seqLen()
+            if (d.seed() != config.fsdp().seed() || d.batchSize() != config.batchSize() || d.seqLen() != config.seqLen()
                     || d.plannedSteps() != config.steps()) {
                 log.accept("note: the checkpoint's run had --seed " + d.seed() + " --batch-size " + d.batchSize()
                         + " --seq-len " + d.seqLen() + " --steps " + d.plannedSteps() + "; this run's batches or "
@@ -198,7 +198,7 @@ public final class Trainer implements AutoCloseable {
             Arrays.fill(stepTimesMs, Double.NaN);             // steps run by the earlier process
             completedSteps = Math.min(completedSteps, saved.length);
             lastSavedStep = completedSteps;
-            String sameShape = index.worldSize() == config.worldSize() && index.strategy().equals(config.strategy().cliName())
+            String sameShape = index.worldSize() == config.fsdp().worldSize() && index.strategy().equals(config.fsdp().strategy().cliName())
                     && index.shardSize() == config.fsdp().shardSize() ? "" : " (re-sliced from " + index.worldSize()
                     + " ranks, " + index.strategy() + ")";
             log.accept("resumed from " + dir + " at step " + index.step() + sameShape);
@@ -263,7 +263,7 @@ public final class Trainer implements AutoCloseable {
         if (checkpointer == null || !executor.agreesOnStops()) {
             return null;
         }
-        java.util.Optional<RuntimeException> saveFailed = checkpointer.failureOfSaveInFlight(config.collectiveTimeout());
+        java.util.Optional<RuntimeException> saveFailed = checkpointer.failureOfSaveInFlight(config.fsdp().collectiveTimeout());
         if (saveFailed.isEmpty()) {
             return null;
         }
@@ -466,14 +466,13 @@ public final class Trainer implements AutoCloseable {
         CheckpointIndex header;
         synchronized (this) {
             header = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.FORMAT_VERSION, completedSteps,
-                    HfModelConfig.of(config.model()), config.preset(), config.strategy().cliName(), config.worldSize(),
-                    config.fsdp().shardSize(), config.precision().paramDtype().shortName(),
-                    config.precision().reduceDtype().shortName(), "fp32", state.bufferNames(),
-                    new CheckpointIndex.OptimizerState("adamw", progress.optimizerSteps(), config.lr(),
-                            EngineStepExecutor.BETA1, EngineStepExecutor.BETA2, EngineStepExecutor.EPS,
-                            config.weightDecay()),
+                    HfModelConfig.of(config.model()), config.preset(), config.fsdp().strategy().cliName(), config.fsdp().worldSize(),
+                    config.fsdp().shardSize(), config.fsdp().precision().paramDtype().shortName(),
+                    config.fsdp().precision().reduceDtype().shortName(), "fp32", state.bufferNames(),
+                    new CheckpointIndex.OptimizerState("adamw", progress.optimizerSteps(), config.fsdp().lr(),
+                            config.fsdp().beta1(), config.fsdp().beta2(), config.fsdp().eps(), config.fsdp().weightDecay()),
                     new CheckpointIndex.LossScalerState(progress.lossScale(), progress.lossScaleGoodSteps()),
-                    new CheckpointIndex.DataPosition(config.seed(), config.batchSize(), config.seqLen(),
+                    new CheckpointIndex.DataPosition(config.fsdp().seed(), config.batchSize(), config.seqLen(),
                             completedSteps + 1, config.steps()),
                     Arrays.copyOf(losses, completedSteps), List.of(), List.of(), List.of());
         }
@@ -543,18 +542,18 @@ public final class Trainer implements AutoCloseable {
                         ranks.measuredPersistentBytesPerRank(), ranks.measuredPeakBytesPerRank());
         Double floor = info.lossFloorNats().isPresent() ? info.lossFloorNats().getAsDouble() : null;
         return new TrainSummary(config.model().family().cliName(), config.preset(), info.parameters(), info.worldSize(), info.device(),
-                info.backendName(), info.data(), completedSteps, config.batchSize(), config.seqLen(), config.seed(),
+                info.backendName(), info.data(), completedSteps, config.batchSize(), config.seqLen(), config.fsdp().seed(),
                 floor, done, completedSteps == 0 ? Float.NaN : done[completedSteps - 1],
                 completedSteps == 0 ? Double.NaN : Stats.tailMean(done, TAIL_STEPS), medianMs,
                 config.tokensPerStep() / (medianMs / 1e3), totalMs / 1e3, ranks.persistentBytesPerRank(),
                 ranks.peakBytesPerRank(), ranks.peakBytesByCategory(), ranks.bytesAtPeakByCategory(),
-                config.strategy().cliName(), config.precision().paramDtype().shortName(),
-                config.precision().reduceDtype().shortName(), config.microBatches(), executor.paddedParameterCount(),
+                config.fsdp().strategy().cliName(), config.fsdp().precision().paramDtype().shortName(),
+                config.fsdp().precision().reduceDtype().shortName(), config.fsdp().microBatches(), executor.paddedParameterCount(),
                 ranks.commBytesPerRank(),
                 info.gatherSchedule().map(ShardingInfo.GatherSchedule::name).orElse(null),
                 info.gatherSchedule().map(ShardingInfo.GatherSchedule::budgetBytes).orElse(null),
                 ranks.hostPersistentBytesPerRank(), ranks.hostPeakBytesPerRank(), ranks.hostSyncsPerStep(),
-                ranks.promotedCopies(), config.debugStreams(), outcome(), resumedFrom,
+                ranks.promotedCopies(), config.fsdp().debugStreams(), outcome(), resumedFrom,
                 checkpointer == null ? null : checkpointer.saves(), check,
                 ranks.ranks() == info.worldSize() ? null : ranks.globalRanks());
     }

@@ -79,7 +79,7 @@ class DivergenceTest {
     }
 
     private static TrainConfig.Builder config(int steps) {
-        return TrainConfig.builder().preset("test").model(MODEL).steps(steps).batchSize(2).seqLen(16).device("cpu");
+        return TrainConfig.builder().preset("test").model(MODEL).steps(steps).batchSize(2).seqLen(16).fsdp(f -> f.device("cpu"));
     }
 
     private static TrainSummary run(TrainConfig config, List<Supplier<StepExecutor.StepOutcome>> script,
@@ -118,7 +118,7 @@ class DivergenceTest {
         assertEquals(2, fp32.outcome().divergedAtStep());
         assertEquals("nonfinite_gradients", fp32.outcome().divergence());
 
-        TrainConfig fp16 = config(4).worldSize(2).paramDtype(DType.F16).reduceDtype(DType.F16).build();
+        TrainConfig fp16 = config(4).fsdp(f -> f.worldSize(2).paramDtype(DType.F16).reduceDtype(DType.F16)).build();
         TrainSummary s = run(fp16, List.of(nonFinite(5f), nonFinite(5f), ok(5f), nonFinite(4f)), new ArrayList<>());
         assertFalse(s.outcome().diverged(), "gradient overflows with a finite loss only lower the loss scale");
         assertEquals(4, s.steps());
@@ -143,7 +143,7 @@ class DivergenceTest {
 
     @Test
     void theFp16LossScalesFloorEndsTheRunAsDivergence() {
-        TrainConfig fp16 = config(10).worldSize(2).paramDtype(DType.F16).reduceDtype(DType.F16).build();
+        TrainConfig fp16 = config(10).fsdp(f -> f.worldSize(2).paramDtype(DType.F16).reduceDtype(DType.F16)).build();
         // ranks wrap what they throw; the trainer finds the scaler's exception as a cause
         Supplier<StepExecutor.StepOutcome> floor = () -> {
             throw new IllegalStateException("rank 0 failed", new LossScaleFloorException("loss scale fell below 2^-24"));
@@ -206,7 +206,7 @@ class DivergenceTest {
     @Test
     void hugeLrDivergesAndTheNonFiniteUpdateIsNotApplied() {
         TrainConfig c = TrainConfig.builder().preset("test").model(MODEL).steps(20).batchSize(4).seqLen(16)
-                .lr(1e9f).seed(System.nanoTime()).device("cpu").cpuThreads(1).build();
+                .fsdp(f -> f.lr(1e9f).seed(System.nanoTime()).device("cpu").cpuThreads(1)).build();
         try (Trainer trainer = new Trainer(c, line -> { })) {
             TrainSummary s = trainer.run(r -> { });
             assertTrue(s.outcome().diverged(), Arrays.toString(s.losses()));

@@ -50,8 +50,8 @@ class MultiProcessTrainerTest {
     private static final long SEED = System.nanoTime();
 
     private static TrainConfig.Builder config() {
-        return TrainConfig.builder().preset("test").model(SMALL).steps(4).batchSize(8).seqLen(32).lr(3e-3f).seed(SEED)
-                .device("cpu").cpuThreads(1).worldSize(4).collectiveTimeout(Duration.ofSeconds(30));
+        return TrainConfig.builder().preset("test").model(SMALL).steps(4).batchSize(8).seqLen(32).fsdp(f -> f.lr(3e-3f).seed(SEED))
+                .fsdp(f -> f.device("cpu").cpuThreads(1).worldSize(4).collectiveTimeout(Duration.ofSeconds(30)));
     }
 
     /** Runs {@code body} as each of {@code processes} processes of one run, on a thread each; results by process. */
@@ -96,7 +96,7 @@ class MultiProcessTrainerTest {
     void twoProcessesOfTwoRanksTrainExactlyAsFourInProcessRanks() throws Exception {
         for (TrainConfig c : new TrainConfig[] {
                 config().build(),
-                config().strategy(ShardingStrategy.HYBRID_SHARD).shardGroupSize(2).paramDtype(DType.BF16).build()}) {
+                config().fsdp(f -> f.strategy(ShardingStrategy.HYBRID_SHARD).shardGroupSize(2).paramDtype(DType.BF16)).build()}) {
             TrainSummary expected = inProcess(c);
             List<TrainSummary> got = asProcesses(2, c, (p, pg) -> {
                 try (Trainer t = new Trainer(c, line -> { }, pg)) {
@@ -104,7 +104,7 @@ class MultiProcessTrainerTest {
                 }
             });
             for (int p = 0; p < 2; p++) {
-                String what = c.strategy() + " " + c.precision() + ", process " + p + " (seed " + SEED + ")";
+                String what = c.fsdp().strategy() + " " + c.fsdp().precision() + ", process " + p + " (seed " + SEED + ")";
                 TrainSummary s = got.get(p);
                 assertArrayEquals(expected.losses(), s.losses(), what);
                 // every process's summary holds the four ranks, in rank order; the bytes each keeps and
@@ -277,7 +277,7 @@ class MultiProcessTrainerTest {
 
     @Test
     void aProcessThatFailsBeforeTheEndFailsTheOthersPoolingAtOnceAndTheirSummaryNamesItsRanks() throws Exception {
-        TrainConfig c = config().steps(3).collectiveTimeout(Duration.ofSeconds(30)).build();
+        TrainConfig c = config().steps(3).fsdp(f -> f.collectiveTimeout(Duration.ofSeconds(30))).build();
         List<TrainSummary> left = asProcesses(2, c, (p, pg) -> {
             try (Trainer t = new Trainer(c, line -> { }, (cc, d) -> new ScriptedRanks(pg, 2))) {
                 if (p == 1) {
