@@ -53,6 +53,7 @@ import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.ShardedStateDict;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.api.StateSource;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.api.TrainableModel;
 import org.fsdp4j.api.Unit;
@@ -322,8 +323,10 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
      * One optimizer step over this rank's {@code microBatches} (config.microBatches() of them,
      * together this rank's 1/N of the global batch) at learning rate {@code lr}. Returns after the
      * step's one host synchronisation (the loss and norm read); the update itself may still run.
+     * The metrics are this rank's: the same values on every rank but for the counters, and
+     * {@code sentBytesPerRank} holds this rank's bytes alone (LocalFsdpGroup.step joins the ranks').
      */
-    public FsdpStepResult step(List<Inputs> microBatches, float lr) {
+    public StepMetrics step(List<Inputs> microBatches, float lr) {
         if (closed) {
             throw new IllegalStateException("the engine is closed");
         }
@@ -372,8 +375,8 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
             gatherReplicatedParams();
         }
         lossScaler.update(finite);
-        return new FsdpStepResult(metrics[0], gradNorm, skipped, scale, commBytes().minus(before),
-                hostSyncs() - syncsBefore, device.promotedCopies() - promotedBefore);
+        return new StepMetrics(metrics[0], gradNorm, skipped, scale, hostSyncs() - syncsBefore,
+                device.promotedCopies() - promotedBefore, new long[] {commBytes().minus(before).sentBytes()});
     }
 
     /** Host synchronisations of this rank's backends so far. */

@@ -17,7 +17,10 @@ import org.fsdp4j.api.Device;
 import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.Inputs;
 import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.ModelContext;
+import org.fsdp4j.api.ModelFactory;
 import org.fsdp4j.api.ParamSource;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.api.TrainableModel;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.BackendOptions;
@@ -32,12 +35,6 @@ import org.fsdp4j.comm.RankThreads;
 import org.fsdp4j.optim.Optimizer;
 
 public final class LocalFsdpGroup implements AutoCloseable {
-
-    /** Builds rank {@code rank}'s model on its backend (every rank builds the same model). */
-    @FunctionalInterface
-    public interface ModelFactory {
-        TrainableModel create(int rank, Backend backend);
-    }
 
     /** Something to run on every rank's thread with its engine (tests read shards this way). */
     @FunctionalInterface
@@ -71,7 +68,8 @@ public final class LocalFsdpGroup implements AutoCloseable {
                 }
                 world = add(made, link.apply(group.communicator(rank, device)));
                 mesh = add(made, DeviceMesh.create(world, config.shardSize()));
-                TrainableModel model = models.create(rank, device);
+                TrainableModel model = models.create(new ModelContext(device, rank, config.worldSize(),
+                        config.precision().paramDtype(), config.activationCheckpointing()));
                 engine = new FsdpEngine(model, device, mesh, config, optimizer, host, initialValues);
                 made.add(engine);
                 this.made = made;
@@ -183,17 +181,33 @@ public final class LocalFsdpGroup implements AutoCloseable {
     /**
      * One step on a global batch: rank r trains on samples [r·B/N, (r+1)·B/N), split into its
      * micro-batches in order, each uploaded to the rank's device as the model's Inputs. Returns the
-     * result of every rank this process runs (all of them unless the group spans processes), in
-     * rank order.
+     * step as the API reports it: rank 0's loss, norm and scale (every rank has the same), the
+     * most host synchronisations of a rank, the promoted GEMMs of all ranks and each rank's bytes
+     * sent, over the ranks this process runs (all of them unless the group spans processes).
      */
-    public List<FsdpStepResult> step(Batch batch, float lr) {
+    public StepMetrics step(Batch batch, float lr) {
+        List<StepMetrics> results = stepEachRank(batch, lr);
+        long[] sent = new long[results.size()];
+        long hostSyncs = 0;
+        long promoted = 0;
+        for (int r = 0; r < results.size(); r++) {
+            sent[r] = results.get(r).sentBytesPerRank()[0];
+            hostSyncs = Math.max(hostSyncs, results.get(r).hostSyncs());
+            promoted += results.get(r).promotedCopies();
+        }
+        StepMetrics r0 = results.get(0);
+        return new StepMetrics(r0.loss(), r0.gradNorm(), r0.skipped(), r0.lossScale(), hostSyncs, promoted, sent);
+    }
+
+    /** As {@link #step}, each rank's own metrics in rank order (the engine's tests check every rank). */
+    public List<StepMetrics> stepEachRank(Batch batch, float lr) {
         if (closed) {
             throw new IllegalStateException("the FSDP group is closed");
         }
         config.checkBatch(batch.samples());
         int m = config.microBatches();
         int perMicroBatch = batch.samples() / config.worldSize() / m;
-        List<FsdpStepResult> results = threads.run(r -> {
+        List<StepMetrics> results = threads.run(r -> {
             Rank rank = ranks.get(r - group.firstRank());
             List<Inputs> inputs = new ArrayList<>(m);
             try {

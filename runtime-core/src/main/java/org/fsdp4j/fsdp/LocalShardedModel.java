@@ -1,7 +1,7 @@
 // The ShardedModel Fsdp.shard returns: this process's ranks (LocalFsdpGroup) behind the public
 // API, which is the only way anything outside the engine drives them; the command line's
-// trainer included. The engine runs on the options as given; they become AdamW here, devices
-// are placed here, and the ranks' results become the API's records.
+// trainer included. The engine runs on the options as given and reports its steps as the API's
+// StepMetrics; the options become AdamW here, and devices are placed here.
 package org.fsdp4j.fsdp;
 
 import java.util.ArrayList;
@@ -16,7 +16,6 @@ import org.fsdp4j.api.Batch;
 import org.fsdp4j.api.Device;
 import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MemoryTracker;
-import org.fsdp4j.api.ModelContext;
 import org.fsdp4j.api.ModelFactory;
 import org.fsdp4j.api.ParamSource;
 import org.fsdp4j.api.ParamSpec;
@@ -50,10 +49,7 @@ public final class LocalShardedModel implements ShardedModel {
         int threadsPerRank = options.cpuThreads() == 0 ? BackendOptions.threadsPerRank(ranksOnThisMachine)
                 : Math.max(1, options.cpuThreads() / here);
         AdamW adamW = new AdamW(options.lr(), options.beta1(), options.beta2(), options.eps(), options.weightDecay());
-        this.group = startRanks(options,
-                (rank, backend) -> factory.create(new ModelContext(backend, rank, n, options.precision().paramDtype(),
-                        options.activationCheckpointing())),
-                adamW, options.initialValues(), devices, new BackendOptions(threadsPerRank, options.debugStreams()),
+        this.group = startRanks(options, factory, adamW, options.initialValues(), devices, new BackendOptions(threadsPerRank, options.debugStreams()),
                 ranks);
         try {
             this.params = checkSameModel(group.onEachRank((rank, engine) -> engine.layouts()));
@@ -76,7 +72,7 @@ public final class LocalShardedModel implements ShardedModel {
      * values that do not fit the model) fails the call with that IllegalArgumentException's message,
      * as Fsdp.shard documents, rather than as a failed rank.
      */
-    private static LocalFsdpGroup startRanks(FsdpOptions config, LocalFsdpGroup.ModelFactory models, AdamW adamW,
+    private static LocalFsdpGroup startRanks(FsdpOptions config, ModelFactory models, AdamW adamW,
                                              ParamSource initialValues, List<Device> devices, BackendOptions perRank,
                                              RankGroup ranks) {
         try {
@@ -154,17 +150,7 @@ public final class LocalShardedModel implements ShardedModel {
 
     @Override
     public StepMetrics step(Batch batch, float lr) {
-        List<FsdpStepResult> results = group.step(batch, lr);
-        long[] sent = new long[results.size()];
-        long hostSyncs = 0;
-        long promoted = 0;
-        for (int r = 0; r < results.size(); r++) {
-            sent[r] = results.get(r).commBytes().sentBytes();
-            hostSyncs = Math.max(hostSyncs, results.get(r).hostSyncs());
-            promoted += results.get(r).promotedCopies();
-        }
-        FsdpStepResult r0 = results.get(0);
-        return new StepMetrics(r0.loss(), r0.gradNorm(), r0.skipped(), r0.lossScale(), hostSyncs, promoted, sent);
+        return group.step(batch, lr);
     }
 
     @Override

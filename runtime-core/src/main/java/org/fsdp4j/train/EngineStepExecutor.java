@@ -9,6 +9,7 @@ package org.fsdp4j.train;
 import java.util.List;
 import java.util.Optional;
 import java.util.OptionalDouble;
+import org.fsdp4j.api.Batch;
 import org.fsdp4j.api.Fsdp;
 import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MemoryTracker;
@@ -19,9 +20,7 @@ import org.fsdp4j.api.ShardedStateDict;
 import org.fsdp4j.api.ShardingInfo;
 import org.fsdp4j.api.StateSource;
 import org.fsdp4j.api.StepMetrics;
-import org.fsdp4j.data.Batch;
 import org.fsdp4j.dist.ProcessGroup;
-import org.fsdp4j.model.DecoderModel;
 import org.fsdp4j.weights.FamilyWeights;
 import org.fsdp4j.weights.PretrainedWeights;
 
@@ -57,10 +56,10 @@ public final class EngineStepExecutor implements StepExecutor {
     }
 
     @Override
-    public StepOutcome step(Batch batch, int step, float lr) {
-        StepMetrics m = model.step(DecoderModel.batch(batch.batchSize(), batch.seqLen(), batch.tokens(), batch.targets()), lr);
+    public StepMetrics step(Batch batch, int step, float lr) {
+        StepMetrics m = model.step(batch, lr);
         commBytesPerRank = m.sentBytesPerRank();
-        return new StepOutcome(m.loss(), m.gradNorm(), m.skipped(), m.hostSyncs(), m.promotedCopies());
+        return m;
     }
 
     @Override

@@ -32,6 +32,7 @@ import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.ShardedStateDict;
 import org.fsdp4j.api.ShardingInfo;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.checkpoint.CheckpointIndex;
 import org.fsdp4j.checkpoint.CheckpointReader;
@@ -292,7 +293,7 @@ public final class Trainer implements AutoCloseable {
             trackers.forEach(t -> t.startTimeline(TIMELINE_EVENTS));
         }
         long start = System.nanoTime();
-        StepExecutor.StepOutcome outcome;
+        StepMetrics outcome;
         boolean atLossScaleFloor = false;
         try {
             outcome = executor.step(batch, step, lr);
@@ -304,7 +305,7 @@ public final class Trainer implements AutoCloseable {
                 throw e;
             }
             atLossScaleFloor = true;        // fp16: no scale makes the gradients finite; loss unknown
-            outcome = new StepExecutor.StepOutcome(Float.NaN, Double.NaN, true, 0, 0);
+            outcome = new StepMetrics(Float.NaN, Double.NaN, true, 0f, 0, 0, new long[0]);
         }
         double timeMs = (System.nanoTime() - start) / 1e6;
         if (firstHere) {

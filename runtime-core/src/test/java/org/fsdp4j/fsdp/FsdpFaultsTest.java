@@ -27,14 +27,14 @@ class FsdpFaultsTest {
         FsdpOptions c = FsdpTestSupport.config(4, ShardingStrategy.FULL_SHARD).toBuilder().collectiveTimeout(timeout).build();
         int[] forwards = new int[1];
         // rank failedRank misbehaves on its second step, just before the forward of unit h.1
-        LocalFsdpGroup g = new LocalFsdpGroup(c, (r, b) -> new HookedModel(new GptModel(TINY, b, false), (hook, unit, after) -> {
+        LocalFsdpGroup g = new LocalFsdpGroup(c, ctx -> new HookedModel(new GptModel(TINY, ctx.ops(), false), (hook, unit, after) -> {
             if (after) {
                 return;
             }
-            if (r == failedRank && hook.equals("preForward") && unit.index() == 1) {   // once per forward
+            if (ctx.rank() == failedRank && hook.equals("preForward") && unit.index() == 1) {   // once per forward
                 forwards[0]++;
             }
-            if (r == failedRank && forwards[0] == 2 && hook.equals("preForward") && unit.index() == 2) {
+            if (ctx.rank() == failedRank && forwards[0] == 2 && hook.equals("preForward") && unit.index() == 2) {
                 fault.run();
             }
         }), FsdpTestSupport.SGD, t.seed, org.fsdp4j.api.Device.CPU, FsdpTestSupport.RANK_BACKEND, UnaryOperator.identity());

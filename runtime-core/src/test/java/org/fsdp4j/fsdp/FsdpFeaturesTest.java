@@ -15,6 +15,7 @@ import org.fsdp4j.api.DType;
 import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MixedPrecisionPolicy;
 import org.fsdp4j.api.ShardingStrategy;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.fsdp.FsdpTestSupport.Tolerance;
 import org.fsdp4j.optim.AdamW;
 import org.fsdp4j.optim.SgdMomentum;
@@ -133,15 +134,15 @@ class FsdpFeaturesTest {
         // scale halves each time until the gradients fit, then doubles after 2 good steps.
         FsdpOptions c = config(2, ShardingStrategy.FULL_SHARD)
                 .toBuilder().precision(new MixedPrecisionPolicy(DType.F32, DType.F16)).lossScaling(0x1p24f, 2).build();
-        try (LocalFsdpGroup group = new LocalFsdpGroup(c, (r, b) -> new org.fsdp4j.model.GptModel(FsdpTestSupport.TINY, b, false),
+        try (LocalFsdpGroup group = new LocalFsdpGroup(c, ctx -> new org.fsdp4j.model.GptModel(FsdpTestSupport.TINY, ctx.ops(), false),
                 SGD, t.seed, org.fsdp4j.api.Device.CPU, FsdpTestSupport.RANK_BACKEND, java.util.function.UnaryOperator.identity())) {
             float[] initial = group.onEachRank((r, e) -> e.shard(1).master()).get(0);
             float scale = 0x1p24f;
             int skipped = 0;
             int step = 0;
-            FsdpStepResult res;
+            StepMetrics res;
             do {
-                res = group.step(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), SGD.lr()).get(0);
+                res = group.stepEachRank(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), SGD.lr()).get(0);
                 assertEquals(scale, res.lossScale(), "step " + step);
                 if (res.skipped()) {
                     skipped++;
@@ -162,7 +163,7 @@ class FsdpFeaturesTest {
             int grew = 0;
             for (int i = 0; i < 8; i++) {
                 float[] before = group.onEachRank((r, e) -> e.shard(1).master()).get(0);
-                FsdpStepResult next = group.step(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), SGD.lr()).get(0);
+                StepMetrics next = group.stepEachRank(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), SGD.lr()).get(0);
                 assertEquals(scale, next.lossScale(), "scale at step " + (step + i));
                 if (next.skipped()) {
                     org.junit.jupiter.api.Assertions.assertArrayEquals(before,

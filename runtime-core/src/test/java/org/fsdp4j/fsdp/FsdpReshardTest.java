@@ -117,9 +117,9 @@ class FsdpReshardTest {
         FsdpTestSupport t = new FsdpTestSupport();
         FsdpOptions c = FsdpTestSupport.config(2, ShardingStrategy.FULL_SHARD).toBuilder().prefetch(depth).build();
         List<ScriptedModel> models = Collections.synchronizedList(new ArrayList<>());
-        try (LocalFsdpGroup g = new LocalFsdpGroup(c, (r, b) -> {
+        try (LocalFsdpGroup g = new LocalFsdpGroup(c, ctx -> {
             ScriptedModel m = new ScriptedModel(orders);
-            if (r == 0) {
+            if (ctx.rank() == 0) {
                 models.add(m);
             }
             return m;

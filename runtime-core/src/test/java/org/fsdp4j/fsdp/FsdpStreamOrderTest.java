@@ -26,6 +26,7 @@ import java.util.stream.Stream;
 import org.fsdp4j.api.Device;
 import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.ShardingStrategy;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.SeparateAddressSpaces;
 import org.fsdp4j.model.GptModel;
@@ -67,11 +68,11 @@ class FsdpStreamOrderTest {
         FsdpTestSupport t = new FsdpTestSupport();
         for (int n : new int[] {1, 4}) {
             FsdpOptions c = FsdpTestSupport.config(n, strategy);
-            try (LocalFsdpGroup g = new LocalFsdpGroup(c, (r, b) -> new GptModel(FsdpTestSupport.TINY, b, false), SGD,
+            try (LocalFsdpGroup g = new LocalFsdpGroup(c, ctx -> new GptModel(FsdpTestSupport.TINY, ctx.ops(), false), SGD,
                     t.seed, Device.CPU, FsdpTestSupport.RANK_BACKEND,
                     UnaryOperator.identity())) {
                 for (int s = 0; s < 3; s++) {
-                    for (FsdpStepResult r : g.step(FsdpTestSupport.batch(t.tokens[s], t.targets[s]), 0.1f)) {
+                    for (StepMetrics r : g.stepEachRank(FsdpTestSupport.batch(t.tokens[s], t.targets[s]), 0.1f)) {
                         assertEquals(1, r.hostSyncs(), strategy.cliName() + " N=" + n + " step " + (s + 1)
                                 + ": the one read of loss and norm, nothing else");
                         assertEquals(0, r.promotedCopies(), "fp32 throughout");

@@ -62,7 +62,7 @@ class FsdpStreamsTest {
         ConcurrentLinkedQueue<Call> calls = new ConcurrentLinkedQueue<>();
         FsdpOptions c = FsdpTestSupport.config(4, ShardingStrategy.HYBRID_SHARD);   // shard groups of 2, 2 replicas
         UnaryOperator<Communicator> link = w -> new Recording(w, calls);
-        try (LocalFsdpGroup g = new LocalFsdpGroup(c, (r, b) -> new GptModel(FsdpTestSupport.TINY, b, false),
+        try (LocalFsdpGroup g = new LocalFsdpGroup(c, ctx -> new GptModel(FsdpTestSupport.TINY, ctx.ops(), false),
                 FsdpTestSupport.SGD, t.seed, org.fsdp4j.api.Device.CPU,
                 FsdpTestSupport.RANK_BACKEND, link)) {
             calls.clear();   // only the step's calls

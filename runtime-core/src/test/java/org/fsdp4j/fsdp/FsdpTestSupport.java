@@ -22,6 +22,7 @@ import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.ShardingStrategy;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.api.UnitHooks;
 import org.fsdp4j.backend.Backend;
@@ -127,7 +128,7 @@ final class FsdpTestSupport {
     }
 
     /** One rank's view after each step: the step results and the shards of every unit. */
-    record RankTrajectory(List<FsdpStepResult> results, List<List<FsdpEngine.ShardView>> shards) {
+    record RankTrajectory(List<StepMetrics> results, List<List<FsdpEngine.ShardView>> shards) {
     }
 
     static Backend cpu(String name) {
@@ -182,7 +183,7 @@ final class FsdpTestSupport {
         List<Map<String, float[]>> params = new ArrayList<>();
         List<Map<String, float[]>> grads = new ArrayList<>();
         for (int s = 0; s < STEPS; s++) {
-            FsdpStepResult res = single.results().get(s);
+            StepMetrics res = single.results().get(s);
             losses[s] = res.loss();
             float unscale = 1f / res.lossScale();
             Map<String, float[]> p = new HashMap<>();
@@ -226,7 +227,7 @@ final class FsdpTestSupport {
         for (int r = 0; r < config.worldSize(); r++) {
             out.add(new RankTrajectory(new ArrayList<>(), new ArrayList<>()));
         }
-        try (LocalFsdpGroup group = new LocalFsdpGroup(config, (r, b) -> model.create(b, checkpoint), optimizer,
+        try (LocalFsdpGroup group = new LocalFsdpGroup(config, ctx -> model.create(ctx.ops(), checkpoint), optimizer,
                 seed, placement.apply(config.worldSize()), RANK_BACKEND, link,
                 groups.apply(config.worldSize()))) {
             group.onEachRank((r, engine) -> {
@@ -234,7 +235,7 @@ final class FsdpTestSupport {
                 return null;
             });
             for (int s = 0; s < STEPS; s++) {
-                List<FsdpStepResult> results = group.step(FsdpTestSupport.batch(tokens[s], targets[s]), optimizer.lr());
+                List<StepMetrics> results = group.stepEachRank(FsdpTestSupport.batch(tokens[s], targets[s]), optimizer.lr());
                 List<List<FsdpEngine.ShardView>> shards = group.onEachRank((r, engine) -> {
                     List<FsdpEngine.ShardView> views = new ArrayList<>();
                     for (int u = 0; u < engine.layouts().size(); u++) {
@@ -288,7 +289,7 @@ final class FsdpTestSupport {
         for (int r = 0; r < ranks.size(); r++) {
             RankTrajectory rt = ranks.get(r);
             for (int s = 0; s < STEPS; s++) {
-                FsdpStepResult res = rt.results().get(s);
+                StepMetrics res = rt.results().get(s);
                 float unscale = 1f / res.lossScale();      // fp16 gradient shards hold loss-scaled gradients
                 lossRel = Math.max(lossRel, Math.abs(res.loss() - ref.losses()[s]) / Math.abs(ref.losses()[s]));
                 for (FsdpEngine.ShardView v : rt.shards().get(s)) {

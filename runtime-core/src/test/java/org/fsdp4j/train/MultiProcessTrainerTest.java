@@ -34,8 +34,9 @@ import java.util.Optional;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.comm.CommException;
-import org.fsdp4j.data.Batch;
+import org.fsdp4j.api.Batch;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.dist.ProcessIdentity;
@@ -161,14 +162,14 @@ class MultiProcessTrainerTest {
         }
 
         @Override
-        public StepOutcome step(Batch batch, int step, float lr) {
+        public StepMetrics step(Batch batch, int step, float lr) {
             for (int l = 0; l < trackers.size(); l++) {
                 long activations = 10_000L * (firstRank + l + 1) * step;
                 trackers.get(l).allocated(MemoryCategory.ACTIVATIONS, activations);
                 trackers.get(l).freed(MemoryCategory.ACTIVATIONS, activations);
             }
             int p = group.identity().rank();
-            return new StepOutcome(3f, 1.0, false, 1 + p, p + 1);
+            return new StepMetrics(3f, 1.0, false, 1f, 1 + p, p + 1, new long[0]);
         }
 
         @Override
