@@ -104,7 +104,7 @@ public final class Trainer implements AutoCloseable {
      * (incomplete, corrupted, another model) is a CheckpointException naming the file.
      */
     public Trainer(TrainConfig config, CheckpointOptions checkpoints, Consumer<String> log) {
-        this(config, checkpoints, log, (c, d) -> new EngineStepExecutor(c), null);
+        this(config, null, checkpoints, log, (c, d) -> new EngineStepExecutor(c), null);
     }
 
     /**
@@ -120,16 +120,32 @@ public final class Trainer implements AutoCloseable {
      * into the one --save-dir (which every process must see) and resumes from the checkpoint process 0 names.
      */
     public Trainer(TrainConfig config, CheckpointOptions checkpoints, Consumer<String> log, ProcessGroup processes) {
-        this(config, checkpoints, log, (c, d) -> new EngineStepExecutor(c, processes), processes);
+        this(config, null, checkpoints, log, (c, d) -> new EngineStepExecutor(c, processes), processes);
+    }
+
+    /**
+     * As above for a caller that resolved the run's device already ({@code device}, from
+     * Backends.resolve of {@code config}'s, which it pinned: the command line, before its
+     * preflight), so the run resolves it once. {@code processes} is null for a run in one process.
+     */
+    public Trainer(TrainConfig config, Device device, CheckpointOptions checkpoints, Consumer<String> log,
+                   ProcessGroup processes) {
+        this(config, device, checkpoints, log, (c, d) -> new EngineStepExecutor(c, processes), processes);
     }
 
     /** As above with the step executor {@code executors} builds (tests substitute one). */
     Trainer(TrainConfig config, Consumer<String> log, BiFunction<TrainConfig, Device, StepExecutor> executors) {
-        this(config, CheckpointOptions.none(), log, executors, null);
+        this(config, null, CheckpointOptions.none(), log, executors, null);
     }
 
-    private Trainer(TrainConfig config, CheckpointOptions checkpoints, Consumer<String> log,
+    private Trainer(TrainConfig asked, Device resolved, CheckpointOptions checkpoints, Consumer<String> log,
                     BiFunction<TrainConfig, Device, StepExecutor> executors, ProcessGroup processes) {
+        // the device is resolved once per run (here unless the caller did) and auto pinned to the result:
+        // the executor, the engine's placement and the planner get it, and no fallback is decided twice
+        Device device = resolved != null ? resolved : Backends.resolve(asked.fsdp().device(), log);
+        String pinned = Backends.pin(asked.fsdp().device(), device);
+        TrainConfig config = pinned.equals(asked.fsdp().device()) ? asked
+                : asked.toBuilder().fsdp(f -> f.device(pinned)).build();
         this.config = config;
         this.checkpoints = checkpoints;
         this.log = log;
@@ -142,7 +158,6 @@ public final class Trainer implements AutoCloseable {
         }
         this.sampler = new BatchSampler(corpus, config.batchSize(), config.seqLen(), config.fsdp().seed());
         this.schedule = new CosineSchedule(config.fsdp().lr(), config.minLr(), config.warmupSteps(), config.steps());
-        Device device = Backends.resolve(config.fsdp().device(), log);
         this.executor = executors.apply(config, device);
         this.trackers = executor.memoryTrackers();
         this.peakBytesPerRank = new long[trackers.size()];

@@ -118,10 +118,11 @@ final class TrainCommand implements Callable<Integer> {
         CheckpointOptions checkpoints = new CheckpointOptions(saveEvery, Optional.ofNullable(saveDir),
                 keep == null ? CheckpointOptions.DEFAULT_KEEP : keep, Optional.ofNullable(resume));
         Device device = Backends.resolve(asked.fsdp().device(), out::println);
-        // The trainer places the ranks from the device as asked ("cuda": one rank per GPU;
-        // "cuda:i": every rank on GPU i), so only auto's fallback to the CPU is written back
-        // (the trainer resolves again, and must not print the fallback's line twice).
-        TrainConfig config = device.isCpu() ? asked.toBuilder().fsdp(f -> f.device("cpu")).build() : asked;
+        // auto is decided here, once, and pinned ("cpu", or "cuda": one rank per GPU): the trainer,
+        // the preflight and the engine place the ranks from the pinned request and have no
+        // fallback to decide (or to print) again
+        String pinned = Backends.pin(asked.fsdp().device(), device);
+        TrainConfig config = asked.toBuilder().fsdp(f -> f.device(pinned)).build();
         LaunchControl.start();
         try (ProcessGroup processes = identity.isPresent()
                 ? DistOptions.join(identity.get(), settings(config, checkpoints), config.fsdp().collectiveTimeout()) : null) {
@@ -209,8 +210,7 @@ final class TrainCommand implements Callable<Integer> {
                 processes == null ? Preflight.Placement.ALONE : Preflight.Placement.of(processes.identity()));
         refuseUnlessItFits(preflight, processes == null ? "" : " on host " + processes.hostOf(processes.process()));
         dir.removeEarlierReports();
-        try (Trainer trainer = processes == null ? new Trainer(config, checkpoints, out::println)
-                : new Trainer(config, checkpoints, out::println, processes);
+        try (Trainer trainer = new Trainer(config, device, checkpoints, out::println, processes);
              SignalStop stop = SignalStop.install(trainer, (signal, why) -> abandon(trainer, dir, signal, why));
              MetricsLog metrics = MetricsLog.open(config.outDir());
              StepDisplay display = StepDisplay.create(out, config, trainer.resumedFrom().map(Trainer.ResumedFrom::step)
