@@ -29,7 +29,6 @@ public final class EngineStepExecutor implements StepExecutor {
     private final ShardedModel model;
     private final Processes processes;     // null when every rank runs in this process
     private final ProcessGroup group;      // the same run, as the engine holds it
-    private long[] commBytesPerRank;
 
     /** Starts config.fsdp().worldSize() ranks in this process, as the config asks. */
     public EngineStepExecutor(TrainConfig config) {
@@ -52,14 +51,11 @@ public final class EngineStepExecutor implements StepExecutor {
             this.model = this.processes == null ? Fsdp.shard(factory, options)
                     : Fsdp.shard(factory, options, this.processes);
         }
-        this.commBytesPerRank = new long[model.info().localRanks()];
     }
 
     @Override
     public StepMetrics step(Batch batch, int step, float lr) {
-        StepMetrics m = model.step(batch, lr);
-        commBytesPerRank = m.sentBytesPerRank();
-        return m;
+        return model.step(batch, lr);
     }
 
     @Override
@@ -101,11 +97,6 @@ public final class EngineStepExecutor implements StepExecutor {
     @Override
     public Optional<ShardingInfo.GatherSchedule> gatherSchedule() {
         return model.info().gatherSchedule();
-    }
-
-    @Override
-    public long[] commBytesPerRank() {
-        return commBytesPerRank.clone();
     }
 
     @Override

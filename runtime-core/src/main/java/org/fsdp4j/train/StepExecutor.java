@@ -64,11 +64,6 @@ public interface StepExecutor extends AutoCloseable {
         return gatherSchedule().map(ShardingInfo.GatherSchedule::inPlace).orElse(false);
     }
 
-    /** Bytes each rank sent during the last step (received is equal under the ring convention), by rank. */
-    default long[] commBytesPerRank() {
-        return new long[worldSize()];
-    }
-
     /** Whether this run's processes decide together when to stop (a run over several processes). */
     default boolean agreesOnStops() {
         return processGroup().isPresent();

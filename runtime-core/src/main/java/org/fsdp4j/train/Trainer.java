@@ -59,6 +59,7 @@ public final class Trainer implements AutoCloseable {
     private final RunInfo info;
     private final List<MemoryTracker> trackers;
     private final long[] peakBytesPerRank;
+    private volatile long[] sentBytesPerRank;        // by rank of this process, in the last step (received is equal)
     private final List<MemoryTracker> hostTrackers;     // offloaded state, one per rank; empty without offload
     private final long[] hostPeakBytesPerRank;
     private final Map<MemoryCategory, long[]> peakBytesByCategory = new LinkedHashMap<>();
@@ -161,6 +162,7 @@ public final class Trainer implements AutoCloseable {
         this.executor = executors.apply(config, device);
         this.trackers = executor.memoryTrackers();
         this.peakBytesPerRank = new long[trackers.size()];
+        this.sentBytesPerRank = new long[trackers.size()];
         this.hostTrackers = executor.hostMemoryTrackers();
         this.hostPeakBytesPerRank = new long[hostTrackers.size()];
         for (MemoryCategory c : MemoryCategory.values()) {
@@ -320,7 +322,7 @@ public final class Trainer implements AutoCloseable {
                 throw e;
             }
             atLossScaleFloor = true;        // fp16: no scale makes the gradients finite; loss unknown
-            outcome = new StepMetrics(Float.NaN, Double.NaN, true, 0f, 0, 0, new long[0]);
+            outcome = new StepMetrics(Float.NaN, Double.NaN, true, 0f, 0, 0, sentBytesPerRank);
         }
         double timeMs = (System.nanoTime() - start) / 1e6;
         if (firstHere) {
@@ -385,7 +387,8 @@ public final class Trainer implements AutoCloseable {
         if (checkpointer != null && checkpoints.saveEvery() > 0 && step % checkpoints.saveEvery() == 0) {
             saveCheckpoint();
         }
-        StepFigures figures = new StepFigures(live, peak, peakSplit, Arrays.stream(executor.commBytesPerRank()).max()
+        sentBytesPerRank = outcome.sentBytesPerRank();
+        StepFigures figures = new StepFigures(live, peak, peakSplit, Arrays.stream(sentBytesPerRank).max()
                 .orElse(0), outcome.hostSyncs(), outcome.promotedCopies(), firstHere ? memoryCheck.measuredPersistentBytesPerRank()
                 : null, firstHere ? memoryCheck.measuredPeakBytesPerRank() : null);
         if (executor.agreesOnStops()) {
@@ -587,7 +590,7 @@ public final class Trainer implements AutoCloseable {
         int firstRank = executor.processGroup().map(g -> g.identity().rank() * (info.worldSize() / g.identity().count()))
                 .orElse(0);
         return new RankFigures(firstRank, persistent, peakBytesPerRank.clone(), byCategory, atPeak,
-                executor.commBytesPerRank(),
+                sentBytesPerRank.clone(),
                 hostTrackers.isEmpty() ? null : hostTrackers.stream().mapToLong(MemoryTracker::persistentBytes).toArray(),
                 hostTrackers.isEmpty() ? null : hostPeakBytesPerRank.clone(),
                 memoryCheck == null ? null : memoryCheck.measuredPersistentBytesPerRank(),

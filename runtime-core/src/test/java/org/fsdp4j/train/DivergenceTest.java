@@ -71,12 +71,12 @@ class DivergenceTest {
     }
 
     private static Supplier<StepMetrics> ok(float loss) {
-        return () -> new StepMetrics(loss, 1.0, false, 1f, 1, 0, new long[0]);
+        return () -> new StepMetrics(loss, 1.0, false, 1f, 1, 0, new long[1]);
     }
 
     /** What an executor reports for non-finite gradients: the update was skipped. */
     private static Supplier<StepMetrics> nonFinite(float loss) {
-        return () -> new StepMetrics(loss, Double.NaN, true, 1f, 1, 0, new long[0]);
+        return () -> new StepMetrics(loss, Double.NaN, true, 1f, 1, 0, new long[1]);
     }
 
     private static TrainConfig.Builder config(int steps) {

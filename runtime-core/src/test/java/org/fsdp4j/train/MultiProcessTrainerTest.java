@@ -169,12 +169,8 @@ class MultiProcessTrainerTest {
                 trackers.get(l).freed(MemoryCategory.ACTIVATIONS, activations);
             }
             int p = group.identity().rank();
-            return new StepMetrics(3f, 1.0, false, 1f, 1 + p, p + 1, new long[0]);
-        }
-
-        @Override
-        public long[] commBytesPerRank() {
-            return java.util.stream.LongStream.range(0, trackers.size()).map(l -> 100 * (firstRank + l + 1)).toArray();
+            return new StepMetrics(3f, 1.0, false, 1f, 1 + p, p + 1,
+                    java.util.stream.LongStream.range(0, trackers.size()).map(l -> 100 * (firstRank + l + 1)).toArray());
         }
 
         @Override
