@@ -18,7 +18,6 @@ module org.fsdp4j.core {
     exports org.fsdp4j.bench to org.fsdp4j.cli;
     exports org.fsdp4j.checkpoint to org.fsdp4j.cli;
     exports org.fsdp4j.dist to org.fsdp4j.cli;
-    exports org.fsdp4j.fsdp to org.fsdp4j.cli;
     exports org.fsdp4j.metrics to org.fsdp4j.cli;
     exports org.fsdp4j.model to org.fsdp4j.cli;
     exports org.fsdp4j.plan to org.fsdp4j.cli;

@@ -12,6 +12,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.stream.IntStream;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.cuda.CudaProbe;
@@ -43,7 +44,7 @@ class GpuFsdpEquivalenceTest {
         FsdpTestSupport.Trajectory ref = t.reference(SGD, 0f);
         for (ShardingStrategy strategy : ShardingStrategy.values()) {
             for (int n : new int[] {2, 3, 4}) {
-                FsdpConfig config = FsdpTestSupport.config(n, strategy);
+                FsdpOptions config = FsdpTestSupport.config(n, strategy);
                 t.assertMatches("cuda:0 " + strategy.cliName() + " N=" + n, ref, t.sharded(config, SGD, false), GPU_FP32);
             }
         }
@@ -58,7 +59,7 @@ class GpuFsdpEquivalenceTest {
         FsdpTestSupport.Trajectory ref = t.reference(SGD, 0f);
         for (ShardingStrategy strategy : ShardingStrategy.values()) {
             for (int n : new int[] {2, 4}) {
-                FsdpConfig config = FsdpTestSupport.config(n, strategy);
+                FsdpOptions config = FsdpTestSupport.config(n, strategy);
                 t.assertMatches("cuda:0 llama " + strategy.cliName() + " N=" + n, ref, t.sharded(config, SGD, false),
                         GPU_FP32);
             }
@@ -79,7 +80,7 @@ class GpuFsdpEquivalenceTest {
             // N = 1 is one path whatever the strategy: once, where larger groups run every strategy
             for (ShardingStrategy strategy : n == 1 && devices > 1 ? List.of(ShardingStrategy.FULL_SHARD)
                     : List.of(ShardingStrategy.values())) {
-                FsdpConfig config = FsdpTestSupport.config(n, strategy);
+                FsdpOptions config = FsdpTestSupport.config(n, strategy);
                 t.assertMatches("NCCL " + strategy.cliName() + " N=" + n, ref, t.sharded(config, SGD, false), GPU_FP32);
             }
         }

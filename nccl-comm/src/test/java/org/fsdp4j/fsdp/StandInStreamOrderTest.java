@@ -18,6 +18,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.function.UnaryOperator;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.cuda.StandIns;
@@ -38,7 +39,7 @@ class StandInStreamOrderTest {
         FsdpTestSupport t = new FsdpTestSupport(Device.cuda(0),
                 n -> new LocalGroup(n, Duration.ofSeconds(60), LocalGroup.Dispatch.STREAM_EVENTS));
         FsdpTestSupport.Trajectory ref = t.reference(SGD, 0f);
-        FsdpConfig config = FsdpTestSupport.config(2, ShardingStrategy.FULL_SHARD);
+        FsdpOptions config = FsdpTestSupport.config(2, ShardingStrategy.FULL_SHARD);
         for (int attempt = 1; attempt <= ATTEMPTS; attempt++) {
             List<FsdpTestSupport.RankTrajectory> ranks = t.sharded(config, SGD, false, UnaryOperator.identity(),
                     engine -> engine.skipWaitForTest(skipped));

@@ -1,7 +1,7 @@
 // One global batch of training data on the host, as a user hands it to ShardedModel.step: named
 // fields (int or float arrays with a shape) whose first dimension is the sample. The runtime
 // splits the samples over the ranks and their micro-batches in order and uploads each part as
-// the model's Inputs.
+// the model's Inputs. The trainer's batches (BatchSampler) are of this type too, so there is one.
 package org.fsdp4j.api;
 
 import java.util.ArrayList;

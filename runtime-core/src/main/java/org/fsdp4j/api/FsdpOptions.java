@@ -1,8 +1,9 @@
 // How Fsdp.shard shards and trains a model: the strategy and mesh, the precision policy,
 // prefetch, activation checkpointing, offload, gradient accumulation, the optimizer, clipping
 // and loss scaling, and where the parameters start from (the seed, or pretrained weights).
-// Immutable; built with a builder whose defaults are PyTorch FSDP's where it
-// has one. Values are checked when the model is sharded, with a message that names the option.
+// The one sharding configuration: the engine runs on it and the trainer's TrainConfig holds it
+// whole, so a knob is added here once. Immutable; built with a builder whose defaults are PyTorch
+// FSDP's where it has one, and checked by build(), with a message that names the option.
 package org.fsdp4j.api;
 
 import java.time.Duration;
@@ -20,7 +21,7 @@ import java.time.Duration;
  *         .build();
  * }</pre>
  *
- * <p>Every value is checked when the model is sharded; a bad one is an
+ * <p>Every value is checked by {@link Builder#build()}; a bad one is an
  * {@link IllegalArgumentException} naming the option and what to change.
  */
 public final class FsdpOptions {
@@ -317,6 +318,75 @@ public final class FsdpOptions {
         return debugStreams;
     }
 
+    /**
+     * The ranks a unit's flat parameter is split over.
+     *
+     * @return N, S for {@link ShardingStrategy#HYBRID_SHARD}, 1 for {@link ShardingStrategy#NO_SHARD}
+     */
+    public int shardSize() {
+        switch (strategy) {
+            case NO_SHARD: return 1;
+            case HYBRID_SHARD: return shardGroupSize;
+            default: return worldSize;
+        }
+    }
+
+    /**
+     * The copies of each shard across the world.
+     *
+     * @return N / {@link #shardSize()}
+     */
+    public int replicateSize() {
+        return worldSize / shardSize();
+    }
+
+    /**
+     * Fails unless a global batch splits into N ranks × M equal micro-batches.
+     *
+     * @param globalBatch samples per step, all ranks together
+     * @throws IllegalArgumentException if it does not split, saying what batch or micro-batch count would
+     */
+    public void checkBatch(int globalBatch) {
+        if (globalBatch % worldSize != 0) {
+            throw new IllegalArgumentException("batch size " + globalBatch + " does not split over " + worldSize
+                    + " ranks: use a multiple of " + worldSize);
+        }
+        int perRank = globalBatch / worldSize;
+        if (microBatches > perRank) {
+            throw new IllegalArgumentException("--micro-batches " + microBatches + " is more than the " + perRank
+                    + (worldSize == 1 ? " samples the rank gets" : " samples each of the " + worldSize + " ranks gets")
+                    + " from batch size " + globalBatch
+                    + ": use at most " + perRank + " micro-batches or a larger batch");
+        }
+        if (perRank % microBatches != 0) {
+            throw new IllegalArgumentException("the " + perRank + " samples per rank do not split into " + microBatches
+                    + " equal micro-batches: use a divisor of " + perRank);
+        }
+    }
+
+    @Override
+    public boolean equals(Object o) {
+        return o instanceof FsdpOptions other && device.equals(other.device) && worldSize == other.worldSize
+                && strategy == other.strategy && shardGroupSize == other.shardGroupSize
+                && precision.equals(other.precision) && prefetch == other.prefetch && microBatches == other.microBatches
+                && activationCheckpointing == other.activationCheckpointing && offload == other.offload
+                && Float.compare(lr, other.lr) == 0 && Float.compare(beta1, other.beta1) == 0
+                && Float.compare(beta2, other.beta2) == 0 && Float.compare(eps, other.eps) == 0
+                && Float.compare(weightDecay, other.weightDecay) == 0 && Float.compare(maxGradNorm, other.maxGradNorm) == 0
+                && Float.compare(initialLossScale, other.initialLossScale) == 0
+                && lossScaleGrowthInterval == other.lossScaleGrowthInterval && seed == other.seed
+                && java.util.Objects.equals(initialValues, other.initialValues)
+                && collectiveTimeout.equals(other.collectiveTimeout) && cpuThreads == other.cpuThreads
+                && debugStreams == other.debugStreams;
+    }
+
+    @Override
+    public int hashCode() {
+        return java.util.Objects.hash(device, worldSize, strategy, shardGroupSize, precision, prefetch, microBatches,
+                activationCheckpointing, offload, lr, beta1, beta2, eps, weightDecay, maxGradNorm, initialLossScale,
+                lossScaleGrowthInterval, seed, initialValues, collectiveTimeout, cpuThreads, debugStreams);
+    }
+
     @Override
     public String toString() {
         return "FsdpOptions[device=" + device + ", worldSize=" + worldSize + ", strategy=" + strategy.cliName()
@@ -399,6 +469,40 @@ public final class FsdpOptions {
         public Builder hybridShard(int shardGroupSize) {
             this.strategy = ShardingStrategy.HYBRID_SHARD;
             this.shardGroupSize = shardGroupSize;
+            return this;
+        }
+
+        /**
+         * The shard group size S alone, keeping the strategy (the command line's --shard-group-size):
+         * {@link #build()} refuses an S other than 0 unless the strategy is HYBRID_SHARD.
+         *
+         * @param shardGroupSize S, a divisor of the world size; 0 for the strategies other than HYBRID_SHARD
+         * @return this
+         */
+        public Builder shardGroupSize(int shardGroupSize) {
+            this.shardGroupSize = shardGroupSize;
+            return this;
+        }
+
+        /**
+         * The dtype parameters are all-gathered and computed in, keeping the reduce dtype.
+         *
+         * @param dtype fp32, bf16 or fp16
+         * @return this
+         */
+        public Builder paramDtype(DType dtype) {
+            this.precision = new MixedPrecisionPolicy(dtype, precision.reduceDtype());
+            return this;
+        }
+
+        /**
+         * The dtype gradients are reduce-scattered in, keeping the param dtype.
+         *
+         * @param dtype fp32, bf16 or fp16
+         * @return this
+         */
+        public Builder reduceDtype(DType dtype) {
+            this.precision = new MixedPrecisionPolicy(precision.paramDtype(), dtype);
             return this;
         }
 
@@ -490,6 +594,53 @@ public final class FsdpOptions {
         }
 
         /**
+         * AdamW's decoupled weight decay alone, keeping the other AdamW values.
+         *
+         * @param weightDecay the decay factor, applied only to the parameters whose {@link ParamSpec#weightDecay()} asks for it
+         * @return this
+         */
+        public Builder weightDecay(float weightDecay) {
+            this.weightDecay = weightDecay;
+            return this;
+        }
+
+        /**
+         * The learning rate set so far, for a caller that checks it before {@link #build()}.
+         *
+         * @return the learning rate
+         */
+        public float lr() {
+            return lr;
+        }
+
+        /**
+         * The largest gradient norm set so far, for a caller that checks it before {@link #build()}.
+         *
+         * @return the norm; 0 when clipping is off
+         */
+        public float maxGradNorm() {
+            return maxGradNorm;
+        }
+
+        /**
+         * The host threads set so far, for a caller that checks them before {@link #build()}.
+         *
+         * @return the thread count; 0 for all cores
+         */
+        public int cpuThreads() {
+            return cpuThreads;
+        }
+
+        /**
+         * The collective timeout set so far, for a caller that checks it before {@link #build()}.
+         *
+         * @return the timeout, or null if none was given
+         */
+        public Duration collectiveTimeout() {
+            return collectiveTimeout;
+        }
+
+        /**
          * Clips the global gradient norm (over all shards) to this before the update.
          *
          * @param norm the largest norm; 0 turns clipping off
@@ -575,14 +726,44 @@ public final class FsdpOptions {
         }
 
         /**
-         * The options; values are checked by {@link Fsdp#shard}.
+         * The options, each value checked.
          *
          * @return the immutable options
-         * @throws IllegalArgumentException if a value is missing (null)
+         * @throws IllegalArgumentException if a value is missing (null) or out of range, naming the option and
+         *                                  what to change
          */
         public FsdpOptions build() {
             if (device == null || strategy == null || precision == null || collectiveTimeout == null) {
                 throw new IllegalArgumentException("device, strategy, precision and collective timeout must be given");
+            }
+            if (worldSize < 1) {
+                throw new IllegalArgumentException("world size must be >= 1, got " + worldSize);
+            }
+            if (strategy == ShardingStrategy.HYBRID_SHARD) {
+                if (shardGroupSize == 0) {
+                    throw new IllegalArgumentException("hybrid_shard needs --shard-group-size S, a divisor of the world size "
+                            + worldSize);
+                }
+                ShardingStrategy.checkMesh(worldSize, shardGroupSize);
+            } else if (shardGroupSize != 0) {
+                throw new IllegalArgumentException("--shard-group-size applies to hybrid_shard only; " + strategy.cliName()
+                        + " shards over " + (strategy == ShardingStrategy.NO_SHARD ? "no ranks" : "all " + worldSize + " ranks"));
+            }
+            if (prefetch < 0) {
+                throw new IllegalArgumentException("prefetch depth must be >= 0 (0 = no prefetch), got " + prefetch);
+            }
+            if (microBatches < 1) {
+                throw new IllegalArgumentException("micro-batches must be >= 1, got " + microBatches);
+            }
+            if (!(maxGradNorm >= 0) || !Float.isFinite(maxGradNorm)) {
+                throw new IllegalArgumentException("max grad norm must be finite and >= 0 (0 = no clipping), got " + maxGradNorm);
+            }
+            if (!(initialLossScale > 0) || !Float.isFinite(initialLossScale) || lossScaleGrowthInterval < 1) {
+                throw new IllegalArgumentException("loss scaling needs an initial scale > 0 and a growth interval >= 1, got "
+                        + initialLossScale + " and " + lossScaleGrowthInterval);
+            }
+            if (collectiveTimeout.isZero() || collectiveTimeout.isNegative()) {
+                throw new IllegalArgumentException("collective timeout must be > 0, got " + collectiveTimeout);
             }
             if (cpuThreads < 0) {
                 throw new IllegalArgumentException("cpu threads must be >= 0 (0 = all cores), got " + cpuThreads);

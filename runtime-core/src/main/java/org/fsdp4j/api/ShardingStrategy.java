@@ -72,4 +72,28 @@ public enum ShardingStrategy {
     public boolean reshardsAfterForward() {
         return this == FULL_SHARD || this == HYBRID_SHARD;
     }
+
+    /**
+     * Fails unless {@code shardGroupSize} ranks per shard group tile a world of {@code worldSize}
+     * ranks (HYBRID_SHARD's mesh: N = replicate × S), with the message a user needs.
+     *
+     * @param worldSize      N, the ranks of the run
+     * @param shardGroupSize S, the ranks of one shard group
+     * @throws IllegalArgumentException if N is below 1 or S does not divide N; the message lists N's divisors
+     */
+    public static void checkMesh(int worldSize, int shardGroupSize) {
+        if (worldSize < 1) {
+            throw new IllegalArgumentException("world size must be >= 1, got " + worldSize);
+        }
+        if (shardGroupSize < 1 || worldSize % shardGroupSize != 0) {
+            StringBuilder divisors = new StringBuilder();
+            for (int d = 1; d <= worldSize; d++) {
+                if (worldSize % d == 0) {
+                    divisors.append(divisors.length() == 0 ? "" : ", ").append(d);
+                }
+            }
+            throw new IllegalArgumentException("shard group size " + shardGroupSize + " does not divide world size "
+                    + worldSize + ": use one of " + divisors);
+        }
+    }
 }

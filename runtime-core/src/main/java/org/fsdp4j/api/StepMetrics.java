@@ -1,6 +1,7 @@
 // What one training step reports to its caller: the numbers a training loop logs, and the
 // counters that show whether the step ran as designed (one host synchronisation, no promoted
-// GEMMs) and what it sent.
+// GEMMs) and what it sent. The engine reports each rank's step in this record and joins its
+// ranks' into one, which the trainer uses as it is: a step's figures are not re-wrapped on the way.
 package org.fsdp4j.api;
 
 /**

@@ -1,5 +1,7 @@
 // Finds backends with ServiceLoader and resolves --device auto|cpu|cuda[:i]. "auto" takes a
-// usable CUDA device and otherwise falls back to the CPU, saying why in one log line.
+// usable CUDA device and otherwise falls back to the CPU, saying why in one log line; a run
+// makes that choice once, at its start, and pins it (pin) so that what it starts later sees no
+// "auto" to decide again.
 package org.fsdp4j.backend;
 
 import java.util.ArrayList;
@@ -71,6 +73,17 @@ public final class Backends {
                     + " device(s) of that kind are visible");
         }
         return d;
+    }
+
+    /**
+     * The request with "auto" replaced by what it resolved to: "cpu", or "cuda" (every GPU, one rank
+     * each, as auto places ranks on GPUs); any other request as it is.
+     */
+    public static String pin(String requested, Device resolved) {
+        if (!requested.trim().equalsIgnoreCase("auto")) {
+            return requested;
+        }
+        return resolved.isCpu() ? "cpu" : "cuda";
     }
 
     public static Backend create(Device device, MemoryTracker tracker, BackendOptions options) {

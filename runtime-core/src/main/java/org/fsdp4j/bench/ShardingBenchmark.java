@@ -40,7 +40,7 @@ public final class ShardingBenchmark {
         }
         List<Row> rows = new ArrayList<>();
         for (int n : worldSizes) {
-            TrainConfig c = base.toBuilder().worldSize(n).build();
+            TrainConfig c = base.toBuilder().fsdp(f -> f.worldSize(n)).build();
             long[] comm = new long[1];
             StepBenchmark.Result r = StepBenchmark.run(c, untimedSteps, timedSteps, log, onStart, s -> {
                 comm[0] = s.commBytes();

@@ -30,21 +30,9 @@ public final class DeviceMesh implements AutoCloseable {
         return new DeviceMesh(world, shard, replicate);
     }
 
-    /** Fails with the message a user needs when S does not divide N. */
+    /** Fails with the message a user needs when S does not divide N (the check FsdpOptions makes too). */
     public static void checkShape(int worldSize, int shardGroupSize) {
-        if (worldSize < 1) {
-            throw new IllegalArgumentException("world size must be >= 1, got " + worldSize);
-        }
-        if (shardGroupSize < 1 || worldSize % shardGroupSize != 0) {
-            StringBuilder divisors = new StringBuilder();
-            for (int d = 1; d <= worldSize; d++) {
-                if (worldSize % d == 0) {
-                    divisors.append(divisors.length() == 0 ? "" : ", ").append(d);
-                }
-            }
-            throw new IllegalArgumentException("shard group size " + shardGroupSize + " does not divide world size "
-                    + worldSize + ": use one of " + divisors);
-        }
+        org.fsdp4j.api.ShardingStrategy.checkMesh(worldSize, shardGroupSize);
     }
 
     public Communicator world() {

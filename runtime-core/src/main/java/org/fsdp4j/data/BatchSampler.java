@@ -1,9 +1,12 @@
 // Draws training batches as random windows of a corpus. Batch k depends only on (seed, k), so a
 // run is repeatable, a resumed run sees the same data, and N ranks that each slice the same
-// global batch agree on it without talking to each other.
+// global batch agree on it without talking to each other. A batch is the API's Batch, with the
+// decoder's "tokens" and "targets" fields, so the trainer hands it to the engine as it is.
 package org.fsdp4j.data;
 
 import java.util.SplittableRandom;
+import org.fsdp4j.api.Batch;
+import org.fsdp4j.model.DecoderModel;
 
 public final class BatchSampler {
 
@@ -28,7 +31,10 @@ public final class BatchSampler {
         this.seed = seed;
     }
 
-    /** The batch of step {@code step} (any long; steps count from 1 in the trainer). */
+    /**
+     * The batch of step {@code step} (any long; steps count from 1 in the trainer): tokens and
+     * targets, both (B, T) row-major, where targets[b, t] is the token after tokens[b, t] in the data.
+     */
     public Batch sample(long step) {
         // A fresh generator per step, keyed by (seed, step): SplittableRandom mixes its seed well,
         // and the golden-ratio stride keeps neighbouring (seed, step) pairs apart.
@@ -43,7 +49,7 @@ public final class BatchSampler {
                 targets[b * seqLen + t] = corpus.token(start + t + 1);
             }
         }
-        return new Batch(batchSize, seqLen, tokens, targets);
+        return DecoderModel.batch(batchSize, seqLen, tokens, targets);
     }
 
     public TokenCorpus corpus() {

@@ -1,8 +1,9 @@
 // A run's resolved configuration as flat "key → value" text, so that the processes of a run can
 // check they were started alike: a record's components by name (a nested record's as
-// "model.numLayers", an Optional as its value or "none"), minus the keys that may differ from
-// process to process (where this one writes, how many threads it takes). New configuration
-// fields are covered without anyone listing them.
+// "model.numLayers", an Optional as its value or "none"; an options object with a builder, such as
+// the FsdpOptions a TrainConfig holds, as "fsdp.prefetch", one key per value its builder sets),
+// minus the keys that may differ from process to process (where this one writes, how many threads
+// it takes). New configuration fields are covered without anyone listing them.
 package org.fsdp4j.dist;
 
 import java.lang.reflect.RecordComponent;
@@ -44,9 +45,55 @@ public final class Settings {
             }
             if (v instanceof Record nested) {
                 flatten(key + ".", nested, Set.of(), out);
+            } else if (v != null && builderOf(v.getClass()) != null) {
+                flattenOptions(key + ".", v, exclude, out);
             } else {
                 out.put(key, v == null ? "none" : String.valueOf(v));
             }
+        }
+    }
+
+    /** The builder class of an options class (its public static builder()'s type), or null. */
+    private static Class<?> builderOf(Class<?> type) {
+        try {
+            java.lang.reflect.Method m = type.getMethod("builder");
+            return java.lang.reflect.Modifier.isStatic(m.getModifiers()) ? m.getReturnType() : null;
+        } catch (NoSuchMethodException e) {
+            return null;
+        }
+    }
+
+    /**
+     * An options object's values: each public no-argument accessor whose name its builder also has as
+     * a one-argument setter (what a caller sets), in name order, without the names in {@code exclude};
+     * values of plain types (numbers, flags, text, enums, durations, records) only.
+     */
+    private static void flattenOptions(String prefix, Object options, Set<String> exclude, Map<String, String> out) {
+        Class<?> builder = builderOf(options.getClass());
+        Set<String> setters = new TreeSet<>();
+        for (java.lang.reflect.Method m : builder.getMethods()) {
+            if (m.getParameterCount() == 1 && m.getReturnType() == builder) {
+                setters.add(m.getName());
+            }
+        }
+        for (String name : setters) {
+            if (exclude.contains(name)) {
+                continue;
+            }
+            Object v;
+            try {
+                v = options.getClass().getMethod(name).invoke(options);
+            } catch (NoSuchMethodException e) {
+                continue;                          // a setter of part of a value (paramDtype of precision)
+            } catch (ReflectiveOperationException e) {
+                throw new IllegalStateException("cannot read " + prefix + name, e);
+            }
+            if (v instanceof Record nested) {
+                flatten(prefix + name + ".", nested, Set.of(), out);
+            } else if (v instanceof Number || v instanceof Boolean || v instanceof CharSequence || v instanceof Enum<?>
+                    || v instanceof java.time.Duration) {
+                out.put(prefix + name, String.valueOf(v));
+            }   // a source of values (initialValues) is not a setting: what it holds is checked where it is read
         }
     }
 

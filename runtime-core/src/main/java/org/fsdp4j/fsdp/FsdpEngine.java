@@ -46,6 +46,7 @@ import java.util.EnumSet;
 import java.util.List;
 import java.util.Set;
 import org.fsdp4j.api.DType;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.Inputs;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.ParamSource;
@@ -53,6 +54,7 @@ import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.ShardedStateDict;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.api.StateSource;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.api.TrainableModel;
 import org.fsdp4j.api.Unit;
@@ -100,7 +102,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     private final TrainableModel model;
     private final Backend device;
     private final Backend optimizerBackend;
-    private final FsdpConfig config;
+    private final FsdpOptions config;
     private final Optimizer optimizer;
     private final DeviceMesh mesh;
     private final Communicator reduceGroup;      // a split of the shard group, used on the reduce stream only
@@ -135,7 +137,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
      * optimizer state: {@code device}, or under config.offload() a separate host backend.
      * Collective: every rank constructs its engine.
      */
-    public FsdpEngine(TrainableModel model, Backend device, DeviceMesh mesh, FsdpConfig config, Optimizer optimizer,
+    public FsdpEngine(TrainableModel model, Backend device, DeviceMesh mesh, FsdpOptions config, Optimizer optimizer,
                       Backend optimizerBackend, long seed) {
         this(model, device, mesh, config, optimizer, optimizerBackend, ParamSource.seeded(seed));
     }
@@ -144,7 +146,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
      * As above, every shard initialised from {@code initialValues}: each rank asks it for exactly
      * the parameter elements its shards hold (pretrained weights load resharded this way).
      */
-    public FsdpEngine(TrainableModel model, Backend device, DeviceMesh mesh, FsdpConfig config, Optimizer optimizer,
+    public FsdpEngine(TrainableModel model, Backend device, DeviceMesh mesh, FsdpOptions config, Optimizer optimizer,
                       Backend optimizerBackend, ParamSource initialValues) {
         this.model = model;
         this.device = device;
@@ -316,8 +318,10 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
      * One optimizer step over this rank's {@code microBatches} (config.microBatches() of them,
      * together this rank's 1/N of the global batch) at learning rate {@code lr}. Returns after the
      * step's one host synchronisation (the loss and norm read); the update itself may still run.
+     * The metrics are this rank's: the same values on every rank but for the counters, and
+     * {@code sentBytesPerRank} holds this rank's bytes alone (LocalFsdpGroup.step joins the ranks').
      */
-    public FsdpStepResult step(List<Inputs> microBatches, float lr) {
+    public StepMetrics step(List<Inputs> microBatches, float lr) {
         if (closed) {
             throw new IllegalStateException("the engine is closed");
         }
@@ -366,8 +370,8 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
             gatherReplicatedParams();
         }
         lossScaler.update(finite);
-        return new FsdpStepResult(metrics[0], gradNorm, skipped, scale, commBytes().minus(before),
-                hostSyncs() - syncsBefore, device.promotedCopies() - promotedBefore);
+        return new StepMetrics(metrics[0], gradNorm, skipped, scale, hostSyncs() - syncsBefore,
+                device.promotedCopies() - promotedBefore, new long[] {commBytes().minus(before).sentBytes()});
     }
 
     /** Host synchronisations of this rank's backends so far. */
@@ -446,7 +450,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         int at = forwardOrder.size();
         forwardOrder.add(u);
         List<ShardedUnit> order = lastForwardOrder.isEmpty() ? units : lastForwardOrder;
-        for (int k = 1; k <= config.prefetchDepth() && at + k < order.size(); k++) {
+        for (int k = 1; k <= config.prefetch() && at + k < order.size(); k++) {
             prefetch(order.get(at + k), null);
         }
         unshard(u);   // waits only now: the prefetches above queued behind u's gather without a wait between
@@ -476,7 +480,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
      * the head runs with the root and this block gathered either way (torchtitan's default).
      */
     private boolean keepsForBackward(ShardedUnit u) {
-        if (u.isRoot() || config.prefetchDepth() < 1) {
+        if (u.isRoot() || config.prefetch() < 1) {
             return false;
         }
         List<ShardedUnit> order = lastForwardOrder.isEmpty() ? units : lastForwardOrder;
@@ -514,7 +518,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         Collections.reverse(backwardOrder);
         int at = backwardOrder.indexOf(u);
         Backend.Event after = null;
-        boolean prefetches = at >= 0 && config.prefetchDepth() > 0 && at + 1 < backwardOrder.size()
+        boolean prefetches = at >= 0 && config.prefetch() > 0 && at + 1 < backwardOrder.size()
                 && backwardOrder.get(at + 1).state == ShardedUnit.ShardState.SHARDED
                 && backwardOrder.get(at + 1).pendingGather == null;
         if (prefetches && plan.prefetchWaitsForReduction() && inFlight != null) {
@@ -524,7 +528,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
             inFlight.grad().close();
             inFlight = null;
         }
-        for (int k = 1; at >= 0 && k <= config.prefetchDepth() && at + k < backwardOrder.size(); k++) {
+        for (int k = 1; at >= 0 && k <= config.prefetch() && at + k < backwardOrder.size(); k++) {
             prefetch(backwardOrder.get(at + k), after);
         }
         unshard(u);

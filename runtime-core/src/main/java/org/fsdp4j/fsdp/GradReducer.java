@@ -18,6 +18,7 @@
 package org.fsdp4j.fsdp;
 
 import org.fsdp4j.api.DType;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.api.Tensor;
@@ -41,7 +42,7 @@ final class GradReducer {
     private final Reduction second;
     private final float normScale;              // 1/R: each shard's Σ g² counted once across its R replicas
 
-    GradReducer(Backend device, FsdpConfig config, Communicator shardGroup, Communicator replicateGroup,
+    GradReducer(Backend device, FsdpOptions config, Communicator shardGroup, Communicator replicateGroup,
                 Backend.Stream reduceStream, Backend.Stream allReduceStream) {
         this.device = device;
         this.reduceDtype = config.precision().reduceDtype();

@@ -14,9 +14,13 @@ import java.util.function.UnaryOperator;
 import org.fsdp4j.api.Batch;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.Inputs;
 import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.ModelContext;
+import org.fsdp4j.api.ModelFactory;
 import org.fsdp4j.api.ParamSource;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.api.TrainableModel;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.BackendOptions;
@@ -31,12 +35,6 @@ import org.fsdp4j.comm.RankThreads;
 import org.fsdp4j.optim.Optimizer;
 
 public final class LocalFsdpGroup implements AutoCloseable {
-
-    /** Builds rank {@code rank}'s model on its backend (every rank builds the same model). */
-    @FunctionalInterface
-    public interface ModelFactory {
-        TrainableModel create(int rank, Backend backend);
-    }
 
     /** Something to run on every rank's thread with its engine (tests read shards this way). */
     @FunctionalInterface
@@ -55,7 +53,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
         final FsdpEngine engine;
         private final List<AutoCloseable> made;
 
-        Rank(int rank, RankGroup group, FsdpConfig config, ModelFactory models, Optimizer optimizer,
+        Rank(int rank, RankGroup group, FsdpOptions config, ModelFactory models, Optimizer optimizer,
              ParamSource initialValues, Device deviceKind, BackendOptions options, UnaryOperator<Communicator> link) {
             List<AutoCloseable> made = new ArrayList<>();
             try {
@@ -70,7 +68,8 @@ public final class LocalFsdpGroup implements AutoCloseable {
                 }
                 world = add(made, link.apply(group.communicator(rank, device)));
                 mesh = add(made, DeviceMesh.create(world, config.shardSize()));
-                TrainableModel model = models.create(rank, device);
+                TrainableModel model = models.create(new ModelContext(device, rank, config.worldSize(),
+                        config.precision().paramDtype(), config.activationCheckpointing()));
                 engine = new FsdpEngine(model, device, mesh, config, optimizer, host, initialValues);
                 made.add(engine);
                 this.made = made;
@@ -107,7 +106,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
         }
     }
 
-    private final FsdpConfig config;
+    private final FsdpOptions config;
     private final RankGroup group;
     private final RankThreads threads;
     private final List<Rank> ranks;
@@ -118,14 +117,14 @@ public final class LocalFsdpGroup implements AutoCloseable {
      * {@code perRank}. {@code link} wraps each rank's world communicator (identity, or a
      * LatencyCommunicator).
      */
-    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
+    public LocalFsdpGroup(FsdpOptions config, ModelFactory models, Optimizer optimizer, long seed,
                           Device device, BackendOptions perRank, UnaryOperator<Communicator> link) {
         this(config, models, optimizer, seed, Collections.nCopies(config.worldSize(), device),
                 perRank, link);
     }
 
     /** As above with rank r on {@code devices.get(r)}; the ranks talk as RankGroups picks from where they sit. */
-    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
+    public LocalFsdpGroup(FsdpOptions config, ModelFactory models, Optimizer optimizer, long seed,
                           List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link) {
         this(config, models, optimizer, seed, devices, perRank, link,
                 RankGroups.forDevices(devices, config.collectiveTimeout()));
@@ -135,7 +134,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
      * As above, every rank on {@code device} with an in-process group that runs its collectives
      * as {@code dispatch} says (tests run CPU ranks both ways).
      */
-    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
+    public LocalFsdpGroup(FsdpOptions config, ModelFactory models, Optimizer optimizer, long seed,
                           Device device, BackendOptions perRank, UnaryOperator<Communicator> link,
                           LocalGroup.Dispatch dispatch) {
         this(config, models, optimizer, seed, Collections.nCopies(config.worldSize(), device),
@@ -143,7 +142,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
     }
 
     /** As above, the ranks talking through {@code group} (NCCL, or an in-process group made by the caller). */
-    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, long seed,
+    public LocalFsdpGroup(FsdpOptions config, ModelFactory models, Optimizer optimizer, long seed,
                           List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link,
                           RankGroup group) {
         this(config, models, optimizer, ParamSource.seeded(seed), devices, perRank, link, group);
@@ -153,7 +152,7 @@ public final class LocalFsdpGroup implements AutoCloseable {
      * As above, the parameters starting from {@code initialValues} instead of the seed's ParamInit
      * values (pretrained weights: each rank reads only the elements its shards hold).
      */
-    public LocalFsdpGroup(FsdpConfig config, ModelFactory models, Optimizer optimizer, ParamSource initialValues,
+    public LocalFsdpGroup(FsdpOptions config, ModelFactory models, Optimizer optimizer, ParamSource initialValues,
                           List<Device> devices, BackendOptions perRank, UnaryOperator<Communicator> link,
                           RankGroup group) {
         if (devices.size() != config.worldSize() || group.worldSize() != config.worldSize()) {
@@ -182,17 +181,33 @@ public final class LocalFsdpGroup implements AutoCloseable {
     /**
      * One step on a global batch: rank r trains on samples [r·B/N, (r+1)·B/N), split into its
      * micro-batches in order, each uploaded to the rank's device as the model's Inputs. Returns the
-     * result of every rank this process runs (all of them unless the group spans processes), in
-     * rank order.
+     * step as the API reports it: rank 0's loss, norm and scale (every rank has the same), the
+     * most host synchronisations of a rank, the promoted GEMMs of all ranks and each rank's bytes
+     * sent, over the ranks this process runs (all of them unless the group spans processes).
      */
-    public List<FsdpStepResult> step(Batch batch, float lr) {
+    public StepMetrics step(Batch batch, float lr) {
+        List<StepMetrics> results = stepEachRank(batch, lr);
+        long[] sent = new long[results.size()];
+        long hostSyncs = 0;
+        long promoted = 0;
+        for (int r = 0; r < results.size(); r++) {
+            sent[r] = results.get(r).sentBytesPerRank()[0];
+            hostSyncs = Math.max(hostSyncs, results.get(r).hostSyncs());
+            promoted += results.get(r).promotedCopies();
+        }
+        StepMetrics r0 = results.get(0);
+        return new StepMetrics(r0.loss(), r0.gradNorm(), r0.skipped(), r0.lossScale(), hostSyncs, promoted, sent);
+    }
+
+    /** As {@link #step}, each rank's own metrics in rank order (the engine's tests check every rank). */
+    public List<StepMetrics> stepEachRank(Batch batch, float lr) {
         if (closed) {
             throw new IllegalStateException("the FSDP group is closed");
         }
         config.checkBatch(batch.samples());
         int m = config.microBatches();
         int perMicroBatch = batch.samples() / config.worldSize() / m;
-        List<FsdpStepResult> results = threads.run(r -> {
+        List<StepMetrics> results = threads.run(r -> {
             Rank rank = ranks.get(r - group.firstRank());
             List<Inputs> inputs = new ArrayList<>(m);
             try {

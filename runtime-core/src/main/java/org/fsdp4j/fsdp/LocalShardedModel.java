@@ -1,7 +1,7 @@
 // The ShardedModel Fsdp.shard returns: this process's ranks (LocalFsdpGroup) behind the public
 // API, which is the only way anything outside the engine drives them; the command line's
-// trainer included. Options become the engine's FsdpConfig and AdamW here, devices are placed
-// here, and the ranks' results become the API's records.
+// trainer included. The engine runs on the options as given and reports its steps as the API's
+// StepMetrics; the options become AdamW here, and devices are placed here.
 package org.fsdp4j.fsdp;
 
 import java.util.ArrayList;
@@ -16,7 +16,6 @@ import org.fsdp4j.api.Batch;
 import org.fsdp4j.api.Device;
 import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MemoryTracker;
-import org.fsdp4j.api.ModelContext;
 import org.fsdp4j.api.ModelFactory;
 import org.fsdp4j.api.ParamSource;
 import org.fsdp4j.api.ParamSpec;
@@ -38,7 +37,6 @@ import org.fsdp4j.optim.AdamW;
 public final class LocalShardedModel implements ShardedModel {
 
     private final FsdpOptions options;
-    private final FsdpConfig config;
     private final LocalFsdpGroup group;
     private final ShardingInfo info;
     private final List<ParamSpec> params;      // every parameter, in model order
@@ -46,16 +44,12 @@ public final class LocalShardedModel implements ShardedModel {
     private LocalShardedModel(ModelFactory factory, FsdpOptions options, Device device, RankGroup ranks,
                               List<Device> devices, int ranksOnThisMachine) {
         this.options = options;
-        this.config = configOf(options);
         int n = options.worldSize();
         int here = ranks.size();
         int threadsPerRank = options.cpuThreads() == 0 ? BackendOptions.threadsPerRank(ranksOnThisMachine)
                 : Math.max(1, options.cpuThreads() / here);
         AdamW adamW = new AdamW(options.lr(), options.beta1(), options.beta2(), options.eps(), options.weightDecay());
-        this.group = startRanks(config,
-                (rank, backend) -> factory.create(new ModelContext(backend, rank, n, config.precision().paramDtype(),
-                        options.activationCheckpointing())),
-                adamW, options.initialValues(), devices, new BackendOptions(threadsPerRank, options.debugStreams()),
+        this.group = startRanks(options, factory, adamW, options.initialValues(), devices, new BackendOptions(threadsPerRank, options.debugStreams()),
                 ranks);
         try {
             this.params = checkSameModel(group.onEachRank((rank, engine) -> engine.layouts()));
@@ -64,7 +58,7 @@ public final class LocalShardedModel implements ShardedModel {
             List<Device> mine = devices.subList(ranks.firstRank(), ranks.firstRank() + here);
             this.info = new ShardingInfo(options, device, n, ranks.firstRank(), here, count, group.paddedParams(),
                     backendName(group.backendName(), mine)
-                            + (ranks.transport() == null ? "" : "; " + ranks.transport()), group.peakTflops(config.precision().paramDtype()),
+                            + (ranks.transport() == null ? "" : "; " + ranks.transport()), group.peakTflops(options.precision().paramDtype()),
                     Optional.of(new ShardingInfo.GatherSchedule(plan.schedule().cliName(), plan.budgetBytes(),
                             plan.peakBytes(), plan.keptPeakBytes(), plan.inPlace())));
         } catch (RuntimeException e) {
@@ -78,7 +72,7 @@ public final class LocalShardedModel implements ShardedModel {
      * values that do not fit the model) fails the call with that IllegalArgumentException's message,
      * as Fsdp.shard documents, rather than as a failed rank.
      */
-    private static LocalFsdpGroup startRanks(FsdpConfig config, LocalFsdpGroup.ModelFactory models, AdamW adamW,
+    private static LocalFsdpGroup startRanks(FsdpOptions config, ModelFactory models, AdamW adamW,
                                              ParamSource initialValues, List<Device> devices, BackendOptions perRank,
                                              RankGroup ranks) {
         try {
@@ -136,13 +130,6 @@ public final class LocalShardedModel implements ShardedModel {
         return new LocalShardedModel(factory, options, device, ranks, devices, ranksOnThisMachine);
     }
 
-    /** The engine's configuration for {@code options}: its validation is the one the options get. */
-    public static FsdpConfig configOf(FsdpOptions o) {
-        return new FsdpConfig(o.worldSize(), o.strategy(), o.shardGroupSize(), o.precision(), o.prefetch(),
-                o.microBatches(), o.offload(), o.maxGradNorm(), o.initialLossScale(), o.lossScaleGrowthInterval(),
-                o.collectiveTimeout());
-    }
-
     /** Rank 0's parameter specs, after checking that every rank's model declared the same. */
     private static List<ParamSpec> checkSameModel(List<List<FlatParamLayout>> perRank) {
         List<List<ParamSpec>> specs = new ArrayList<>();
@@ -163,17 +150,7 @@ public final class LocalShardedModel implements ShardedModel {
 
     @Override
     public StepMetrics step(Batch batch, float lr) {
-        List<FsdpStepResult> results = group.step(batch, lr);
-        long[] sent = new long[results.size()];
-        long hostSyncs = 0;
-        long promoted = 0;
-        for (int r = 0; r < results.size(); r++) {
-            sent[r] = results.get(r).commBytes().sentBytes();
-            hostSyncs = Math.max(hostSyncs, results.get(r).hostSyncs());
-            promoted += results.get(r).promotedCopies();
-        }
-        FsdpStepResult r0 = results.get(0);
-        return new StepMetrics(r0.loss(), r0.gradNorm(), r0.skipped(), r0.lossScale(), hostSyncs, promoted, sent);
+        return group.step(batch, lr);
     }
 
     @Override
@@ -212,7 +189,7 @@ public final class LocalShardedModel implements ShardedModel {
             }   // the optimizer's moments start at zero: out is zero-filled
         };
         loadShardedStateDict(source, new ShardedStateDict.Progress(0,
-                config.precision().needsLossScaling() ? config.initialLossScale() : 1f, 0));
+                options.precision().needsLossScaling() ? options.initialLossScale() : 1f, 0));
     }
 
     private static String shape(ParamSpec p) {

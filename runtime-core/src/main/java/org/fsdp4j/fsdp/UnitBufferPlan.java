@@ -32,6 +32,7 @@ package org.fsdp4j.fsdp;
 
 import java.util.Arrays;
 import java.util.List;
+import org.fsdp4j.api.FsdpOptions;
 
 /**
  * @param schedule           the backward schedule the engine follows
@@ -70,12 +71,12 @@ public record UnitBufferPlan(Schedule schedule, long budgetBytes, long peakBytes
      * {@code config}. Unit sizes are the padded flat sizes in the param dtype; the unsharded
      * gradient has the same size.
      */
-    public static UnitBufferPlan of(List<FlatParamLayout> layouts, FsdpConfig config, boolean gathersInPlace) {
+    public static UnitBufferPlan of(List<FlatParamLayout> layouts, FsdpOptions config, boolean gathersInPlace) {
         long[] bytes = new long[layouts.size()];
         for (int u = 0; u < bytes.length; u++) {
             bytes[u] = layouts.get(u).numel() * layouts.get(u).paramDtype().byteSize();
         }
-        return of(bytes, config.prefetchDepth(),
+        return of(bytes, config.prefetch(),
                 config.strategy().reshardsAfterForward() && config.shardSize() > 1, gathersInPlace);
     }
 

@@ -4,9 +4,9 @@
 package org.fsdp4j.plan;
 
 import java.util.Optional;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MixedPrecisionPolicy;
 import org.fsdp4j.api.ShardingStrategy;
-import org.fsdp4j.fsdp.FsdpConfig;
 import org.fsdp4j.model.ModelConfig;
 
 /**
@@ -46,10 +46,10 @@ public record PlanInput(ModelConfig model, int globalBatch, int seqLen, int gpus
                 .checkBatch(globalBatch);
     }
 
-    private static FsdpConfig fsdpOf(int n, ShardingStrategy strategy, int shardGroupSize, MixedPrecisionPolicy precision,
-                                     int prefetch, int microBatches, boolean offload) {
-        return FsdpConfig.fullShard(n).withStrategy(strategy, shardGroupSize).withPrecision(precision)
-                .withPrefetchDepth(prefetch).withMicroBatches(microBatches).withOffload(offload);
+    private static FsdpOptions fsdpOf(int n, ShardingStrategy strategy, int shardGroupSize, MixedPrecisionPolicy precision,
+                                      int prefetch, int microBatches, boolean offload) {
+        return FsdpOptions.builder().worldSize(n).strategy(strategy).shardGroupSize(shardGroupSize).precision(precision)
+                .prefetch(prefetch).microBatches(microBatches).offload(offload).build();
     }
 
     /** The GPU for JSON (absent for a CPU run). */
@@ -65,7 +65,7 @@ public record PlanInput(ModelConfig model, int globalBatch, int seqLen, int gpus
     }
 
     /** The engine's configuration for this run (validates the strategy, S and the batch split). */
-    public FsdpConfig fsdp() {
+    public FsdpOptions fsdp() {
         return fsdpOf(worldSize(), strategy, shardGroupSize, precision, prefetch, microBatches, offload);
     }
 

@@ -6,6 +6,7 @@
 package org.fsdp4j.train;
 
 import java.util.Optional;
+import org.fsdp4j.api.StepMetrics;
 
 final class DivergenceWatch {
 
@@ -45,7 +46,7 @@ final class DivergenceWatch {
     }
 
     /** Records step {@code step}'s outcome; returns true when the run must stop after it. */
-    boolean observe(int step, StepExecutor.StepOutcome outcome) {
+    boolean observe(int step, StepMetrics outcome) {
         boolean finiteLoss = Float.isFinite(outcome.loss());
         boolean finiteGrads = Double.isFinite(outcome.gradNorm());
         if (outcome.skipped() || !finiteGrads) {

@@ -9,6 +9,7 @@ package org.fsdp4j.train;
 import java.util.List;
 import java.util.Optional;
 import java.util.OptionalDouble;
+import org.fsdp4j.api.Batch;
 import org.fsdp4j.api.Fsdp;
 import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MemoryTracker;
@@ -19,24 +20,17 @@ import org.fsdp4j.api.ShardedStateDict;
 import org.fsdp4j.api.ShardingInfo;
 import org.fsdp4j.api.StateSource;
 import org.fsdp4j.api.StepMetrics;
-import org.fsdp4j.data.Batch;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.model.DecoderModel;
 import org.fsdp4j.weights.PretrainedWeights;
 
 public final class EngineStepExecutor implements StepExecutor {
 
-    /** Adam's betas and eps: GPT-2/nanoGPT's. */
-    public static final float BETA1 = 0.9f;
-    public static final float BETA2 = 0.95f;
-    public static final float EPS = 1e-8f;
-
     private final ShardedModel model;
     private final Processes processes;     // null when every rank runs in this process
     private final ProcessGroup group;      // the same run, as the engine holds it
-    private long[] commBytesPerRank;
 
-    /** Starts config.worldSize() ranks in this process, as the config asks. */
+    /** Starts config.fsdp().worldSize() ranks in this process, as the config asks. */
     public EngineStepExecutor(TrainConfig config) {
         this(config, null);
     }
@@ -53,41 +47,15 @@ public final class EngineStepExecutor implements StepExecutor {
         // pretrained weights are opened (and checked against the model) here, on the caller's thread, so a
         // file that does not fit is refused before any rank starts; the ranks read them while they shard
         try (PretrainedWeights weights = config.initFrom().map(p -> config.model().openWeights(p)).orElse(null)) {
-            FsdpOptions options = optionsOf(config).toBuilder().initialValues(weights).build();
+            FsdpOptions options = config.fsdp().toBuilder().initialValues(weights).build();
             this.model = this.processes == null ? Fsdp.shard(factory, options)
                     : Fsdp.shard(factory, options, this.processes);
         }
-        this.commBytesPerRank = new long[model.info().localRanks()];
-    }
-
-    /** The API's options for a run of {@code config}: AdamW with GPT-2's betas. */
-    public static FsdpOptions optionsOf(TrainConfig config) {
-        FsdpOptions.Builder b = FsdpOptions.builder()
-                .device(config.device())
-                .worldSize(config.worldSize())
-                .strategy(config.strategy())
-                .precision(config.precision())
-                .prefetch(config.prefetch())
-                .microBatches(config.microBatches())
-                .activationCheckpointing(config.checkpointActivations())
-                .offload(config.offload())
-                .adamW(config.lr(), BETA1, BETA2, EPS, config.weightDecay())
-                .maxGradNorm(config.maxGradNorm())
-                .seed(config.seed())
-                .cpuThreads(config.cpuThreads())
-                .collectiveTimeout(config.collectiveTimeout())
-                .debugStreams(config.debugStreams());
-        if (config.shardGroupSize() > 0) {
-            b.hybridShard(config.shardGroupSize());
-        }
-        return b.build();
     }
 
     @Override
-    public StepOutcome step(Batch batch, int step, float lr) {
-        StepMetrics m = model.step(DecoderModel.batch(batch.batchSize(), batch.seqLen(), batch.tokens(), batch.targets()), lr);
-        commBytesPerRank = m.sentBytesPerRank();
-        return new StepOutcome(m.loss(), m.gradNorm(), m.skipped(), m.hostSyncs(), m.promotedCopies());
+    public StepMetrics step(Batch batch, int step, float lr) {
+        return model.step(batch, lr);
     }
 
     @Override
@@ -129,11 +97,6 @@ public final class EngineStepExecutor implements StepExecutor {
     @Override
     public Optional<ShardingInfo.GatherSchedule> gatherSchedule() {
         return model.info().gatherSchedule();
-    }
-
-    @Override
-    public long[] commBytesPerRank() {
-        return commBytesPerRank.clone();
     }
 
     @Override

@@ -112,7 +112,7 @@ public final class Preflight {
                                boolean measureTime, Placement placement) {
         boolean cpu = device.isCpu();
         boolean alone = placement.processes() == 1;
-        int sharing = cpu ? (config.worldSize() > 1 ? placement.ranksOnHost(config.worldSize()) : 1)
+        int sharing = cpu ? (config.fsdp().worldSize() > 1 ? placement.ranksOnHost(config.fsdp().worldSize()) : 1)
                 : alone ? ranksOn(config, device) : 1;             // across processes each rank has a GPU of its own
         Device checked = cpu || alone ? device : leastFreeGpu(config, device, placement);
         long reserved = Backends.provider(device.kind()).map(p -> p.reservedBytesPerRank(checked)).orElse(0L);
@@ -146,7 +146,7 @@ public final class Preflight {
     private static void checkUnitsFitCpuTensors(TrainConfig config, long limit) {
         ModelConfig m = config.model();
         List<List<ParamSpec>> units = m.unitSpecs();
-        long bytesPerParam = config.precision().paramDtype().byteSize();
+        long bytesPerParam = config.fsdp().precision().paramDtype().byteSize();
         for (int u = 0; u < Math.min(2, units.size()); u++) {         // the root, then one block (all are alike)
             long params = units.get(u).stream().mapToLong(ParamSpec::numel).sum();
             if (params * bytesPerParam > limit) {
@@ -157,7 +157,7 @@ public final class Preflight {
                         + " %s, or train on a GPU", root ? "the embeddings" : "each block",
                         root ? "(vocab " + m.vocabSize() + (gpt ? ", context " + m.maxSeqLen() : "") + ", width "
                                 + m.embedDim() + ") hold" : "(width " + m.embedDim() + ") holds", params,
-                        params * bytesPerParam / (double) (1L << 30), config.precision().paramDtype().shortName(),
+                        params * bytesPerParam / (double) (1L << 30), config.fsdp().precision().paramDtype().shortName(),
                         limit / (double) (1L << 30), root ? "lower --vocab" + (gpt ? ", --context" : "") + " or --hidden"
                                 : "lower --hidden"));
             }
@@ -181,7 +181,7 @@ public final class Preflight {
 
     /** Of the GPUs this process's ranks run on (RankPlacement.placeLocal), the one with the least memory available. */
     private static Device leastFreeGpu(TrainConfig config, Device device, Placement placement) {
-        List<Device> mine = RankPlacement.placeLocal(config.device(), device, config.worldSize() / placement.processes(),
+        List<Device> mine = RankPlacement.placeLocal(config.fsdp().device(), device, config.fsdp().worldSize() / placement.processes(),
                 placement.localProcess(), placement.processesOnHost());
         Device least = mine.get(0);
         long leastFree = Long.MAX_VALUE;
@@ -198,7 +198,7 @@ public final class Preflight {
 
     /** How many ranks the run places on {@code device}, rank 0's GPU (RankPlacement). */
     private static int ranksOn(TrainConfig config, Device device) {
-        return (int) RankPlacement.place(config.device(), device, config.worldSize()).stream()
+        return (int) RankPlacement.place(config.fsdp().device(), device, config.fsdp().worldSize()).stream()
                 .filter(device::equals).count();
     }
 
@@ -209,21 +209,22 @@ public final class Preflight {
     private static List<Fix> fixes(TrainConfig config, StepCostModel model, Pool pool, OptionalLong available,
                                    long limit) {
         List<Fix> fixes = new ArrayList<>();
-        int perRank = config.batchSize() / config.worldSize();
-        for (int m = config.microBatches() + 1; m <= perRank; m++) {
+        int perRank = config.batchSize() / config.fsdp().worldSize();
+        for (int m = config.fsdp().microBatches() + 1; m <= perRank; m++) {
             if (perRank % m == 0) {
-                TrainConfig c = config.toBuilder().microBatches(m).build();
+                int passes = m;
+                TrainConfig c = config.toBuilder().fsdp(f -> f.microBatches(passes)).build();
                 if (fitsWith(c, model, pool, available, limit, fixes, "--micro-batches " + m)) {
                     break;
                 }
             }
         }
-        if (!config.checkpointActivations()) {
-            fitsWith(config.toBuilder().checkpointActivations(true).build(), model, pool, available, limit, fixes,
+        if (!config.fsdp().activationCheckpointing()) {
+            fitsWith(config.toBuilder().fsdp(f -> f.activationCheckpointing(true)).build(), model, pool, available, limit, fixes,
                     "--checkpoint-activations");
         }
         // the largest batch (a multiple of N·M) that fits: the need grows with the batch
-        int unit = config.worldSize() * config.microBatches();
+        int unit = config.fsdp().worldSize() * config.fsdp().microBatches();
         int lo = 0;
         int hi = config.batchSize() / unit;
         while (lo < hi) {
@@ -239,14 +240,15 @@ public final class Preflight {
             fitsWith(config.toBuilder().batchSize(lo * unit).build(), model, pool, available, limit, fixes,
                     "--batch-size " + lo * unit);
         }
-        if (pool.cpu() && config.worldSize() > 1) {
-            for (int n = config.worldSize() - 1; n >= 1; n--) {       // the most ranks that fit
+        if (pool.cpu() && config.fsdp().worldSize() > 1) {
+            for (int n = config.fsdp().worldSize() - 1; n >= 1; n--) {       // the most ranks that fit
                 if (n % pool.placement().processes() != 0) {
                     continue;                   // every process holds as many ranks
                 }
                 TrainConfig c;
                 try {
-                    c = config.toBuilder().worldSize(n).build();
+                    int ranks = n;
+                    c = config.toBuilder().fsdp(f -> f.worldSize(ranks)).build();
                 } catch (IllegalArgumentException e) {
                     continue;                   // the batch or the shard groups do not split over n ranks
                 }
@@ -283,8 +285,8 @@ public final class Preflight {
     private static double stepTimeMs(TrainConfig config, Device device, StepCost cost) {
         int c = config.model().embedDim();
         int rows = (int) Math.min(1024, config.tokensPerStep());
-        DType dtype = config.precision().paramDtype();
-        try (Backend backend = Backends.create(device, new MemoryTracker("preflight " + device), config.cpuThreads())) {
+        DType dtype = config.fsdp().precision().paramDtype();
+        try (Backend backend = Backends.create(device, new MemoryTracker("preflight " + device), config.fsdp().cpuThreads())) {
             GemmBenchmark.Result first = GemmBenchmark.run(backend, rows, 4 * c, c, dtype, 1, 1, 1);
             int iters = (int) Math.max(3, Math.min(100, 10e3 / Math.max(1, first.timeUs())));
             double best = 0;

@@ -13,7 +13,8 @@ import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.ShardedStateDict;
 import org.fsdp4j.api.ShardingInfo;
 import org.fsdp4j.api.StateSource;
-import org.fsdp4j.data.Batch;
+import org.fsdp4j.api.Batch;
+import org.fsdp4j.api.StepMetrics;
 
 public interface StepExecutor extends AutoCloseable {
 
@@ -21,7 +22,7 @@ public interface StepExecutor extends AutoCloseable {
      * Runs step {@code step} (counting from 1) on {@code batch} at learning rate {@code lr} and
      * returns when the parameters are updated.
      */
-    StepOutcome step(Batch batch, int step, float lr);
+    StepMetrics step(Batch batch, int step, float lr);
 
     /** Parameters of the model (unpadded, unsharded). */
     long parameterCount();
@@ -63,11 +64,6 @@ public interface StepExecutor extends AutoCloseable {
         return gatherSchedule().map(ShardingInfo.GatherSchedule::inPlace).orElse(false);
     }
 
-    /** Bytes each rank sent during the last step (received is equal under the ring convention), by rank. */
-    default long[] commBytesPerRank() {
-        return new long[worldSize()];
-    }
-
     /** Whether this run's processes decide together when to stop (a run over several processes). */
     default boolean agreesOnStops() {
         return processGroup().isPresent();
@@ -96,14 +92,4 @@ public interface StepExecutor extends AutoCloseable {
 
     @Override
     void close();
-
-    /**
-     * What a step measured: the mean loss of the batch, the global gradient norm before clipping,
-     * whether the update was skipped (the gradients held inf/NaN: fp16 loss scaling lowers its
-     * scale; in every precision a non-finite gradient is never applied to the parameters), the
-     * most times a rank's host waited for its device during the step, and the GEMMs whose operand
-     * dtypes differed (summed over ranks).
-     */
-    record StepOutcome(float loss, double gradNorm, boolean skipped, long hostSyncs, long promotedCopies) {
-    }
 }

@@ -1,66 +1,50 @@
-// Everything a training run is asked to do, validated once. The command line maps its flags
-// onto this record (through the builder, which holds the defaults), and the API takes the same
-// record, so there is one configuration path. The sharding and precision options are checked
-// by building the engine's FsdpConfig from them (fsdp()), so both say the same thing.
+// Everything a training run is asked to do, validated once. The sharding, precision and
+// optimizer options are the API's FsdpOptions, held whole (the engine runs on that object), so
+// a knob is added there and as one CLI flag; this record keeps what training adds: the model,
+// the steps, the learning-rate schedule, the data, where reports go and what a non-finite step
+// does. The command line maps each flag onto one builder setter; the builder holds the defaults.
 package org.fsdp4j.train;
 
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Locale;
 import java.util.Optional;
-import org.fsdp4j.api.DType;
+import java.util.function.UnaryOperator;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MixedPrecisionPolicy;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.backend.cpu.CpuBackendProvider;
-import org.fsdp4j.fsdp.FsdpConfig;
 import org.fsdp4j.model.ModelConfig;
 import org.fsdp4j.model.ModelFamily;
 import org.fsdp4j.plan.PlanInput;
 
 /**
- * @param preset                name of the model preset ("tiny", ...) within the model's family, for logs and summaries
- * @param model                 the model shape (the preset's), whose family (gpt, llama) the run builds
- * @param steps                 optimizer steps to run
- * @param seed                  seeds the parameters and the batches
- * @param batchSize             sequences per global batch (B)
- * @param seqLen                tokens per sequence (T), at most the model's maxSeqLen
- * @param lr                    peak learning rate, reached at the end of warm-up
- * @param minLr                 learning rate at the end of the cosine decay
- * @param warmupSteps           steps of linear warm-up from 0 to lr
- * @param weightDecay           AdamW decoupled weight decay on 2-D weights
- * @param maxGradNorm           clip the global gradient norm to this; 0 turns clipping off
- * @param checkpointActivations recompute each block's activations in backward instead of keeping them
- * @param device                auto, cpu, cuda or cuda:i, as asked (resolved when the run starts)
- * @param cpuThreads            host threads the CPU backend may use; 0 = all cores
- * @param dataFile              train on this file's bytes; empty = the embedded Markov source
- * @param outDir                where summary.json goes; empty = nowhere
- * @param initFrom              pretrained weights the parameters start from (a .safetensors file or a
- *                              Hugging Face model directory); empty = the seed's initialisation
- * @param worldSize             ranks N (in-process threads on the CPU backend)
- * @param strategy              what is sharded across the ranks
- * @param shardGroupSize        S for hybrid_shard; 0 for every other strategy
- * @param precision             param and reduce dtypes (masters are always fp32)
- * @param prefetch              units all-gathered ahead of the one running
- * @param microBatches          forward/backward passes per step (gradient accumulation)
- * @param offload               keep master shard, gradient shard and optimizer state on the host
- * @param debugStreams          run every CPU stream on its own worker with random delays and poison freed
- *                              memory, so that missing stream orderings show up (see BackendOptions)
- * @param onNonFinite           what a step with an inf/NaN loss or gradient norm does to the run
- * @param collectiveTimeout     how long a rank waits for the others in one collective before the run is
- *                              aborted (the watchdog), and for the other processes at start
+ * @param preset      name of the model preset ("tiny", ...) within the model's family, for logs and summaries
+ * @param model       the model shape (the preset's), whose family (gpt, llama) the run builds
+ * @param steps       optimizer steps to run
+ * @param batchSize   sequences per global batch (B)
+ * @param seqLen      tokens per sequence (T), at most the model's maxSeqLen
+ * @param minLr       learning rate at the end of the cosine decay (the peak, reached at the end of warm-up, is
+ *                    the options' lr)
+ * @param warmupSteps steps of linear warm-up from 0 to the peak learning rate
+ * @param dataFile    train on this file's bytes; empty = the embedded Markov source
+ * @param outDir      where summary.json goes; empty = nowhere
+ * @param initFrom    pretrained weights the parameters start from (a .safetensors file or a
+ *                    Hugging Face model directory); empty = the seed's initialisation
+ * @param onNonFinite what a step with an inf/NaN loss or gradient norm does to the run
+ * @param fsdp        how the model is sharded and trained: ranks, strategy, precision, prefetch, micro-batches,
+ *                    offload, AdamW, clipping, the seed (of the parameters and the batches), the device as asked
+ *                    (auto, cpu, cuda or cuda:i, normalised), host threads, the collective timeout (the watchdog,
+ *                    and how long processes wait for each other at start)
  */
-public record TrainConfig(String preset, ModelConfig model, int steps, long seed, int batchSize, int seqLen,
-                          float lr, float minLr, int warmupSteps, float weightDecay, float maxGradNorm,
-                          boolean checkpointActivations, String device, int cpuThreads,
-                          Optional<Path> dataFile, Optional<Path> outDir, Optional<Path> initFrom,
-                          int worldSize, ShardingStrategy strategy, int shardGroupSize, MixedPrecisionPolicy precision,
-                          int prefetch, int microBatches, boolean offload, boolean debugStreams,
-                          NonFinitePolicy onNonFinite, Duration collectiveTimeout) {
+public record TrainConfig(String preset, ModelConfig model, int steps, int batchSize, int seqLen,
+                          float minLr, int warmupSteps, Optional<Path> dataFile, Optional<Path> outDir,
+                          Optional<Path> initFrom, NonFinitePolicy onNonFinite, FsdpOptions fsdp) {
 
     public TrainConfig {
-        if (preset == null || model == null || device == null || dataFile == null || outDir == null || initFrom == null) {
-            throw new IllegalArgumentException("preset, model, device, dataFile, outDir and initFrom must be given"
+        if (preset == null || model == null || fsdp == null || dataFile == null || outDir == null || initFrom == null) {
+            throw new IllegalArgumentException("preset, model, fsdp, dataFile, outDir and initFrom must be given"
                     + " (Optional.empty() for none)");
         }
         if (steps < 1) {
@@ -82,9 +66,8 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
                     + " model's context of " + model.maxSeqLen() + ": use --seq-len " + model.maxSeqLen()
                     + " or less, or a preset with a longer context");
         }
-        if (!(lr > 0) || !Float.isFinite(lr)) {
-            throw new IllegalArgumentException("--lr must be a positive number, got " + typed(lr));
-        }
+        float lr = fsdp.lr();
+        checkFlags(lr, fsdp.maxGradNorm(), fsdp.cpuThreads(), fsdp.collectiveTimeout());
         if (!(minLr >= 0) || minLr > lr) {
             throw new IllegalArgumentException("--min-lr must be between 0 and --lr (" + typed(lr) + "), got " + typed(minLr));
         }
@@ -92,8 +75,26 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
             throw new IllegalArgumentException("--warmup-steps must be between 0 and --steps (" + steps + "), got "
                     + warmupSteps);
         }
-        if (!(weightDecay >= 0) || !Float.isFinite(weightDecay)) {
-            throw new IllegalArgumentException("--weight-decay must be >= 0, got " + typed(weightDecay));
+        if (!(fsdp.weightDecay() >= 0) || !Float.isFinite(fsdp.weightDecay())) {
+            throw new IllegalArgumentException("--weight-decay must be >= 0, got " + typed(fsdp.weightDecay()));
+        }
+        if (onNonFinite == null) {
+            throw new IllegalArgumentException("onNonFinite must be given (NonFinitePolicy.STOP by default)");
+        }
+        String device = checkDevice(fsdp.device());
+        if (!device.equals(fsdp.device())) {
+            fsdp = fsdp.toBuilder().device(device).build();
+        }
+        fsdp.checkBatch(batchSize);        // B must split into N ranks × M micro-batches
+    }
+
+    /**
+     * The checks of the values FsdpOptions also checks, with the messages that name the flags: the
+     * builder makes them before the options are built, so the command line's user sees these.
+     */
+    private static void checkFlags(float lr, float maxGradNorm, int cpuThreads, Duration collectiveTimeout) {
+        if (!(lr > 0) || !Float.isFinite(lr)) {
+            throw new IllegalArgumentException("--lr must be a positive number, got " + typed(lr));
         }
         if (!(maxGradNorm >= 0) || !Float.isFinite(maxGradNorm)) {
             throw new IllegalArgumentException("--max-grad-norm must be >= 0 (0 turns clipping off), got "
@@ -103,41 +104,21 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
             throw new IllegalArgumentException("--cpu-threads must be between 0 (all cores) and "
                     + CpuBackendProvider.MAX_THREADS + ", got " + cpuThreads);
         }
-        if (onNonFinite == null) {
-            throw new IllegalArgumentException("onNonFinite must be given (NonFinitePolicy.STOP by default)");
-        }
         if (collectiveTimeout == null || collectiveTimeout.compareTo(Duration.ofSeconds(1)) < 0
                 || collectiveTimeout.compareTo(MAX_COLLECTIVE_TIMEOUT) > 0) {
             throw new IllegalArgumentException("--collective-timeout must be between 1 and " + MAX_COLLECTIVE_TIMEOUT.toSeconds()
                     + " seconds, got " + (collectiveTimeout == null ? "none" : collectiveTimeout.toSeconds()));
         }
-        device = checkDevice(device);
-        // the engine's validation is the one these flags get; then B must split into N ranks × M micro-batches
-        fsdpConfig(worldSize, strategy, shardGroupSize, precision, prefetch, microBatches, offload, maxGradNorm)
-                .checkBatch(batchSize);
     }
 
     /** The longest --collective-timeout (a day: a bound, not a policy). */
     public static final Duration MAX_COLLECTIVE_TIMEOUT = Duration.ofDays(1);
 
-    /** The engine's view of the sharding options. */
-    public FsdpConfig fsdp() {
-        return fsdpConfig(worldSize, strategy, shardGroupSize, precision, prefetch, microBatches, offload, maxGradNorm)
-                .withCollectiveTimeout(collectiveTimeout);
-    }
-
-    private static FsdpConfig fsdpConfig(int worldSize, ShardingStrategy strategy, int shardGroupSize,
-                                         MixedPrecisionPolicy precision, int prefetch, int microBatches, boolean offload,
-                                         float maxGradNorm) {
-        return FsdpConfig.fullShard(worldSize).withStrategy(strategy, shardGroupSize).withPrecision(precision)
-                .withPrefetchDepth(prefetch).withMicroBatches(microBatches).withOffload(offload)
-                .withMaxGradNorm(maxGradNorm);
-    }
-
     /** This run as the planner sees it: its N ranks on one node, no GPU spec. */
     public PlanInput planInput() {
-        return new PlanInput(model, batchSize, seqLen, worldSize, 1, strategy, shardGroupSize, precision,
-                checkpointActivations, offload, prefetch, microBatches, Optional.empty());
+        return new PlanInput(model, batchSize, seqLen, fsdp.worldSize(), 1, fsdp.strategy(), fsdp.shardGroupSize(),
+                fsdp.precision(), fsdp.activationCheckpointing(), fsdp.offload(), fsdp.prefetch(), fsdp.microBatches(),
+                Optional.empty());
     }
 
     /**
@@ -146,8 +127,8 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
      * sharding line and the run's summary its gather schedule.
      */
     public boolean reportsSharding() {
-        return worldSize > 1 || strategy != ShardingStrategy.FULL_SHARD || !precision.equals(MixedPrecisionPolicy.FP32)
-                || microBatches > 1 || offload;
+        return fsdp.worldSize() > 1 || fsdp.strategy() != ShardingStrategy.FULL_SHARD
+                || !fsdp.precision().equals(MixedPrecisionPolicy.FP32) || fsdp.microBatches() > 1 || fsdp.offload();
     }
 
     /** "auto" or a device Device.parse accepts, normalised to lower case. */
@@ -179,22 +160,20 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
         return new Builder();
     }
 
-    /** A builder with every field set to its default, for callers that change a few. */
+    /** A builder holding every value of this, for callers that change a few. */
     public Builder toBuilder() {
-        return new Builder().family(model.family()).preset(preset).model(model).steps(steps).seed(seed).batchSize(batchSize).seqLen(seqLen)
-                .lr(lr).minLr(minLr).warmupSteps(warmupSteps).weightDecay(weightDecay).maxGradNorm(maxGradNorm)
-                .checkpointActivations(checkpointActivations).device(device).cpuThreads(cpuThreads)
-                .dataFile(dataFile.orElse(null)).outDir(outDir.orElse(null)).initFrom(initFrom.orElse(null))
-                .worldSize(worldSize).strategy(strategy).shardGroupSize(shardGroupSize)
-                .paramDtype(precision.paramDtype()).reduceDtype(precision.reduceDtype()).prefetch(prefetch)
-                .microBatches(microBatches).offload(offload).debugStreams(debugStreams).onNonFinite(onNonFinite)
-                .collectiveTimeout(collectiveTimeout);
+        Builder b = new Builder().family(model.family()).preset(preset).model(model).steps(steps).batchSize(batchSize)
+                .seqLen(seqLen).minLr(minLr).warmupSteps(warmupSteps).dataFile(dataFile.orElse(null))
+                .outDir(outDir.orElse(null)).initFrom(initFrom.orElse(null)).onNonFinite(onNonFinite);
+        b.fsdp = fsdp.toBuilder();
+        return b;
     }
 
     /**
      * Holds the defaults. Fields left unset that depend on others are derived in build():
      * the model from the family's preset, seqLen = the model's context, minLr = lr / 10, warm-up = 5% of
-     * the steps (at least 1), as nanoGPT schedules.
+     * the steps (at least 1), as nanoGPT schedules. The sharding options start from the API's
+     * defaults but for the trainer's own (below) and AdamW's betas, GPT-2's.
      */
     public static final class Builder {
         public static final String DEFAULT_PRESET = "tiny";
@@ -206,36 +185,27 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
         public static final float DEFAULT_MAX_GRAD_NORM = 1.0f;
         public static final String DEFAULT_DEVICE = "auto";
         public static final Duration DEFAULT_COLLECTIVE_TIMEOUT = Duration.ofSeconds(600);
+        /** Adam's betas and eps: GPT-2/nanoGPT's. */
+        public static final float BETA1 = 0.9f;
+        public static final float BETA2 = 0.95f;
+        public static final float EPS = 1e-8f;
 
         private ModelFamily family = ModelFamily.GPT;
         private String preset = DEFAULT_PRESET;
         private ModelConfig model;
         private int steps = DEFAULT_STEPS;
-        private long seed = DEFAULT_SEED;
         private int batchSize = DEFAULT_BATCH_SIZE;
         private Integer seqLen;
-        private float lr = DEFAULT_LR;
         private Float minLr;
         private Integer warmupSteps;
-        private float weightDecay = DEFAULT_WEIGHT_DECAY;
-        private float maxGradNorm = DEFAULT_MAX_GRAD_NORM;
-        private boolean checkpointActivations;
-        private String device = DEFAULT_DEVICE;
-        private int cpuThreads;
         private Path dataFile;
         private Path initFrom;
         private Path outDir;
-        private int worldSize = 1;
-        private ShardingStrategy strategy = ShardingStrategy.FULL_SHARD;
-        private int shardGroupSize;
-        private DType paramDtype = DType.F32;
-        private DType reduceDtype = DType.F32;
-        private int prefetch = 1;
-        private int microBatches = 1;
-        private boolean offload;
-        private boolean debugStreams = org.fsdp4j.backend.Fsdp4jSystemProperties.debugStreams();
         private NonFinitePolicy onNonFinite = NonFinitePolicy.STOP;
-        private Duration collectiveTimeout = DEFAULT_COLLECTIVE_TIMEOUT;
+        private FsdpOptions.Builder fsdp = FsdpOptions.builder().device(DEFAULT_DEVICE).seed(DEFAULT_SEED)
+                .adamW(DEFAULT_LR, BETA1, BETA2, EPS, DEFAULT_WEIGHT_DECAY).maxGradNorm(DEFAULT_MAX_GRAD_NORM)
+                .collectiveTimeout(DEFAULT_COLLECTIVE_TIMEOUT)
+                .debugStreams(org.fsdp4j.backend.Fsdp4jSystemProperties.debugStreams());
 
         private Builder() {
         }
@@ -263,13 +233,17 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
             return this;
         }
 
-        public Builder steps(int v) {
-            this.steps = v;
+        /**
+         * Sets sharding, precision, optimizer, seed, device and thread options on the run's
+         * FsdpOptions builder: {@code fsdp(f -> f.worldSize(4).prefetch(2))}.
+         */
+        public Builder fsdp(UnaryOperator<FsdpOptions.Builder> change) {
+            this.fsdp = change.apply(fsdp);
             return this;
         }
 
-        public Builder seed(long v) {
-            this.seed = v;
+        public Builder steps(int v) {
+            this.steps = v;
             return this;
         }
 
@@ -284,11 +258,6 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
             return this;
         }
 
-        public Builder lr(float v) {
-            this.lr = v;
-            return this;
-        }
-
         /** Null: lr / 10. */
         public Builder minLr(Float v) {
             this.minLr = v;
@@ -298,31 +267,6 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
         /** Null: 5% of the steps, at least 1. */
         public Builder warmupSteps(Integer v) {
             this.warmupSteps = v;
-            return this;
-        }
-
-        public Builder weightDecay(float v) {
-            this.weightDecay = v;
-            return this;
-        }
-
-        public Builder maxGradNorm(float v) {
-            this.maxGradNorm = v;
-            return this;
-        }
-
-        public Builder checkpointActivations(boolean v) {
-            this.checkpointActivations = v;
-            return this;
-        }
-
-        public Builder device(String v) {
-            this.device = v;
-            return this;
-        }
-
-        public Builder cpuThreads(int v) {
-            this.cpuThreads = v;
             return this;
         }
 
@@ -344,58 +288,6 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
             return this;
         }
 
-        public Builder worldSize(int v) {
-            this.worldSize = v;
-            return this;
-        }
-
-        public Builder strategy(ShardingStrategy v) {
-            this.strategy = v;
-            return this;
-        }
-
-        /** 0 for every strategy but hybrid_shard. */
-        public Builder shardGroupSize(int v) {
-            this.shardGroupSize = v;
-            return this;
-        }
-
-        public Builder paramDtype(DType v) {
-            this.paramDtype = v;
-            return this;
-        }
-
-        public Builder reduceDtype(DType v) {
-            this.reduceDtype = v;
-            return this;
-        }
-
-        public Builder prefetch(int v) {
-            this.prefetch = v;
-            return this;
-        }
-
-        public Builder microBatches(int v) {
-            this.microBatches = v;
-            return this;
-        }
-
-        public Builder offload(boolean v) {
-            this.offload = v;
-            return this;
-        }
-
-        public Builder debugStreams(boolean v) {
-            this.debugStreams = v;
-            return this;
-        }
-
-        /** How long a rank waits for the others in one collective (the watchdog); default 600 s. */
-        public Builder collectiveTimeout(Duration v) {
-            this.collectiveTimeout = v;
-            return this;
-        }
-
         public Builder onNonFinite(NonFinitePolicy v) {
             this.onNonFinite = v;
             return this;
@@ -404,13 +296,13 @@ public record TrainConfig(String preset, ModelConfig model, int steps, long seed
         public TrainConfig build() {
             ModelConfig m = model != null ? model : family.preset(preset);
             int t = seqLen != null ? seqLen : m.maxSeqLen();
-            float floorLr = minLr != null ? minLr : lr / 10;
+            // the values FsdpOptions checks too are checked first with the messages that name their flags
+            checkFlags(fsdp.lr(), fsdp.maxGradNorm(), fsdp.cpuThreads(), fsdp.collectiveTimeout());
+            FsdpOptions options = fsdp.build();
+            float floorLr = minLr != null ? minLr : options.lr() / 10;
             int warmup = warmupSteps != null ? warmupSteps : Math.min(steps, Math.max(1, Math.round(steps * 0.05f)));
-            return new TrainConfig(preset, m, steps, seed, batchSize, t, lr, floorLr, warmup,
-                    weightDecay, maxGradNorm, checkpointActivations, device, cpuThreads,
-                    Optional.ofNullable(dataFile), Optional.ofNullable(outDir), Optional.ofNullable(initFrom), worldSize, strategy, shardGroupSize,
-                    new MixedPrecisionPolicy(paramDtype, reduceDtype), prefetch, microBatches, offload, debugStreams,
-                    onNonFinite, collectiveTimeout);
+            return new TrainConfig(preset, m, steps, batchSize, t, floorLr, warmup, Optional.ofNullable(dataFile),
+                    Optional.ofNullable(outDir), Optional.ofNullable(initFrom), onNonFinite, options);
         }
     }
 }

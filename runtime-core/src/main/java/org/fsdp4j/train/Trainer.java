@@ -32,6 +32,7 @@ import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.ShardedStateDict;
 import org.fsdp4j.api.ShardingInfo;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.backend.Backends;
 import org.fsdp4j.checkpoint.CheckpointIndex;
 import org.fsdp4j.checkpoint.CheckpointReader;
@@ -57,6 +58,7 @@ public final class Trainer implements AutoCloseable {
     private final RunInfo info;
     private final List<MemoryTracker> trackers;
     private final long[] peakBytesPerRank;
+    private volatile long[] sentBytesPerRank;        // by rank of this process, in the last step (received is equal)
     private final List<MemoryTracker> hostTrackers;     // offloaded state, one per rank; empty without offload
     private final long[] hostPeakBytesPerRank;
     private final Map<MemoryCategory, long[]> peakBytesByCategory = new LinkedHashMap<>();
@@ -102,7 +104,7 @@ public final class Trainer implements AutoCloseable {
      * (incomplete, corrupted, another model) is a CheckpointException naming the file.
      */
     public Trainer(TrainConfig config, CheckpointOptions checkpoints, Consumer<String> log) {
-        this(config, checkpoints, log, (c, d) -> new EngineStepExecutor(c), null);
+        this(config, null, checkpoints, log, (c, d) -> new EngineStepExecutor(c), null);
     }
 
     /**
@@ -118,16 +120,32 @@ public final class Trainer implements AutoCloseable {
      * into the one --save-dir (which every process must see) and resumes from the checkpoint process 0 names.
      */
     public Trainer(TrainConfig config, CheckpointOptions checkpoints, Consumer<String> log, ProcessGroup processes) {
-        this(config, checkpoints, log, (c, d) -> new EngineStepExecutor(c, processes), processes);
+        this(config, null, checkpoints, log, (c, d) -> new EngineStepExecutor(c, processes), processes);
+    }
+
+    /**
+     * As above for a caller that resolved the run's device already ({@code device}, from
+     * Backends.resolve of {@code config}'s, which it pinned: the command line, before its
+     * preflight), so the run resolves it once. {@code processes} is null for a run in one process.
+     */
+    public Trainer(TrainConfig config, Device device, CheckpointOptions checkpoints, Consumer<String> log,
+                   ProcessGroup processes) {
+        this(config, device, checkpoints, log, (c, d) -> new EngineStepExecutor(c, processes), processes);
     }
 
     /** As above with the step executor {@code executors} builds (tests substitute one). */
     Trainer(TrainConfig config, Consumer<String> log, BiFunction<TrainConfig, Device, StepExecutor> executors) {
-        this(config, CheckpointOptions.none(), log, executors, null);
+        this(config, null, CheckpointOptions.none(), log, executors, null);
     }
 
-    private Trainer(TrainConfig config, CheckpointOptions checkpoints, Consumer<String> log,
+    private Trainer(TrainConfig asked, Device resolved, CheckpointOptions checkpoints, Consumer<String> log,
                     BiFunction<TrainConfig, Device, StepExecutor> executors, ProcessGroup processes) {
+        // the device is resolved once per run (here unless the caller did) and auto pinned to the result:
+        // the executor, the engine's placement and the planner get it, and no fallback is decided twice
+        Device device = resolved != null ? resolved : Backends.resolve(asked.fsdp().device(), log);
+        String pinned = Backends.pin(asked.fsdp().device(), device);
+        TrainConfig config = pinned.equals(asked.fsdp().device()) ? asked
+                : asked.toBuilder().fsdp(f -> f.device(pinned)).build();
         this.config = config;
         this.checkpoints = checkpoints;
         this.log = log;
@@ -138,12 +156,12 @@ public final class Trainer implements AutoCloseable {
                     + config.preset() + " model's vocabulary has " + config.model().vocabSize()
                     + ": use a preset with a vocabulary of at least " + corpus.vocabSize());
         }
-        this.sampler = new BatchSampler(corpus, config.batchSize(), config.seqLen(), config.seed());
-        this.schedule = new CosineSchedule(config.lr(), config.minLr(), config.warmupSteps(), config.steps());
-        Device device = Backends.resolve(config.device(), log);
+        this.sampler = new BatchSampler(corpus, config.batchSize(), config.seqLen(), config.fsdp().seed());
+        this.schedule = new CosineSchedule(config.fsdp().lr(), config.minLr(), config.warmupSteps(), config.steps());
         this.executor = executors.apply(config, device);
         this.trackers = executor.memoryTrackers();
         this.peakBytesPerRank = new long[trackers.size()];
+        this.sentBytesPerRank = new long[trackers.size()];
         this.hostTrackers = executor.hostMemoryTrackers();
         this.hostPeakBytesPerRank = new long[hostTrackers.size()];
         for (MemoryCategory c : MemoryCategory.values()) {
@@ -153,21 +171,21 @@ public final class Trainer implements AutoCloseable {
         this.info = new RunInfo(config, device.toString(), executor.backendName(), executor.parameterCount(),
                 executor.worldSize(), corpus.description(), corpus.lossFloorNats(),
                 executor.gatherSchedule().filter(s -> config.reportsSharding()));
-        this.watch = new DivergenceWatch(config.onNonFinite(), config.precision().needsLossScaling());
+        this.watch = new DivergenceWatch(config.onNonFinite(), config.fsdp().precision().needsLossScaling());
         this.losses = new float[Math.min(config.steps(), 1024)];
         this.stepTimesMs = new double[losses.length];
         this.predicted = new Planner().estimate(config.planInput(), !device.isCpu(), executor.gathersInPlace());
         try {
             this.resumedFrom = checkpoints.resume().map(r -> resume(processes == null
                     ? Checkpointer.resolve(r, checkpoints.saveDir(), log)
-                    : SharedResume.resolve(r, checkpoints.saveDir(), log, processes, config.collectiveTimeout())))
+                    : SharedResume.resolve(r, checkpoints.saveDir(), log, processes, config.fsdp().collectiveTimeout())))
                     .orElse(null);
         } catch (RuntimeException e) {
             executor.close();
             throw e;
         }
         this.checkpointer = checkpoints.saveDir().map(d -> processes == null ? new Checkpointer(d, checkpoints.keep(), log)
-                : new Checkpointer(d, checkpoints.keep(), log, processes, config.collectiveTimeout())).orElse(null);
+                : new Checkpointer(d, checkpoints.keep(), log, processes, config.fsdp().collectiveTimeout())).orElse(null);
     }
 
     /** Loads the checkpoint in {@code dir} into every rank and continues at its step + 1. */
@@ -182,7 +200,7 @@ public final class Trainer implements AutoCloseable {
                         + (index.step() + config.steps()) + ")");
             }
             CheckpointIndex.DataPosition d = index.data();
-            if (d.seed() != config.seed() || d.batchSize() != config.batchSize() || d.seqLen() != config.seqLen()
+            if (d.seed() != config.fsdp().seed() || d.batchSize() != config.batchSize() || d.seqLen() != config.seqLen()
                     || d.plannedSteps() != config.steps()) {
                 log.accept("note: the checkpoint's run had --seed " + d.seed() + " --batch-size " + d.batchSize()
                         + " --seq-len " + d.seqLen() + " --steps " + d.plannedSteps() + "; this run's batches or "
@@ -197,7 +215,7 @@ public final class Trainer implements AutoCloseable {
             Arrays.fill(stepTimesMs, Double.NaN);             // steps run by the earlier process
             completedSteps = Math.min(completedSteps, saved.length);
             lastSavedStep = completedSteps;
-            String sameShape = index.worldSize() == config.worldSize() && index.strategy().equals(config.strategy().cliName())
+            String sameShape = index.worldSize() == config.fsdp().worldSize() && index.strategy().equals(config.fsdp().strategy().cliName())
                     && index.shardSize() == config.fsdp().shardSize() ? "" : " (re-sliced from " + index.worldSize()
                     + " ranks, " + index.strategy() + ")";
             log.accept("resumed from " + dir + " at step " + index.step() + sameShape);
@@ -262,7 +280,7 @@ public final class Trainer implements AutoCloseable {
         if (checkpointer == null || !executor.agreesOnStops()) {
             return null;
         }
-        java.util.Optional<RuntimeException> saveFailed = checkpointer.failureOfSaveInFlight(config.collectiveTimeout());
+        java.util.Optional<RuntimeException> saveFailed = checkpointer.failureOfSaveInFlight(config.fsdp().collectiveTimeout());
         if (saveFailed.isEmpty()) {
             return null;
         }
@@ -291,7 +309,7 @@ public final class Trainer implements AutoCloseable {
             trackers.forEach(t -> t.startTimeline(TIMELINE_EVENTS));
         }
         long start = System.nanoTime();
-        StepExecutor.StepOutcome outcome;
+        StepMetrics outcome;
         boolean atLossScaleFloor = false;
         try {
             outcome = executor.step(batch, step, lr);
@@ -303,7 +321,7 @@ public final class Trainer implements AutoCloseable {
                 throw e;
             }
             atLossScaleFloor = true;        // fp16: no scale makes the gradients finite; loss unknown
-            outcome = new StepExecutor.StepOutcome(Float.NaN, Double.NaN, true, 0, 0);
+            outcome = new StepMetrics(Float.NaN, Double.NaN, true, 0f, 0, 0, sentBytesPerRank);
         }
         double timeMs = (System.nanoTime() - start) / 1e6;
         if (firstHere) {
@@ -368,7 +386,8 @@ public final class Trainer implements AutoCloseable {
         if (checkpointer != null && checkpoints.saveEvery() > 0 && step % checkpoints.saveEvery() == 0) {
             saveCheckpoint();
         }
-        StepFigures figures = new StepFigures(live, peak, peakSplit, Arrays.stream(executor.commBytesPerRank()).max()
+        sentBytesPerRank = outcome.sentBytesPerRank();
+        StepFigures figures = new StepFigures(live, peak, peakSplit, Arrays.stream(sentBytesPerRank).max()
                 .orElse(0), outcome.hostSyncs(), outcome.promotedCopies(), firstHere ? memoryCheck.measuredPersistentBytesPerRank()
                 : null, firstHere ? memoryCheck.measuredPeakBytesPerRank() : null);
         if (executor.agreesOnStops()) {
@@ -465,14 +484,13 @@ public final class Trainer implements AutoCloseable {
         CheckpointIndex header;
         synchronized (this) {
             header = new CheckpointIndex(CheckpointIndex.FORMAT, CheckpointIndex.FORMAT_VERSION, completedSteps,
-                    config.model().hf(), config.preset(), config.strategy().cliName(), config.worldSize(),
-                    config.fsdp().shardSize(), config.precision().paramDtype().shortName(),
-                    config.precision().reduceDtype().shortName(), "fp32", state.bufferNames(),
-                    new CheckpointIndex.OptimizerState("adamw", progress.optimizerSteps(), config.lr(),
-                            EngineStepExecutor.BETA1, EngineStepExecutor.BETA2, EngineStepExecutor.EPS,
-                            config.weightDecay()),
+                    config.model().hf(), config.preset(), config.fsdp().strategy().cliName(), config.fsdp().worldSize(),
+                    config.fsdp().shardSize(), config.fsdp().precision().paramDtype().shortName(),
+                    config.fsdp().precision().reduceDtype().shortName(), "fp32", state.bufferNames(),
+                    new CheckpointIndex.OptimizerState("adamw", progress.optimizerSteps(), config.fsdp().lr(),
+                            config.fsdp().beta1(), config.fsdp().beta2(), config.fsdp().eps(), config.fsdp().weightDecay()),
                     new CheckpointIndex.LossScalerState(progress.lossScale(), progress.lossScaleGoodSteps()),
-                    new CheckpointIndex.DataPosition(config.seed(), config.batchSize(), config.seqLen(),
+                    new CheckpointIndex.DataPosition(config.fsdp().seed(), config.batchSize(), config.seqLen(),
                             completedSteps + 1, config.steps()),
                     Arrays.copyOf(losses, completedSteps), List.of(), List.of(), List.of());
         }
@@ -542,18 +560,18 @@ public final class Trainer implements AutoCloseable {
                         ranks.measuredPersistentBytesPerRank(), ranks.measuredPeakBytesPerRank());
         Double floor = info.lossFloorNats().isPresent() ? info.lossFloorNats().getAsDouble() : null;
         return new TrainSummary(config.model().family().cliName(), config.preset(), info.parameters(), info.worldSize(), info.device(),
-                info.backendName(), info.data(), completedSteps, config.batchSize(), config.seqLen(), config.seed(),
+                info.backendName(), info.data(), completedSteps, config.batchSize(), config.seqLen(), config.fsdp().seed(),
                 floor, done, completedSteps == 0 ? Float.NaN : done[completedSteps - 1],
                 completedSteps == 0 ? Double.NaN : Stats.tailMean(done, TAIL_STEPS), medianMs,
                 config.tokensPerStep() / (medianMs / 1e3), totalMs / 1e3, ranks.persistentBytesPerRank(),
                 ranks.peakBytesPerRank(), ranks.peakBytesByCategory(), ranks.bytesAtPeakByCategory(),
-                config.strategy().cliName(), config.precision().paramDtype().shortName(),
-                config.precision().reduceDtype().shortName(), config.microBatches(), executor.paddedParameterCount(),
+                config.fsdp().strategy().cliName(), config.fsdp().precision().paramDtype().shortName(),
+                config.fsdp().precision().reduceDtype().shortName(), config.fsdp().microBatches(), executor.paddedParameterCount(),
                 ranks.commBytesPerRank(),
                 info.gatherSchedule().map(ShardingInfo.GatherSchedule::name).orElse(null),
                 info.gatherSchedule().map(ShardingInfo.GatherSchedule::budgetBytes).orElse(null),
                 ranks.hostPersistentBytesPerRank(), ranks.hostPeakBytesPerRank(), ranks.hostSyncsPerStep(),
-                ranks.promotedCopies(), config.debugStreams(), outcome(), resumedFrom,
+                ranks.promotedCopies(), config.fsdp().debugStreams(), outcome(), resumedFrom,
                 checkpointer == null ? null : checkpointer.saves(), check,
                 ranks.ranks() == info.worldSize() ? null : ranks.globalRanks());
     }
@@ -571,7 +589,7 @@ public final class Trainer implements AutoCloseable {
         int firstRank = executor.processGroup().map(g -> g.identity().rank() * (info.worldSize() / g.identity().count()))
                 .orElse(0);
         return new RankFigures(firstRank, persistent, peakBytesPerRank.clone(), byCategory, atPeak,
-                executor.commBytesPerRank(),
+                sentBytesPerRank.clone(),
                 hostTrackers.isEmpty() ? null : hostTrackers.stream().mapToLong(MemoryTracker::persistentBytes).toArray(),
                 hostTrackers.isEmpty() ? null : hostPeakBytesPerRank.clone(),
                 memoryCheck == null ? null : memoryCheck.measuredPersistentBytesPerRank(),

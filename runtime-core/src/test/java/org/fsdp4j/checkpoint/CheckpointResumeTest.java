@@ -41,8 +41,8 @@ class CheckpointResumeTest {
     private static Path step20;
 
     private static TrainConfig.Builder config(int worldSize) {
-        return TrainConfig.builder().preset("test").model(MODEL).steps(STEPS).batchSize(12).seqLen(32).lr(3e-3f)
-                .seed(4242).device("cpu").cpuThreads(1).worldSize(worldSize);
+        return TrainConfig.builder().preset("test").model(MODEL).steps(STEPS).batchSize(12).seqLen(32).fsdp(f -> f.lr(3e-3f))
+                .fsdp(f -> f.seed(4242).device("cpu").cpuThreads(1).worldSize(worldSize));
     }
 
     /** The uninterrupted run at 4 ranks, saving at steps 20 and 40 on the way (saving changes nothing). */
@@ -86,15 +86,15 @@ class CheckpointResumeTest {
     @Test
     void resumingAtOtherWorldSizesAndStrategiesReslices() {
         List<TrainConfig> shapes = List.of(config(2).build(), config(3).build(),
-                config(2).strategy(ShardingStrategy.NO_SHARD).build(),
-                config(4).strategy(ShardingStrategy.HYBRID_SHARD).shardGroupSize(2).build());
+                config(2).fsdp(f -> f.strategy(ShardingStrategy.NO_SHARD)).build(),
+                config(4).fsdp(f -> f.strategy(ShardingStrategy.HYBRID_SHARD).shardGroupSize(2)).build());
         for (TrainConfig c : shapes) {
             float[] losses = resumed(c, step20, CHECKED);
             for (int i = SAVED_AT; i < SAVED_AT + CHECKED; i++) {
                 // fp32 summation order differs between shard shapes; AdamW and clipping magnify it a
                 // little (ShardedTrainerTest holds N ranks to one at 1e-4 relative)
-                assertEquals(uninterrupted[i], losses[i], 1e-4 * uninterrupted[i], c.strategy().cliName() + " N = "
-                        + c.worldSize() + ", step " + (i + 1));
+                assertEquals(uninterrupted[i], losses[i], 1e-4 * uninterrupted[i], c.fsdp().strategy().cliName() + " N = "
+                        + c.fsdp().worldSize() + ", step " + (i + 1));
             }
         }
     }

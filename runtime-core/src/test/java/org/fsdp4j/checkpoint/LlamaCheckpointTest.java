@@ -39,8 +39,8 @@ class LlamaCheckpointTest {
     private static Path saved;
 
     private static TrainConfig.Builder config(int worldSize) {
-        return TrainConfig.builder().preset("test").model(MODEL).steps(STEPS).batchSize(8).seqLen(32).lr(3e-3f)
-                .seed(77).device("cpu").cpuThreads(1).worldSize(worldSize);
+        return TrainConfig.builder().preset("test").model(MODEL).steps(STEPS).batchSize(8).seqLen(32).fsdp(f -> f.lr(3e-3f))
+                .fsdp(f -> f.seed(77).device("cpu").cpuThreads(1).worldSize(worldSize));
     }
 
     @BeforeAll
@@ -92,7 +92,7 @@ class LlamaCheckpointTest {
     @Test
     void anotherFamilyOrShapeIsRefusedNamingBoth() {
         TrainConfig gpt = TrainConfig.builder().preset("test").model(new GptConfig(256, 32, 2, 4, 24)).steps(STEPS)
-                .batchSize(8).seqLen(32).device("cpu").cpuThreads(1).worldSize(2).build();
+                .batchSize(8).seqLen(32).fsdp(f -> f.device("cpu").cpuThreads(1).worldSize(2)).build();
         CheckpointException e = assertThrows(CheckpointException.class, () -> new Trainer(gpt,
                 new CheckpointOptions(0, Optional.empty(), 1, Optional.of(saved.toString())), line -> { }).close());
         assertTrue(e.getMessage().contains("a checkpoint of another model: it has --model llama, this run --model gpt;"),

@@ -49,9 +49,9 @@ class SharedCheckpointTest {
     Path dir;
 
     private static TrainConfig config(int steps) {
-        return TrainConfig.builder().preset("test").model(MODEL).steps(steps).batchSize(8).seqLen(32).lr(3e-3f)
-                .seed(77).device("cpu").cpuThreads(1).worldSize(4)
-                .collectiveTimeout(Duration.ofSeconds(COLLECTIVE_TIMEOUT_S)).build();
+        return TrainConfig.builder().preset("test").model(MODEL).steps(steps).batchSize(8).seqLen(32).fsdp(f -> f.lr(3e-3f))
+                .fsdp(f -> f.seed(77).device("cpu").cpuThreads(1).worldSize(4))
+                .fsdp(f -> f.collectiveTimeout(Duration.ofSeconds(COLLECTIVE_TIMEOUT_S))).build();
     }
 
     /** What each simulated process returns, or the exception it ended with. */

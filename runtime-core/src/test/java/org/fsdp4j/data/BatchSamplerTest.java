@@ -11,6 +11,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.Arrays;
 import java.util.OptionalDouble;
 import java.util.SplittableRandom;
+import org.fsdp4j.api.Batch;
+import org.fsdp4j.model.DecoderModel;
 import org.junit.jupiter.api.Test;
 
 class BatchSamplerTest {
@@ -29,13 +31,13 @@ class BatchSamplerTest {
         int b = 3;
         int t = 17;
         Batch batch = new BatchSampler(corpus, b, t, SEED).sample(1);
-        assertEquals(b, batch.batchSize());
-        assertEquals(t, batch.seqLen());
-        assertEquals(b * t, batch.tokens().length);
-        assertEquals(b * t, batch.targets().length);
+        assertEquals(b, batch.samples());
+        assertEquals(t, batch.field(DecoderModel.TOKENS).shape()[1]);
+        assertEquals(b * t, batch.field(DecoderModel.TOKENS).ints().length);
+        assertEquals(b * t, batch.field(DecoderModel.TARGETS).ints().length);
         for (int row = 0; row < b; row++) {
-            int[] tokens = Arrays.copyOfRange(batch.tokens(), row * t, (row + 1) * t);
-            int[] targets = Arrays.copyOfRange(batch.targets(), row * t, (row + 1) * t);
+            int[] tokens = Arrays.copyOfRange(batch.field(DecoderModel.TOKENS).ints(), row * t, (row + 1) * t);
+            int[] targets = Arrays.copyOfRange(batch.field(DecoderModel.TARGETS).ints(), row * t, (row + 1) * t);
             assertArrayEquals(Arrays.copyOfRange(tokens, 1, t), Arrays.copyOfRange(targets, 0, t - 1),
                     "targets are the tokens shifted by one");
             int start = findWindow(corpus, tokens, targets[t - 1]);
@@ -65,10 +67,10 @@ class BatchSamplerTest {
         BatchSampler b = new BatchSampler(corpus, 4, 32, SEED);
         Batch a7 = a.sample(7);
         a.sample(8);
-        assertArrayEquals(a7.tokens(), b.sample(7).tokens());
-        assertArrayEquals(a7.targets(), a.sample(7).targets());
-        assertFalse(Arrays.equals(a7.tokens(), a.sample(8).tokens()), "steps 7 and 8 drew the same batch");
-        assertFalse(Arrays.equals(a7.tokens(), new BatchSampler(corpus, 4, 32, SEED + 1).sample(7).tokens()),
+        assertArrayEquals(a7.field(DecoderModel.TOKENS).ints(), b.sample(7).field(DecoderModel.TOKENS).ints());
+        assertArrayEquals(a7.field(DecoderModel.TARGETS).ints(), a.sample(7).field(DecoderModel.TARGETS).ints());
+        assertFalse(Arrays.equals(a7.field(DecoderModel.TOKENS).ints(), a.sample(8).field(DecoderModel.TOKENS).ints()), "steps 7 and 8 drew the same batch");
+        assertFalse(Arrays.equals(a7.field(DecoderModel.TOKENS).ints(), new BatchSampler(corpus, 4, 32, SEED + 1).sample(7).field(DecoderModel.TOKENS).ints()),
                 "seeds " + SEED + " and " + (SEED + 1) + " drew the same batch");
     }
 
@@ -77,8 +79,8 @@ class BatchSamplerTest {
         // The shortest corpus that fits: every start is 0, and the last target is the last byte.
         TokenCorpus corpus = randomCorpus(9);
         Batch batch = new BatchSampler(corpus, 2, 8, SEED).sample(3);
-        assertEquals(corpus.token(8), batch.targets()[7]);
-        assertEquals(corpus.token(0), batch.tokens()[8]);
+        assertEquals(corpus.token(8), batch.field(DecoderModel.TARGETS).ints()[7]);
+        assertEquals(corpus.token(0), batch.field(DecoderModel.TOKENS).ints()[8]);
     }
 
     @Test

@@ -19,6 +19,7 @@ import java.util.List;
 import java.util.function.UnaryOperator;
 import java.util.stream.Stream;
 import org.fsdp4j.api.DType;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.MixedPrecisionPolicy;
@@ -64,12 +65,12 @@ class FsdpAccountingTest {
         return out;
     }
 
-    private LocalFsdpGroup group(FsdpConfig c) {
+    private LocalFsdpGroup group(FsdpOptions c) {
         return group(c, TINY);
     }
 
-    private LocalFsdpGroup group(FsdpConfig c, GptConfig model) {
-        return new LocalFsdpGroup(c, (r, b) -> new GptModel(model, b, false), new AdamW(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f),
+    private LocalFsdpGroup group(FsdpOptions c, GptConfig model) {
+        return new LocalFsdpGroup(c, ctx -> new GptModel(model, ctx.ops(), false), new AdamW(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f),
                 t.seed, org.fsdp4j.api.Device.CPU, FsdpTestSupport.RANK_BACKEND, UnaryOperator.identity());
     }
 
@@ -146,7 +147,7 @@ class FsdpAccountingTest {
         for (long u : paddedUnitNumel(n, 4)) {
             pPrime += u;
         }
-        try (LocalFsdpGroup g = group(FsdpTestSupport.config(n, ShardingStrategy.FULL_SHARD).withMicroBatches(3))) {
+        try (LocalFsdpGroup g = group(FsdpTestSupport.config(n, ShardingStrategy.FULL_SHARD).toBuilder().microBatches(3).build())) {
             g.deviceMemory().forEach(MemoryTracker::resetPeak);
             g.step(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), 1e-3f);
             for (MemoryTracker m : g.deviceMemory()) {
@@ -164,7 +165,7 @@ class FsdpAccountingTest {
         for (long u : paddedUnitNumel(n, 4)) {
             pPrime += u;
         }
-        try (LocalFsdpGroup g = group(FsdpTestSupport.config(n, ShardingStrategy.FULL_SHARD).withOffload(true))) {
+        try (LocalFsdpGroup g = group(FsdpTestSupport.config(n, ShardingStrategy.FULL_SHARD).toBuilder().offload(true).build())) {
             g.step(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), 1e-3f);
             for (int r = 0; r < n; r++) {
                 assertEquals(16 * pPrime / n, g.hostMemory().get(r).persistentBytes());
@@ -180,7 +181,7 @@ class FsdpAccountingTest {
      * block in both passes but the last, which stays gathered from its forward into its backward
      * (prefetch depth 1 or more); under ROOT_GRAD_SPLIT the root's gradient is reduced twice.
      */
-    private static long[] expectedSentPerStep(FsdpConfig c, int layers, boolean rootGradSplit) {
+    private static long[] expectedSentPerStep(FsdpOptions c, int layers, boolean rootGradSplit) {
         int n = c.worldSize();
         int s = c.shardSize();
         int r = c.replicateSize();
@@ -196,7 +197,7 @@ class FsdpAccountingTest {
             switch (c.strategy()) {
                 case FULL_SHARD:
                 case HYBRID_SHARD:
-                    int gathers = u == units.length - 1 && c.prefetchDepth() >= 1 ? 1 : 2;
+                    int gathers = u == units.length - 1 && c.prefetch() >= 1 ? 1 : 2;
                     ag += (long) c.microBatches() * gathers * (s - 1) * shard * p;
                     rs += reductions * (s - 1) * shard * red;
                     ar += r > 1 ? reductions * 2L * (r - 1) * shard * red / r : 0;
@@ -222,25 +223,27 @@ class FsdpAccountingTest {
 
     @Test
     void communicationPerStepMatchesTheLayoutFormula() {
-        List<FsdpConfig> configs = new ArrayList<>();
+        List<FsdpOptions> configs = new ArrayList<>();
         for (ShardingStrategy s : ShardingStrategy.values()) {
             configs.add(FsdpTestSupport.config(4, s));
         }
-        configs.add(FsdpTestSupport.config(3, ShardingStrategy.FULL_SHARD).withMicroBatches(2)
-                .withPrecision(new MixedPrecisionPolicy(DType.BF16, DType.BF16)));
+        configs.add(FsdpTestSupport.config(3, ShardingStrategy.FULL_SHARD).toBuilder().microBatches(2)
+                .precision(new MixedPrecisionPolicy(DType.BF16, DType.BF16)).build());
         configs.add(FsdpTestSupport.config(8, ShardingStrategy.HYBRID_SHARD)
-                .withPrecision(new MixedPrecisionPolicy(DType.BF16, DType.F32)));
-        configs.add(FsdpTestSupport.config(2, ShardingStrategy.FULL_SHARD).withPrefetchDepth(0));   // last block freed too
-        configs.add(FsdpTestSupport.config(2, ShardingStrategy.FULL_SHARD).withPrefetchDepth(2));
+                .toBuilder().precision(new MixedPrecisionPolicy(DType.BF16, DType.F32)).build());
+        configs.add(FsdpTestSupport.config(2, ShardingStrategy.FULL_SHARD).toBuilder().prefetch(0).build());   // last block freed too
+        configs.add(FsdpTestSupport.config(2, ShardingStrategy.FULL_SHARD).toBuilder().prefetch(2).build());
         System.out.println("bytes sent per step per rank (received is equal):");
-        for (FsdpConfig c : configs) {
+        for (FsdpOptions c : configs) {
             try (LocalFsdpGroup g = group(c)) {
                 boolean split = g.plan().schedule() == UnitBufferPlan.Schedule.ROOT_GRAD_SPLIT;
                 long[] expected = expectedSentPerStep(c, TINY.numLayers(), split);
                 for (int s = 0; s < 2; s++) {
-                    List<FsdpStepResult> res = g.step(FsdpTestSupport.batch(t.tokens[s], t.targets[s]), 1e-3f);
+                    List<CommBytes> before = g.onEachRank((r, e) -> e.commBytes());
+                    g.step(FsdpTestSupport.batch(t.tokens[s], t.targets[s]), 1e-3f);
+                    List<CommBytes> after = g.onEachRank((r, e) -> e.commBytes());
                     for (int r = 0; r < c.worldSize(); r++) {
-                        CommBytes b = res.get(r).commBytes();
+                        CommBytes b = after.get(r).minus(before.get(r));
                         String ctx = c.strategy().cliName() + " N=" + c.worldSize() + " S=" + c.shardSize() + " M="
                                 + c.microBatches() + " " + c.precision() + " rank " + r;
                         assertEquals(expected[0], b.sent(CommOp.ALL_GATHER), ctx + " all-gather");
@@ -250,7 +253,7 @@ class FsdpAccountingTest {
                     }
                 }
                 System.out.printf("  %-15s N=%d S=%d M=%d prefetch %d %-38s all-gather %7d  reduce-scatter %6d  all-reduce %6d%n",
-                        c.strategy().cliName(), c.worldSize(), c.shardSize(), c.microBatches(), c.prefetchDepth(), c.precision(),
+                        c.strategy().cliName(), c.worldSize(), c.shardSize(), c.microBatches(), c.prefetch(), c.precision(),
                         expected[0], expected[1], expected[2]);
             }
         }

@@ -8,6 +8,7 @@ package org.fsdp4j.fsdp;
 import static org.fsdp4j.fsdp.FsdpTestSupport.SGD;
 
 import java.util.List;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.fsdp.FsdpTestSupport.Tolerance;
@@ -26,7 +27,7 @@ class FsdpEquivalenceTest {
         FsdpTestSupport.Trajectory ref = t.reference(SGD, 0f);
         for (ShardingStrategy strategy : ShardingStrategy.values()) {
             for (int n : new int[] {1, 2, 3, 4, 8}) {
-                FsdpConfig config = FsdpTestSupport.config(n, strategy);
+                FsdpOptions config = FsdpTestSupport.config(n, strategy);
                 List<FsdpTestSupport.RankTrajectory> ranks = t.sharded(config, SGD, false);
                 t.assertMatches(strategy.cliName() + " N=" + n + " S=" + config.shardSize() + " " + dispatch, ref, ranks,
                         FP32);

@@ -12,6 +12,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.UnaryOperator;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MixedPrecisionPolicy;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.comm.LocalLauncher.RanksFailedException;
@@ -23,17 +24,17 @@ class FsdpFaultsTest {
     private final FsdpTestSupport t = new FsdpTestSupport();
 
     private RanksFailedException failingRun(int failedRank, Duration timeout, Runnable fault) {
-        FsdpConfig c = FsdpTestSupport.config(4, ShardingStrategy.FULL_SHARD).withCollectiveTimeout(timeout);
+        FsdpOptions c = FsdpTestSupport.config(4, ShardingStrategy.FULL_SHARD).toBuilder().collectiveTimeout(timeout).build();
         int[] forwards = new int[1];
         // rank failedRank misbehaves on its second step, just before the forward of unit h.1
-        LocalFsdpGroup g = new LocalFsdpGroup(c, (r, b) -> new HookedModel(new GptModel(TINY, b, false), (hook, unit, after) -> {
+        LocalFsdpGroup g = new LocalFsdpGroup(c, ctx -> new HookedModel(new GptModel(TINY, ctx.ops(), false), (hook, unit, after) -> {
             if (after) {
                 return;
             }
-            if (r == failedRank && hook.equals("preForward") && unit.index() == 1) {   // once per forward
+            if (ctx.rank() == failedRank && hook.equals("preForward") && unit.index() == 1) {   // once per forward
                 forwards[0]++;
             }
-            if (r == failedRank && forwards[0] == 2 && hook.equals("preForward") && unit.index() == 2) {
+            if (ctx.rank() == failedRank && forwards[0] == 2 && hook.equals("preForward") && unit.index() == 2) {
                 fault.run();
             }
         }), FsdpTestSupport.SGD, t.seed, org.fsdp4j.api.Device.CPU, FsdpTestSupport.RANK_BACKEND, UnaryOperator.identity());
@@ -100,13 +101,13 @@ class FsdpFaultsTest {
     @Test
     void badConfigurationGetsOneClearLineEach() {
         assertEquals("world size must be >= 1, got 0",
-                assertThrows(IllegalArgumentException.class, () -> FsdpConfig.fullShard(0)).getMessage());
+                assertThrows(IllegalArgumentException.class, () -> FsdpOptions.builder().worldSize(0).build()).getMessage());
         assertEquals("shard group size 3 does not divide world size 4: use one of 1, 2, 4",
                 assertThrows(IllegalArgumentException.class,
-                        () -> FsdpConfig.fullShard(4).withStrategy(ShardingStrategy.HYBRID_SHARD, 3)).getMessage());
+                        () -> FsdpOptions.builder().worldSize(4).hybridShard(3).build()).getMessage());
         assertEquals("hybrid_shard needs --shard-group-size S, a divisor of the world size 4",
                 assertThrows(IllegalArgumentException.class,
-                        () -> FsdpConfig.fullShard(4).withStrategy(ShardingStrategy.HYBRID_SHARD, 0)).getMessage());
+                        () -> FsdpOptions.builder().worldSize(4).hybridShard(0).build()).getMessage());
         assertEquals("unknown strategy 'zero3': use one of full_shard, shard_grad_op, optimizer_only, no_shard, hybrid_shard",
                 assertThrows(IllegalArgumentException.class, () -> ShardingStrategy.parse("zero3")).getMessage());
         assertEquals("unknown dtype 'fp8': use one of fp32, bf16, fp16",
@@ -114,9 +115,9 @@ class FsdpFaultsTest {
         assertEquals("--micro-batches 4 is more than the 3 samples each of the 2 ranks gets from batch size 6: "
                         + "use at most 3 micro-batches or a larger batch",
                 assertThrows(IllegalArgumentException.class,
-                        () -> FsdpConfig.fullShard(2).withMicroBatches(4).checkBatch(6)).getMessage());
+                        () -> FsdpOptions.builder().worldSize(2).microBatches(4).build().checkBatch(6)).getMessage());
         assertEquals("batch size 6 does not split over 4 ranks: use a multiple of 4",
-                assertThrows(IllegalArgumentException.class, () -> FsdpConfig.fullShard(4).checkBatch(6)).getMessage());
+                assertThrows(IllegalArgumentException.class, () -> FsdpOptions.builder().worldSize(4).build().checkBatch(6)).getMessage());
         assertEquals(ShardingStrategy.SHARD_GRAD_OP, ShardingStrategy.parse("shard-grad-op"));
     }
 }

@@ -12,8 +12,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
 import org.fsdp4j.api.DType;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MixedPrecisionPolicy;
 import org.fsdp4j.api.ShardingStrategy;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.fsdp.FsdpTestSupport.Tolerance;
 import org.fsdp4j.optim.AdamW;
 import org.fsdp4j.optim.SgdMomentum;
@@ -29,29 +31,29 @@ class FsdpFeaturesTest {
     void microBatchesCheckpointingOffloadPrefetchAndClippingMatchTheReference() {
         FsdpTestSupport.Trajectory ref = t.reference(SGD, 0f);
         t.assertMatches("full_shard N=4 M=3", ref,
-                t.sharded(config(4, ShardingStrategy.FULL_SHARD).withMicroBatches(3), SGD, false), FP32);
+                t.sharded(config(4, ShardingStrategy.FULL_SHARD).toBuilder().microBatches(3).build(), SGD, false), FP32);
         t.assertMatches("hybrid_shard N=4 S=2 M=2", ref,
-                t.sharded(config(4, ShardingStrategy.HYBRID_SHARD).withMicroBatches(2), SGD, false), FP32);
+                t.sharded(config(4, ShardingStrategy.HYBRID_SHARD).toBuilder().microBatches(2).build(), SGD, false), FP32);
         t.assertMatches("full_shard N=3 checkpointed", ref,
                 t.sharded(config(3, ShardingStrategy.FULL_SHARD), SGD, true), FP32);
         t.assertMatches("shard_grad_op N=2 checkpointed M=2", ref,
-                t.sharded(config(2, ShardingStrategy.SHARD_GRAD_OP).withMicroBatches(2), SGD, true), FP32);
+                t.sharded(config(2, ShardingStrategy.SHARD_GRAD_OP).toBuilder().microBatches(2).build(), SGD, true), FP32);
         t.assertMatches("full_shard N=2 offload", ref,
-                t.sharded(config(2, ShardingStrategy.FULL_SHARD).withOffload(true), SGD, false), FP32);
+                t.sharded(config(2, ShardingStrategy.FULL_SHARD).toBuilder().offload(true).build(), SGD, false), FP32);
         t.assertMatches("optimizer_only N=4 offload", ref,
-                t.sharded(config(4, ShardingStrategy.OPTIMIZER_ONLY).withOffload(true), SGD, false), FP32);
+                t.sharded(config(4, ShardingStrategy.OPTIMIZER_ONLY).toBuilder().offload(true).build(), SGD, false), FP32);
         t.assertMatches("no_shard N=2 offload", ref,
-                t.sharded(config(2, ShardingStrategy.NO_SHARD).withOffload(true), SGD, false), FP32);
+                t.sharded(config(2, ShardingStrategy.NO_SHARD).toBuilder().offload(true).build(), SGD, false), FP32);
         t.assertMatches("full_shard N=4 prefetch 0", ref,
-                t.sharded(config(4, ShardingStrategy.FULL_SHARD).withPrefetchDepth(0), SGD, false), FP32);
+                t.sharded(config(4, ShardingStrategy.FULL_SHARD).toBuilder().prefetch(0).build(), SGD, false), FP32);
         t.assertMatches("full_shard N=4 prefetch 2", ref,
-                t.sharded(config(4, ShardingStrategy.FULL_SHARD).withPrefetchDepth(2), SGD, false), FP32);
+                t.sharded(config(4, ShardingStrategy.FULL_SHARD).toBuilder().prefetch(2).build(), SGD, false), FP32);
 
         float maxNorm = 0.05f;   // below every step's norm: every step clips
         FsdpTestSupport.Trajectory clipped = t.reference(SGD, maxNorm);
         for (ShardingStrategy s : List.of(ShardingStrategy.FULL_SHARD, ShardingStrategy.HYBRID_SHARD,
                 ShardingStrategy.NO_SHARD, ShardingStrategy.OPTIMIZER_ONLY)) {
-            List<FsdpTestSupport.RankTrajectory> ranks = t.sharded(config(4, s).withMaxGradNorm(maxNorm), SGD, false);
+            List<FsdpTestSupport.RankTrajectory> ranks = t.sharded(config(4, s).toBuilder().maxGradNorm(maxNorm).build(), SGD, false);
             t.assertMatches(s.cliName() + " N=4 clipped", clipped, ranks, FP32);
             assertTrue(ranks.get(0).results().get(0).gradNorm() > maxNorm, "the test must clip");
         }
@@ -90,9 +92,9 @@ class FsdpFeaturesTest {
                 new MixedPrecisionPolicy(DType.BF16, DType.BF16), new MixedPrecisionPolicy(DType.F16, DType.F16),
                 new MixedPrecisionPolicy(DType.F32, DType.F16))) {
             FsdpTestSupport.Trajectory ref = FsdpTestSupport.asReference(
-                    t.sharded(config(1, ShardingStrategy.FULL_SHARD).withPrecision(p), sgd, false).get(0));
+                    t.sharded(config(1, ShardingStrategy.FULL_SHARD).toBuilder().precision(p).build(), sgd, false).get(0));
             for (int n : new int[] {2, 4}) {
-                FsdpConfig c = config(n, ShardingStrategy.FULL_SHARD).withPrecision(p);
+                FsdpOptions c = config(n, ShardingStrategy.FULL_SHARD).toBuilder().precision(p).build();
                 t.assertMatches("full_shard N=" + n + " " + p, ref, t.sharded(c, sgd, false), halfTolerance(p));
             }
         }
@@ -130,17 +132,17 @@ class FsdpFeaturesTest {
     void fp16LossScalingSkipsOverflowingStepsThenGrows() {
         // 2^24 times gradients of order 0.1 overflows fp16 (max 65504): steps are skipped, the
         // scale halves each time until the gradients fit, then doubles after 2 good steps.
-        FsdpConfig c = config(2, ShardingStrategy.FULL_SHARD)
-                .withPrecision(new MixedPrecisionPolicy(DType.F32, DType.F16)).withLossScaling(0x1p24f, 2);
-        try (LocalFsdpGroup group = new LocalFsdpGroup(c, (r, b) -> new org.fsdp4j.model.GptModel(FsdpTestSupport.TINY, b, false),
+        FsdpOptions c = config(2, ShardingStrategy.FULL_SHARD)
+                .toBuilder().precision(new MixedPrecisionPolicy(DType.F32, DType.F16)).lossScaling(0x1p24f, 2).build();
+        try (LocalFsdpGroup group = new LocalFsdpGroup(c, ctx -> new org.fsdp4j.model.GptModel(FsdpTestSupport.TINY, ctx.ops(), false),
                 SGD, t.seed, org.fsdp4j.api.Device.CPU, FsdpTestSupport.RANK_BACKEND, java.util.function.UnaryOperator.identity())) {
             float[] initial = group.onEachRank((r, e) -> e.shard(1).master()).get(0);
             float scale = 0x1p24f;
             int skipped = 0;
             int step = 0;
-            FsdpStepResult res;
+            StepMetrics res;
             do {
-                res = group.step(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), SGD.lr()).get(0);
+                res = group.stepEachRank(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), SGD.lr()).get(0);
                 assertEquals(scale, res.lossScale(), "step " + step);
                 if (res.skipped()) {
                     skipped++;
@@ -161,7 +163,7 @@ class FsdpFeaturesTest {
             int grew = 0;
             for (int i = 0; i < 8; i++) {
                 float[] before = group.onEachRank((r, e) -> e.shard(1).master()).get(0);
-                FsdpStepResult next = group.step(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), SGD.lr()).get(0);
+                StepMetrics next = group.stepEachRank(FsdpTestSupport.batch(t.tokens[0], t.targets[0]), SGD.lr()).get(0);
                 assertEquals(scale, next.lossScale(), "scale at step " + (step + i));
                 if (next.skipped()) {
                     org.junit.jupiter.api.Assertions.assertArrayEquals(before,

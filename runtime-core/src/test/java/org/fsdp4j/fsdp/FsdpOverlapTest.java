@@ -10,7 +10,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.function.UnaryOperator;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.ShardingStrategy;
+import org.fsdp4j.backend.Backend;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.LatencyCommunicator;
 import org.fsdp4j.model.GptModel;
@@ -25,12 +27,12 @@ class FsdpOverlapTest {
     private final FsdpTestSupport t = new FsdpTestSupport();
 
     private LocalFsdpGroup group(int prefetch) {
-        FsdpConfig c = FsdpTestSupport.config(2, ShardingStrategy.FULL_SHARD).withPrefetchDepth(prefetch);
+        FsdpOptions c = FsdpTestSupport.config(2, ShardingStrategy.FULL_SHARD).toBuilder().prefetch(prefetch).build();
         UnaryOperator<Communicator> link = w -> new LatencyCommunicator(w, LATENCY);
-        return new LocalFsdpGroup(c, (r, b) -> new HookedModel(new GptModel(FsdpTestSupport.TINY, b, false), (hook, unit, after) -> {
+        return new LocalFsdpGroup(c, ctx -> new HookedModel(new GptModel(FsdpTestSupport.TINY, ctx.ops(), false), (hook, unit, after) -> {
             if (after && (hook.equals("preForward") || hook.equals("preBackward"))) {
                 // the unit's compute, which a prefetched all-gather overlaps: work on the compute stream
-                b.computeStream().launchHostFunc(() -> sleep(UNIT_COMPUTE_MS));
+                ((Backend) ctx.ops()).computeStream().launchHostFunc(() -> sleep(UNIT_COMPUTE_MS));
             }
         }), FsdpTestSupport.SGD, t.seed, org.fsdp4j.api.Device.CPU, FsdpTestSupport.RANK_BACKEND, link);
     }

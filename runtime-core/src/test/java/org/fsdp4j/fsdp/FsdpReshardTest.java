@@ -17,6 +17,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.UnaryOperator;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.Inputs;
 import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.ShardingStrategy;
@@ -114,11 +115,11 @@ class FsdpReshardTest {
     /** Runs len(orders) steps at {@code depth} and returns rank 0's model. */
     private static ScriptedModel run(int depth, List<List<Integer>> orders) {
         FsdpTestSupport t = new FsdpTestSupport();
-        FsdpConfig c = FsdpTestSupport.config(2, ShardingStrategy.FULL_SHARD).withPrefetchDepth(depth);
+        FsdpOptions c = FsdpTestSupport.config(2, ShardingStrategy.FULL_SHARD).toBuilder().prefetch(depth).build();
         List<ScriptedModel> models = Collections.synchronizedList(new ArrayList<>());
-        try (LocalFsdpGroup g = new LocalFsdpGroup(c, (r, b) -> {
+        try (LocalFsdpGroup g = new LocalFsdpGroup(c, ctx -> {
             ScriptedModel m = new ScriptedModel(orders);
-            if (r == 0) {
+            if (ctx.rank() == 0) {
                 models.add(m);
             }
             return m;

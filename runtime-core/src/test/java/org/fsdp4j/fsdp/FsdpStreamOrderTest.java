@@ -24,7 +24,9 @@ import java.util.List;
 import java.util.function.UnaryOperator;
 import java.util.stream.Stream;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.ShardingStrategy;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.comm.Communicator;
 import org.fsdp4j.comm.SeparateAddressSpaces;
 import org.fsdp4j.model.GptModel;
@@ -49,7 +51,7 @@ class FsdpStreamOrderTest {
     void aMissingWaitIsCaughtByTheDebugStreams(FsdpEngine.Wait skipped, boolean inPlace) {
         FsdpTestSupport t = new FsdpTestSupport();
         FsdpTestSupport.Trajectory ref = t.reference(SGD, 0f);
-        FsdpConfig config = FsdpTestSupport.config(4, ShardingStrategy.FULL_SHARD);
+        FsdpOptions config = FsdpTestSupport.config(4, ShardingStrategy.FULL_SHARD);
         UnaryOperator<Communicator> link = inPlace ? UnaryOperator.identity() : SeparateAddressSpaces::new;
         List<FsdpTestSupport.RankTrajectory> ranks = t.sharded(config, SGD, false, link,
                 engine -> engine.skipWaitForTest(skipped));
@@ -65,12 +67,12 @@ class FsdpStreamOrderTest {
     void aStepSynchronisesTheHostOnce(ShardingStrategy strategy) {
         FsdpTestSupport t = new FsdpTestSupport();
         for (int n : new int[] {1, 4}) {
-            FsdpConfig c = FsdpTestSupport.config(n, strategy);
-            try (LocalFsdpGroup g = new LocalFsdpGroup(c, (r, b) -> new GptModel(FsdpTestSupport.TINY, b, false), SGD,
+            FsdpOptions c = FsdpTestSupport.config(n, strategy);
+            try (LocalFsdpGroup g = new LocalFsdpGroup(c, ctx -> new GptModel(FsdpTestSupport.TINY, ctx.ops(), false), SGD,
                     t.seed, Device.CPU, FsdpTestSupport.RANK_BACKEND,
                     UnaryOperator.identity())) {
                 for (int s = 0; s < 3; s++) {
-                    for (FsdpStepResult r : g.step(FsdpTestSupport.batch(t.tokens[s], t.targets[s]), 0.1f)) {
+                    for (StepMetrics r : g.stepEachRank(FsdpTestSupport.batch(t.tokens[s], t.targets[s]), 0.1f)) {
                         assertEquals(1, r.hostSyncs(), strategy.cliName() + " N=" + n + " step " + (s + 1)
                                 + ": the one read of loss and norm, nothing else");
                         assertEquals(0, r.promotedCopies(), "fp32 throughout");

@@ -14,6 +14,7 @@ import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.function.UnaryOperator;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.comm.CommOp;
@@ -59,9 +60,9 @@ class FsdpStreamsTest {
     void everyCollectiveRunsOnItsOwnStream() {
         FsdpTestSupport t = new FsdpTestSupport();
         ConcurrentLinkedQueue<Call> calls = new ConcurrentLinkedQueue<>();
-        FsdpConfig c = FsdpTestSupport.config(4, ShardingStrategy.HYBRID_SHARD);   // shard groups of 2, 2 replicas
+        FsdpOptions c = FsdpTestSupport.config(4, ShardingStrategy.HYBRID_SHARD);   // shard groups of 2, 2 replicas
         UnaryOperator<Communicator> link = w -> new Recording(w, calls);
-        try (LocalFsdpGroup g = new LocalFsdpGroup(c, (r, b) -> new GptModel(FsdpTestSupport.TINY, b, false),
+        try (LocalFsdpGroup g = new LocalFsdpGroup(c, ctx -> new GptModel(FsdpTestSupport.TINY, ctx.ops(), false),
                 FsdpTestSupport.SGD, t.seed, org.fsdp4j.api.Device.CPU,
                 FsdpTestSupport.RANK_BACKEND, link)) {
             calls.clear();   // only the step's calls

@@ -18,9 +18,11 @@ import java.util.function.IntFunction;
 import java.util.function.UnaryOperator;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Device;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.ShardingStrategy;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.api.UnitHooks;
 import org.fsdp4j.backend.Backend;
@@ -126,7 +128,7 @@ final class FsdpTestSupport {
     }
 
     /** One rank's view after each step: the step results and the shards of every unit. */
-    record RankTrajectory(List<FsdpStepResult> results, List<List<FsdpEngine.ShardView>> shards) {
+    record RankTrajectory(List<StepMetrics> results, List<List<FsdpEngine.ShardView>> shards) {
     }
 
     static Backend cpu(String name) {
@@ -181,7 +183,7 @@ final class FsdpTestSupport {
         List<Map<String, float[]>> params = new ArrayList<>();
         List<Map<String, float[]>> grads = new ArrayList<>();
         for (int s = 0; s < STEPS; s++) {
-            FsdpStepResult res = single.results().get(s);
+            StepMetrics res = single.results().get(s);
             losses[s] = res.loss();
             float unscale = 1f / res.lossScale();
             Map<String, float[]> p = new HashMap<>();
@@ -209,23 +211,23 @@ final class FsdpTestSupport {
     }
 
     /** The sharded run: STEPS steps on the same batches, a snapshot of every rank's shards after each. */
-    List<RankTrajectory> sharded(FsdpConfig config, Optimizer optimizer, boolean checkpoint) {
+    List<RankTrajectory> sharded(FsdpOptions config, Optimizer optimizer, boolean checkpoint) {
         return sharded(config, optimizer, checkpoint, UnaryOperator.identity());
     }
 
-    List<RankTrajectory> sharded(FsdpConfig config, Optimizer optimizer, boolean checkpoint,
+    List<RankTrajectory> sharded(FsdpOptions config, Optimizer optimizer, boolean checkpoint,
                                  UnaryOperator<Communicator> link) {
         return sharded(config, optimizer, checkpoint, link, engine -> { });
     }
 
     /** As above; {@code setUp} runs on every rank's engine before the first step (tests' hooks). */
-    List<RankTrajectory> sharded(FsdpConfig config, Optimizer optimizer, boolean checkpoint,
+    List<RankTrajectory> sharded(FsdpOptions config, Optimizer optimizer, boolean checkpoint,
                                  UnaryOperator<Communicator> link, java.util.function.Consumer<FsdpEngine> setUp) {
         List<RankTrajectory> out = new ArrayList<>();
         for (int r = 0; r < config.worldSize(); r++) {
             out.add(new RankTrajectory(new ArrayList<>(), new ArrayList<>()));
         }
-        try (LocalFsdpGroup group = new LocalFsdpGroup(config, (r, b) -> model.create(b, checkpoint), optimizer,
+        try (LocalFsdpGroup group = new LocalFsdpGroup(config, ctx -> model.create(ctx.ops(), checkpoint), optimizer,
                 seed, placement.apply(config.worldSize()), RANK_BACKEND, link,
                 groups.apply(config.worldSize()))) {
             group.onEachRank((r, engine) -> {
@@ -233,7 +235,7 @@ final class FsdpTestSupport {
                 return null;
             });
             for (int s = 0; s < STEPS; s++) {
-                List<FsdpStepResult> results = group.step(FsdpTestSupport.batch(tokens[s], targets[s]), optimizer.lr());
+                List<StepMetrics> results = group.stepEachRank(FsdpTestSupport.batch(tokens[s], targets[s]), optimizer.lr());
                 List<List<FsdpEngine.ShardView>> shards = group.onEachRank((r, engine) -> {
                     List<FsdpEngine.ShardView> views = new ArrayList<>();
                     for (int u = 0; u < engine.layouts().size(); u++) {
@@ -287,7 +289,7 @@ final class FsdpTestSupport {
         for (int r = 0; r < ranks.size(); r++) {
             RankTrajectory rt = ranks.get(r);
             for (int s = 0; s < STEPS; s++) {
-                FsdpStepResult res = rt.results().get(s);
+                StepMetrics res = rt.results().get(s);
                 float unscale = 1f / res.lossScale();      // fp16 gradient shards hold loss-scaled gradients
                 lossRel = Math.max(lossRel, Math.abs(res.loss() - ref.losses()[s]) / Math.abs(ref.losses()[s]));
                 for (FsdpEngine.ShardView v : rt.shards().get(s)) {
@@ -389,9 +391,9 @@ final class FsdpTestSupport {
         return m;
     }
 
-    static FsdpConfig config(int n, ShardingStrategy strategy) {
-        FsdpConfig c = FsdpConfig.fullShard(n).withCollectiveTimeout(Duration.ofSeconds(30));
-        return c.withStrategy(strategy, strategy == ShardingStrategy.HYBRID_SHARD ? hybridShardSize(n) : 0);
+    static FsdpOptions config(int n, ShardingStrategy strategy) {
+        return FsdpOptions.builder().worldSize(n).collectiveTimeout(Duration.ofSeconds(30)).strategy(strategy)
+                .shardGroupSize(strategy == ShardingStrategy.HYBRID_SHARD ? hybridShardSize(n) : 0).build();
     }
 
     /** Shard groups for HYBRID_SHARD: both axes > 1 where N allows it. */

@@ -9,6 +9,7 @@ package org.fsdp4j.fsdp;
 import static org.fsdp4j.fsdp.FsdpEquivalenceTest.FP32;
 import static org.fsdp4j.fsdp.FsdpTestSupport.SGD;
 
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.comm.LocalGroup;
 import org.junit.jupiter.api.Test;
@@ -21,7 +22,7 @@ class LlamaFsdpEquivalenceTest {
         FsdpTestSupport.Trajectory ref = t.reference(SGD, 0f);
         for (ShardingStrategy strategy : ShardingStrategy.values()) {
             for (int n : new int[] {1, 2, 4}) {
-                FsdpConfig config = FsdpTestSupport.config(n, strategy);
+                FsdpOptions config = FsdpTestSupport.config(n, strategy);
                 t.assertMatches("llama " + strategy.cliName() + " N=" + n + " S=" + config.shardSize(), ref,
                         t.sharded(config, SGD, false), FP32);
             }

@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
 import org.fsdp4j.api.DType;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.api.Unit;
 import org.fsdp4j.backend.Backend;
@@ -97,16 +98,16 @@ class UnitBufferPlanTest {
     void strategiesThatKeepParametersHaveNoBudget() {
         for (ShardingStrategy s : List.of(ShardingStrategy.SHARD_GRAD_OP, ShardingStrategy.OPTIMIZER_ONLY,
                 ShardingStrategy.NO_SHARD)) {
-            FsdpConfig c = FsdpTestSupport.config(4, s);
+            FsdpOptions c = FsdpTestSupport.config(4, s);
             UnitBufferPlan p = UnitBufferPlan.of(unitLayouts(c), c, false);
             assertEquals(0, p.budgetBytes(), s.cliName());
             assertEquals(UnitBufferPlan.Schedule.ROOT_GRAD_KEPT, p.schedule(), s.cliName());
         }
-        FsdpConfig one = FsdpTestSupport.config(1, ShardingStrategy.FULL_SHARD);
+        FsdpOptions one = FsdpTestSupport.config(1, ShardingStrategy.FULL_SHARD);
         assertEquals(0, UnitBufferPlan.of(unitLayouts(one), one, false).budgetBytes(), "one rank gathers nothing");
     }
 
-    private static List<FlatParamLayout> unitLayouts(FsdpConfig c) {
+    private static List<FlatParamLayout> unitLayouts(FsdpOptions c) {
         try (Backend b = FsdpTestSupport.cpu("shapes"); GptModel m = new GptModel(FsdpTestSupport.TINY, b, false)) {
             return m.units().stream().map(u -> FlatParamLayout.of(u.params(), c.precision().paramDtype(), c.shardSize()))
                     .toList();

@@ -25,8 +25,8 @@ class PlannerRuntimeTest {
         "llama, tiny, 1, false", "llama, tiny, 2, false", "llama, tiny, 4, false", "llama, tiny, 2, true",
         "llama, small, 1, false", "llama, small, 4, true"})
     void predictionMatchesTheMeasuredMemory(String family, String preset, int worldSize, boolean checkpointed) {
-        TrainConfig config = TrainConfig.builder().family(ModelFamily.parse(family)).preset(preset).worldSize(worldSize)
-                .batchSize(4).steps(1).checkpointActivations(checkpointed).device("cpu").cpuThreads(2).build();
+        TrainConfig config = TrainConfig.builder().family(ModelFamily.parse(family)).preset(preset).fsdp(f -> f.worldSize(worldSize))
+                .batchSize(4).steps(1).fsdp(f -> f.activationCheckpointing(checkpointed).device("cpu").cpuThreads(2)).build();
         boolean inPlace = worldSize > 1;       // in-process CPU ranks, fp32 parameters, full_shard
         StepCost predicted = new Planner().estimate(config.planInput(), false, inPlace);
         MemoryCheck check;

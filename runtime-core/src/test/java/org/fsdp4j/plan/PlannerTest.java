@@ -88,8 +88,8 @@ class PlannerTest {
     @ParameterizedTest(name = "{0}")
     @CsvSource({"full_shard, 0", "shard_grad_op, 0", "optimizer_only, 0", "no_shard, 0", "hybrid_shard, 2"})
     void communicationEqualsWhatTheRuntimeCounts(String strategy, int shardGroup) {
-        TrainConfig c = TrainConfig.builder().preset("tiny").worldSize(4).strategy(ShardingStrategy.parse(strategy))
-                .shardGroupSize(shardGroup).batchSize(4).seqLen(16).steps(1).device("cpu").cpuThreads(1).build();
+        TrainConfig c = TrainConfig.builder().preset("tiny").fsdp(f -> f.worldSize(4).strategy(ShardingStrategy.parse(strategy)))
+                .fsdp(f -> f.shardGroupSize(shardGroup)).batchSize(4).seqLen(16).steps(1).fsdp(f -> f.device("cpu").cpuThreads(1)).build();
         Plan plan = new Planner().plan(c.planInput());
         long measured;
         try (Trainer t = new Trainer(c, line -> { })) {
@@ -111,7 +111,7 @@ class PlannerTest {
 
     @Test
     void theEstimateCountsTheWorkspaceOfTheBackendItRunsOn() {
-        TrainConfig c = TrainConfig.builder().preset("gpt2-124m").batchSize(8).seqLen(1024).paramDtype(DType.BF16)
+        TrainConfig c = TrainConfig.builder().preset("gpt2-124m").batchSize(8).seqLen(1024).fsdp(f -> f.paramDtype(DType.BF16))
                 .steps(1).build();
         long onGpu = new Planner().estimate(c.planInput(), true).peakBytesPerRank();
         long onCpu = new Planner().estimate(c.planInput(), false).peakBytesPerRank();

@@ -19,7 +19,8 @@ import java.util.function.Supplier;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.LossScaleFloorException;
 import org.fsdp4j.api.MemoryTracker;
-import org.fsdp4j.data.Batch;
+import org.fsdp4j.api.Batch;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.fsdp.FsdpEngine;
 import org.fsdp4j.metrics.JsonFiles;
 import org.fsdp4j.model.GptConfig;
@@ -32,15 +33,15 @@ class DivergenceTest {
 
     /** Plays back one outcome per step (or throws what the supplier throws). */
     private static final class ScriptedExecutor implements StepExecutor {
-        private final Deque<Supplier<StepOutcome>> script;
+        private final Deque<Supplier<StepMetrics>> script;
         private final MemoryTracker tracker = new MemoryTracker("scripted");
 
-        ScriptedExecutor(List<Supplier<StepOutcome>> script) {
+        ScriptedExecutor(List<Supplier<StepMetrics>> script) {
             this.script = new ArrayDeque<>(script);
         }
 
         @Override
-        public StepOutcome step(Batch batch, int step, float lr) {
+        public StepMetrics step(Batch batch, int step, float lr) {
             return script.removeFirst().get();
         }
 
@@ -69,20 +70,20 @@ class DivergenceTest {
         }
     }
 
-    private static Supplier<StepExecutor.StepOutcome> ok(float loss) {
-        return () -> new StepExecutor.StepOutcome(loss, 1.0, false, 1, 0);
+    private static Supplier<StepMetrics> ok(float loss) {
+        return () -> new StepMetrics(loss, 1.0, false, 1f, 1, 0, new long[1]);
     }
 
     /** What an executor reports for non-finite gradients: the update was skipped. */
-    private static Supplier<StepExecutor.StepOutcome> nonFinite(float loss) {
-        return () -> new StepExecutor.StepOutcome(loss, Double.NaN, true, 1, 0);
+    private static Supplier<StepMetrics> nonFinite(float loss) {
+        return () -> new StepMetrics(loss, Double.NaN, true, 1f, 1, 0, new long[1]);
     }
 
     private static TrainConfig.Builder config(int steps) {
-        return TrainConfig.builder().preset("test").model(MODEL).steps(steps).batchSize(2).seqLen(16).device("cpu");
+        return TrainConfig.builder().preset("test").model(MODEL).steps(steps).batchSize(2).seqLen(16).fsdp(f -> f.device("cpu"));
     }
 
-    private static TrainSummary run(TrainConfig config, List<Supplier<StepExecutor.StepOutcome>> script,
+    private static TrainSummary run(TrainConfig config, List<Supplier<StepMetrics>> script,
                                     List<StepResult> steps) {
         try (Trainer trainer = new Trainer(config, line -> { }, (c, d) -> new ScriptedExecutor(script))) {
             return trainer.run(steps::add);
@@ -118,7 +119,7 @@ class DivergenceTest {
         assertEquals(2, fp32.outcome().divergedAtStep());
         assertEquals("nonfinite_gradients", fp32.outcome().divergence());
 
-        TrainConfig fp16 = config(4).worldSize(2).paramDtype(DType.F16).reduceDtype(DType.F16).build();
+        TrainConfig fp16 = config(4).fsdp(f -> f.worldSize(2).paramDtype(DType.F16).reduceDtype(DType.F16)).build();
         TrainSummary s = run(fp16, List.of(nonFinite(5f), nonFinite(5f), ok(5f), nonFinite(4f)), new ArrayList<>());
         assertFalse(s.outcome().diverged(), "gradient overflows with a finite loss only lower the loss scale");
         assertEquals(4, s.steps());
@@ -143,9 +144,9 @@ class DivergenceTest {
 
     @Test
     void theFp16LossScalesFloorEndsTheRunAsDivergence() {
-        TrainConfig fp16 = config(10).worldSize(2).paramDtype(DType.F16).reduceDtype(DType.F16).build();
+        TrainConfig fp16 = config(10).fsdp(f -> f.worldSize(2).paramDtype(DType.F16).reduceDtype(DType.F16)).build();
         // ranks wrap what they throw; the trainer finds the scaler's exception as a cause
-        Supplier<StepExecutor.StepOutcome> floor = () -> {
+        Supplier<StepMetrics> floor = () -> {
             throw new IllegalStateException("rank 0 failed", new LossScaleFloorException("loss scale fell below 2^-24"));
         };
         TrainSummary s = run(fp16, List.of(ok(5f), nonFinite(5f), floor), new ArrayList<>());
@@ -178,7 +179,7 @@ class DivergenceTest {
 
     @Test
     void aStepThatFailsIsRecordedAndTheStepsBeforeItStillSummarised() {
-        Supplier<StepExecutor.StepOutcome> oom = () -> {
+        Supplier<StepMetrics> oom = () -> {
             throw new OutOfMemoryError("malloc of 8 GiB failed");
         };
         try (Trainer trainer = new Trainer(config(10).build(), line -> { },
@@ -206,7 +207,7 @@ class DivergenceTest {
     @Test
     void hugeLrDivergesAndTheNonFiniteUpdateIsNotApplied() {
         TrainConfig c = TrainConfig.builder().preset("test").model(MODEL).steps(20).batchSize(4).seqLen(16)
-                .lr(1e9f).seed(System.nanoTime()).device("cpu").cpuThreads(1).build();
+                .fsdp(f -> f.lr(1e9f).seed(System.nanoTime()).device("cpu").cpuThreads(1)).build();
         try (Trainer trainer = new Trainer(c, line -> { })) {
             TrainSummary s = trainer.run(r -> { });
             assertTrue(s.outcome().diverged(), Arrays.toString(s.losses()));

@@ -34,8 +34,9 @@ import java.util.Optional;
 import org.fsdp4j.api.DType;
 import org.fsdp4j.api.MemoryCategory;
 import org.fsdp4j.api.MemoryTracker;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.comm.CommException;
-import org.fsdp4j.data.Batch;
+import org.fsdp4j.api.Batch;
 import org.fsdp4j.api.ShardingStrategy;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.dist.ProcessIdentity;
@@ -50,8 +51,8 @@ class MultiProcessTrainerTest {
     private static final long SEED = System.nanoTime();
 
     private static TrainConfig.Builder config() {
-        return TrainConfig.builder().preset("test").model(SMALL).steps(4).batchSize(8).seqLen(32).lr(3e-3f).seed(SEED)
-                .device("cpu").cpuThreads(1).worldSize(4).collectiveTimeout(Duration.ofSeconds(30));
+        return TrainConfig.builder().preset("test").model(SMALL).steps(4).batchSize(8).seqLen(32).fsdp(f -> f.lr(3e-3f).seed(SEED))
+                .fsdp(f -> f.device("cpu").cpuThreads(1).worldSize(4).collectiveTimeout(Duration.ofSeconds(30)));
     }
 
     /** Runs {@code body} as each of {@code processes} processes of one run, on a thread each; results by process. */
@@ -96,7 +97,7 @@ class MultiProcessTrainerTest {
     void twoProcessesOfTwoRanksTrainExactlyAsFourInProcessRanks() throws Exception {
         for (TrainConfig c : new TrainConfig[] {
                 config().build(),
-                config().strategy(ShardingStrategy.HYBRID_SHARD).shardGroupSize(2).paramDtype(DType.BF16).build()}) {
+                config().fsdp(f -> f.strategy(ShardingStrategy.HYBRID_SHARD).shardGroupSize(2).paramDtype(DType.BF16)).build()}) {
             TrainSummary expected = inProcess(c);
             List<TrainSummary> got = asProcesses(2, c, (p, pg) -> {
                 try (Trainer t = new Trainer(c, line -> { }, pg)) {
@@ -104,7 +105,7 @@ class MultiProcessTrainerTest {
                 }
             });
             for (int p = 0; p < 2; p++) {
-                String what = c.strategy() + " " + c.precision() + ", process " + p + " (seed " + SEED + ")";
+                String what = c.fsdp().strategy() + " " + c.fsdp().precision() + ", process " + p + " (seed " + SEED + ")";
                 TrainSummary s = got.get(p);
                 assertArrayEquals(expected.losses(), s.losses(), what);
                 // every process's summary holds the four ranks, in rank order; the bytes each keeps and
@@ -161,19 +162,15 @@ class MultiProcessTrainerTest {
         }
 
         @Override
-        public StepOutcome step(Batch batch, int step, float lr) {
+        public StepMetrics step(Batch batch, int step, float lr) {
             for (int l = 0; l < trackers.size(); l++) {
                 long activations = 10_000L * (firstRank + l + 1) * step;
                 trackers.get(l).allocated(MemoryCategory.ACTIVATIONS, activations);
                 trackers.get(l).freed(MemoryCategory.ACTIVATIONS, activations);
             }
             int p = group.identity().rank();
-            return new StepOutcome(3f, 1.0, false, 1 + p, p + 1);
-        }
-
-        @Override
-        public long[] commBytesPerRank() {
-            return java.util.stream.LongStream.range(0, trackers.size()).map(l -> 100 * (firstRank + l + 1)).toArray();
+            return new StepMetrics(3f, 1.0, false, 1f, 1 + p, p + 1,
+                    java.util.stream.LongStream.range(0, trackers.size()).map(l -> 100 * (firstRank + l + 1)).toArray());
         }
 
         @Override
@@ -277,7 +274,7 @@ class MultiProcessTrainerTest {
 
     @Test
     void aProcessThatFailsBeforeTheEndFailsTheOthersPoolingAtOnceAndTheirSummaryNamesItsRanks() throws Exception {
-        TrainConfig c = config().steps(3).collectiveTimeout(Duration.ofSeconds(30)).build();
+        TrainConfig c = config().steps(3).fsdp(f -> f.collectiveTimeout(Duration.ofSeconds(30))).build();
         List<TrainSummary> left = asProcesses(2, c, (p, pg) -> {
             try (Trainer t = new Trainer(c, line -> { }, (cc, d) -> new ScriptedRanks(pg, 2))) {
                 if (p == 1) {

@@ -20,14 +20,14 @@ class PreflightTest {
     private static final StepCostModel MODEL = StepCostModel.PLANNER;
 
     private static TrainConfig.Builder small() {
-        return TrainConfig.builder().preset("small").batchSize(8).device("cpu");
+        return TrainConfig.builder().preset("small").batchSize(8).fsdp(f -> f.device("cpu"));
     }
 
     @Test
     void refusesARunOverTheLimitAndNamesWhatWouldFit() {
         TrainConfig config = small().build();
         long peak = MODEL.estimate(config).peakBytesPerRank();
-        long checkpointed = MODEL.estimate(small().checkpointActivations(true).build()).peakBytesPerRank();
+        long checkpointed = MODEL.estimate(small().fsdp(f -> f.activationCheckpointing(true)).build()).peakBytesPerRank();
         long limit = (long) (checkpointed / (1 - Preflight.FIX_HEADROOM)) + 1;   // checkpointing just fits
         assertTrue(limit < peak, "the small preset's activations dominate its peak");
         Preflight.Report r = Preflight.check(config, Device.CPU, MODEL, OptionalLong.of(limit), false);
@@ -54,7 +54,7 @@ class PreflightTest {
 
     @Test
     void inProcessRanksShareTheHostsMemory() {
-        TrainConfig config = small().worldSize(4).build();
+        TrainConfig config = small().fsdp(f -> f.worldSize(4)).build();
         Preflight.Report r = Preflight.check(config, Device.CPU, MODEL, OptionalLong.of(Long.MAX_VALUE), false);
         assertEquals(4, r.sharingRanks());
         assertEquals(4 * r.cost().peakBytesPerRank(), r.neededBytes());
@@ -63,7 +63,7 @@ class PreflightTest {
     @Test
     void aProcessOfSeveralChecksItsHostForTheRanksOfEveryProcessThere() {
         // 8 ranks over 4 processes, 2 of them on this host: the host's RAM holds 2 × 2 ranks, not 8, not 2
-        TrainConfig config = small().worldSize(8).build();
+        TrainConfig config = small().fsdp(f -> f.worldSize(8)).build();
         Preflight.Placement placement = new Preflight.Placement(4, 2, 1);
         Preflight.Report r = Preflight.check(config, Device.CPU, MODEL, OptionalLong.of(Long.MAX_VALUE), false, placement);
         assertEquals(4, r.sharingRanks());
@@ -74,7 +74,7 @@ class PreflightTest {
         // room for 2 of the host's 4 ranks, with a model whose need per rank is fixed: fewer ranks is
         // suggested only as a world size every process holds as many of (24 splits over 6 ranks, not 4 processes)
         StepCostModel fixedPerRank = (c, onGpu) -> new StepCost(1000, 400, 100, 500, 0, 100, 1e6);
-        Preflight.Report over = Preflight.check(small().worldSize(8).batchSize(24).build(), Device.CPU, fixedPerRank,
+        Preflight.Report over = Preflight.check(small().fsdp(f -> f.worldSize(8)).batchSize(24).build(), Device.CPU, fixedPerRank,
                 OptionalLong.of(3000), false, placement);
         assertFalse(over.fitsMemory());
         assertEquals(4000, over.neededBytes());
@@ -85,7 +85,7 @@ class PreflightTest {
     void ranksSharingOneGpuShareItsMemory() {
         // --device cuda:0 puts every rank on GPU 0, so their peaks add up there (no CUDA provider in
         // this module: the placement alone decides, and no backend reserve is added)
-        TrainConfig config = small().device("cuda:0").worldSize(2).build();
+        TrainConfig config = small().fsdp(f -> f.device("cuda:0").worldSize(2)).build();
         Preflight.Report r = Preflight.check(config, Device.cuda(0), MODEL, OptionalLong.of(Long.MAX_VALUE), false);
         assertEquals(2, r.sharingRanks());
         assertEquals(2 * r.cost().peakBytesPerRank(), r.neededBytes());

@@ -18,8 +18,8 @@ class ShardedTrainerTest {
     private static final long SEED = System.nanoTime();
 
     private static TrainConfig.Builder config() {
-        return TrainConfig.builder().preset("test").model(SMALL).steps(4).batchSize(8).seqLen(32).lr(3e-3f).seed(SEED)
-                .device("cpu").cpuThreads(1);
+        return TrainConfig.builder().preset("test").model(SMALL).steps(4).batchSize(8).seqLen(32).fsdp(f -> f.lr(3e-3f).seed(SEED))
+                .fsdp(f -> f.device("cpu").cpuThreads(1));
     }
 
     private static TrainSummary train(TrainConfig c) {
@@ -32,20 +32,20 @@ class ShardedTrainerTest {
     void shardedRanksReproduceTheSingleRankLosses() {
         float[] single = train(config().build()).losses();
         for (TrainConfig c : new TrainConfig[] {
-                config().worldSize(2).build(),
-                config().worldSize(4).strategy(ShardingStrategy.HYBRID_SHARD).shardGroupSize(2).microBatches(2).build(),
-                config().worldSize(2).strategy(ShardingStrategy.OPTIMIZER_ONLY).offload(true).build()}) {
+                config().fsdp(f -> f.worldSize(2)).build(),
+                config().fsdp(f -> f.worldSize(4).strategy(ShardingStrategy.HYBRID_SHARD).shardGroupSize(2).microBatches(2)).build(),
+                config().fsdp(f -> f.worldSize(2).strategy(ShardingStrategy.OPTIMIZER_ONLY).offload(true)).build()}) {
             TrainSummary s = train(c);
             for (int i = 0; i < single.length; i++) {
                 // AdamW (with clipping at 1.0) normalises tiny gradients, which magnifies the fp32
                 // rounding that summation order changes: 1e-4 on losses (the engine's parity test
                 // holds parameters to 1e-5 under SGD).
-                assertEquals(single[i], s.losses()[i], 1e-4 * single[i], c.strategy() + " N=" + c.worldSize()
+                assertEquals(single[i], s.losses()[i], 1e-4 * single[i], c.fsdp().strategy() + " N=" + c.fsdp().worldSize()
                         + " step " + (i + 1) + " (seed " + SEED + ")");
             }
-            assertEquals(c.strategy().cliName(), s.strategy());
-            assertEquals(c.worldSize(), s.worldSize());
-            assertEquals(c.worldSize(), s.commBytesPerRank().length);
+            assertEquals(c.fsdp().strategy().cliName(), s.strategy());
+            assertEquals(c.fsdp().worldSize(), s.worldSize());
+            assertEquals(c.fsdp().worldSize(), s.commBytesPerRank().length);
             assertTrue(s.commBytesPerRank()[0] > 0);
             assertTrue(s.paddedParams() >= s.params());
         }
@@ -53,7 +53,7 @@ class ShardedTrainerTest {
 
     @Test
     void summaryReportsThePolicyAndShardedMemory() {
-        TrainConfig c = config().worldSize(4).paramDtype(DType.BF16).reduceDtype(DType.F32).build();
+        TrainConfig c = config().fsdp(f -> f.worldSize(4).paramDtype(DType.BF16).reduceDtype(DType.F32)).build();
         TrainSummary s = train(c);
         assertEquals("bf16", s.paramDtype());
         assertEquals("fp32", s.reduceDtype());

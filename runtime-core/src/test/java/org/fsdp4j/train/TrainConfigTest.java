@@ -13,24 +13,24 @@ class TrainConfigTest {
 
     @Test
     void derivedDefaultsFollowThePresetAndTheSteps() {
-        TrainConfig c = TrainConfig.builder().steps(200).lr(2e-3f).build();
+        TrainConfig c = TrainConfig.builder().steps(200).fsdp(f -> f.lr(2e-3f)).build();
         assertEquals("tiny", c.preset());
         assertEquals(GptConfig.preset("tiny"), c.model());
         assertEquals(c.model().maxSeqLen(), c.seqLen());
         assertEquals(2e-4f, c.minLr(), 1e-9f);
         assertEquals(10, c.warmupSteps());
         assertEquals(1, TrainConfig.builder().steps(3).build().warmupSteps(), "warm-up is at least one step");
-        assertEquals("auto", c.device());
+        assertEquals("auto", c.fsdp().device());
         assertTrue(c.dataFile().isEmpty() && c.outDir().isEmpty());
     }
 
     @Test
     void toBuilderRoundTrips() {
-        TrainConfig c = TrainConfig.builder().preset("small").steps(17).seed(5).batchSize(3).seqLen(64).lr(3e-4f)
-                .minLr(1e-5f).warmupSteps(4).weightDecay(0.05f).maxGradNorm(0.5f).checkpointActivations(true)
-                .device("CPU").cpuThreads(1).build();
+        TrainConfig c = TrainConfig.builder().preset("small").steps(17).fsdp(f -> f.seed(5)).batchSize(3).seqLen(64).fsdp(f -> f.lr(3e-4f))
+                .minLr(1e-5f).warmupSteps(4).fsdp(f -> f.weightDecay(0.05f).maxGradNorm(0.5f).activationCheckpointing(true))
+                .fsdp(f -> f.device("CPU").cpuThreads(1)).build();
         assertEquals(c, c.toBuilder().build());
-        assertEquals("cpu", c.device(), "device names are normalised");
+        assertEquals("cpu", c.fsdp().device(), "device names are normalised");
     }
 
     private static void assertRejected(UnaryOperator<TrainConfig.Builder> change, String... expected) {
@@ -49,13 +49,13 @@ class TrainConfigTest {
         assertRejected(b -> b.batchSize(0), "--batch-size");
         assertRejected(b -> b.seqLen(0), "--seq-len");
         assertRejected(b -> b.seqLen(129), "--seq-len 129", "context of 128", "--seq-len 128 or less");
-        assertRejected(b -> b.lr(0f), "--lr");
-        assertRejected(b -> b.lr(Float.NaN), "--lr");
+        assertRejected(b -> b.fsdp(f -> f.lr(0f)), "--lr");
+        assertRejected(b -> b.fsdp(f -> f.lr(Float.NaN)), "--lr");
         assertRejected(b -> b.minLr(1f), "--min-lr");
         assertRejected(b -> b.warmupSteps(400), "--warmup-steps");
-        assertRejected(b -> b.weightDecay(-1f), "--weight-decay");
-        assertRejected(b -> b.maxGradNorm(-1f), "--max-grad-norm");
-        assertRejected(b -> b.cpuThreads(-1), "--cpu-threads");
-        assertRejected(b -> b.device("tpu"), "unknown device 'tpu'", "auto, cpu, cuda");
+        assertRejected(b -> b.fsdp(f -> f.weightDecay(-1f)), "--weight-decay");
+        assertRejected(b -> b.fsdp(f -> f.maxGradNorm(-1f)), "--max-grad-norm");
+        assertRejected(b -> b.fsdp(f -> f.cpuThreads(-1)), "--cpu-threads");
+        assertRejected(b -> b.fsdp(f -> f.device("tpu")), "unknown device 'tpu'", "auto, cpu, cuda");
     }
 }

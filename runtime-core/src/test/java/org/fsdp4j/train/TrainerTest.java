@@ -23,7 +23,7 @@ class TrainerTest {
 
     private static TrainConfig.Builder config(int steps) {
         return TrainConfig.builder().preset("test").model(SMALL).steps(steps).batchSize(4).seqLen(32)
-                .lr(3e-3f).seed(SEED).device("cpu").cpuThreads(1);
+                .fsdp(f -> f.lr(3e-3f).seed(SEED).device("cpu").cpuThreads(1));
     }
 
     private static TrainSummary train(TrainConfig config, List<StepResult> results) {
@@ -36,7 +36,7 @@ class TrainerTest {
     void sameSeedSameRunOtherSeedOtherRun() {
         TrainSummary a = train(config(5).build(), new ArrayList<>());
         TrainSummary b = train(config(5).build(), new ArrayList<>());
-        TrainSummary c = train(config(5).seed(SEED + 1).build(), new ArrayList<>());
+        TrainSummary c = train(config(5).fsdp(f -> f.seed(SEED + 1)).build(), new ArrayList<>());
         assertArrayEquals(a.losses(), b.losses(), "seed " + SEED);
         assertFalse(Arrays.equals(a.losses(), c.losses()), "seeds " + SEED + " and " + (SEED + 1));
     }
@@ -66,7 +66,7 @@ class TrainerTest {
 
     @Test
     void reportsTheGlobalGradientNormAndOnePersistentCopyOfEverything() {
-        TrainConfig config = config(1).maxGradNorm(0f).build();
+        TrainConfig config = config(1).fsdp(f -> f.maxGradNorm(0f)).build();
         try (Trainer trainer = new Trainer(config, line -> { })) {
             StepResult r = trainer.step();
             // Gradients stay in place until the next step zeroes them: recompute the norm in fp64

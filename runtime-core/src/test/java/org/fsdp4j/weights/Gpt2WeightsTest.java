@@ -28,9 +28,9 @@ import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.fsdp.FlatParamLayout;
-import org.fsdp4j.fsdp.FsdpConfig;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.fsdp.FsdpEngine;
-import org.fsdp4j.fsdp.FsdpStepResult;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.fsdp.LocalFsdpGroup;
 import org.fsdp4j.fsdp.ShardSlice;
 import org.fsdp4j.model.DecoderModel;
@@ -62,14 +62,14 @@ class Gpt2WeightsTest {
         int b = ref.batchSize();
         int t = ref.seqLen();
         LogitsTap[] taps = new LogitsTap[worldSize];
-        FsdpConfig fsdp = FsdpConfig.fullShard(worldSize).withCollectiveTimeout(Duration.ofSeconds(30));
+        FsdpOptions fsdp = FsdpOptions.builder().worldSize(worldSize).collectiveTimeout(Duration.ofSeconds(30)).build();
         try (PretrainedWeights weights = Gpt2Weights.open(resource(file), config);
-             LocalFsdpGroup group = new LocalFsdpGroup(fsdp, (r, backend) -> taps[r] = new LogitsTap(
-                     new GptModel(config, backend, false)), new SgdMomentum(0.1f, 0.9f, 0f), weights,
+             LocalFsdpGroup group = new LocalFsdpGroup(fsdp, ctx -> taps[ctx.rank()] = new LogitsTap(
+                     new GptModel(config, ctx.ops(), false)), new SgdMomentum(0.1f, 0.9f, 0f), weights,
                      Collections.nCopies(worldSize, Device.CPU), new BackendOptions(1, false), UnaryOperator.identity(),
                      new LocalGroup(worldSize, Duration.ofSeconds(30), LocalGroup.Dispatch.HOST_FUNCTIONS))) {
             assertShardsHoldTheFilesValues(group, resource(file), config);
-            List<FsdpStepResult> results = group.step(DecoderModel.batch(b, t, ref.ints("tokens"), ref.ints("targets")), 0.1f);
+            List<StepMetrics> results = group.stepEachRank(DecoderModel.batch(b, t, ref.ints("tokens"), ref.ints("targets")), 0.1f);
             double[] logits = new double[b * t * config.vocabSize()];
             int perRank = logits.length / worldSize;
             for (int r = 0; r < worldSize; r++) {

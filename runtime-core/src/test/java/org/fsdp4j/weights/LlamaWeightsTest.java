@@ -26,9 +26,9 @@ import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.BackendOptions;
 import org.fsdp4j.comm.LocalGroup;
 import org.fsdp4j.fsdp.FlatParamLayout;
-import org.fsdp4j.fsdp.FsdpConfig;
+import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.fsdp.FsdpEngine;
-import org.fsdp4j.fsdp.FsdpStepResult;
+import org.fsdp4j.api.StepMetrics;
 import org.fsdp4j.fsdp.LocalFsdpGroup;
 import org.fsdp4j.fsdp.ShardSlice;
 import org.fsdp4j.model.DecoderModel;
@@ -61,14 +61,14 @@ class LlamaWeightsTest {
         int b = ref.batchSize();
         int t = ref.seqLen();
         LogitsTap[] taps = new LogitsTap[worldSize];
-        FsdpConfig fsdp = FsdpConfig.fullShard(worldSize).withCollectiveTimeout(Duration.ofSeconds(30));
+        FsdpOptions fsdp = FsdpOptions.builder().worldSize(worldSize).collectiveTimeout(Duration.ofSeconds(30)).build();
         try (PretrainedWeights weights = LlamaWeights.open(resource("llama_tiny_large.safetensors"), config);
-             LocalFsdpGroup group = new LocalFsdpGroup(fsdp, (r, backend) -> taps[r] = new LogitsTap(
-                     new LlamaModel(config, backend, false)), new SgdMomentum(0.1f, 0.9f, 0f), weights,
+             LocalFsdpGroup group = new LocalFsdpGroup(fsdp, ctx -> taps[ctx.rank()] = new LogitsTap(
+                     new LlamaModel(config, ctx.ops(), false)), new SgdMomentum(0.1f, 0.9f, 0f), weights,
                      Collections.nCopies(worldSize, Device.CPU), new BackendOptions(1, false), UnaryOperator.identity(),
                      new LocalGroup(worldSize, Duration.ofSeconds(30), LocalGroup.Dispatch.HOST_FUNCTIONS))) {
             assertShardsHold(group, weights, config);
-            List<FsdpStepResult> results = group.step(DecoderModel.batch(b, t, ref.ints("tokens"), ref.ints("targets")), 0.1f);
+            List<StepMetrics> results = group.stepEachRank(DecoderModel.batch(b, t, ref.ints("tokens"), ref.ints("targets")), 0.1f);
             double[] logits = new double[b * t * config.vocabSize()];
             int perRank = logits.length / worldSize;
             for (int r = 0; r < worldSize; r++) {
@@ -95,9 +95,9 @@ class LlamaWeightsTest {
     void bf16WeightsLoadWidenedExactlyAtFourRanks() {
         ReferenceDump ref = ReferenceDump.load("/reference/llama_tiny_large_bf16.bin");
         LlamaConfig config = (LlamaConfig) ref.config();
-        FsdpConfig fsdp = FsdpConfig.fullShard(4).withCollectiveTimeout(Duration.ofSeconds(30));
+        FsdpOptions fsdp = FsdpOptions.builder().worldSize(4).collectiveTimeout(Duration.ofSeconds(30)).build();
         try (PretrainedWeights weights = LlamaWeights.open(resource("llama_tiny_large_bf16.safetensors"), config);
-             LocalFsdpGroup group = new LocalFsdpGroup(fsdp, (r, backend) -> new LlamaModel(config, backend, false),
+             LocalFsdpGroup group = new LocalFsdpGroup(fsdp, ctx -> new LlamaModel(config, ctx.ops(), false),
                      new SgdMomentum(0.1f, 0.9f, 0f), weights, Collections.nCopies(4, Device.CPU),
                      new BackendOptions(1, false), UnaryOperator.identity(),
                      new LocalGroup(4, Duration.ofSeconds(30), LocalGroup.Dispatch.HOST_FUNCTIONS))) {

@@ -21,25 +21,25 @@ final class RunLog {
         out.println(Format.f("fsdp4j %s | %s preset %s: %s | %s params", command, c.model().family(), c.preset(),
                 c.model().describe(), Format.count(info.parameters())));
         out.println(Format.f("  device %s: %s | world size %d | compute in %s", info.device(), info.backendName(),
-                info.worldSize(), c.precision().paramDtype().shortName()));
+                info.worldSize(), c.fsdp().precision().paramDtype().shortName()));
         String floor = info.lossFloorNats().isPresent()
                 ? Format.f("loss floor %.4f nats (entropy rate of the source)", info.lossFloorNats().getAsDouble())
                 : "loss floor unknown";
         out.println("  data " + info.data() + " | " + floor);
         out.println(Format.f("  steps %d | batch %d x %d = %d tokens | lr %s -> %s, warm-up %d | weight decay %s | clip %s | seed %d%s",
-                c.steps(), c.batchSize(), c.seqLen(), c.tokensPerStep(), Format.lr(c.lr()), Format.lr(c.minLr()),
-                c.warmupSteps(), c.weightDecay(), c.maxGradNorm() > 0 ? String.valueOf(c.maxGradNorm()) : "off",
-                c.seed(), c.checkpointActivations() ? " | activation checkpointing" : ""));
+                c.steps(), c.batchSize(), c.seqLen(), c.tokensPerStep(), Format.lr(c.fsdp().lr()), Format.lr(c.minLr()),
+                c.warmupSteps(), c.fsdp().weightDecay(), c.fsdp().maxGradNorm() > 0 ? String.valueOf(c.fsdp().maxGradNorm()) : "off",
+                c.fsdp().seed(), c.fsdp().activationCheckpointing() ? " | activation checkpointing" : ""));
         c.initFrom().ifPresent(p -> out.println("  initial parameters from " + p + " (pretrained weights; each rank read"
                 + " its shards' values)"));
         if (c.reportsSharding()) {
             out.println(Format.f("  sharding %s over %d ranks (shard groups of %d) | %s | prefetch %d | micro-batches %d%s",
-                    c.strategy().cliName(), c.worldSize(), c.fsdp().shardSize(), c.precision(), c.prefetch(),
-                    c.microBatches(), c.offload() ? " | offload to host" : ""));
+                    c.fsdp().strategy().cliName(), c.fsdp().worldSize(), c.fsdp().shardSize(), c.fsdp().precision(), c.fsdp().prefetch(),
+                    c.fsdp().microBatches(), c.fsdp().offload() ? " | offload to host" : ""));
             info.gatherSchedule().filter(pl -> pl.budgetBytes() > 0).ifPresent(pl -> out.println(Format.f(
                     "  unit buffers %s: gathered params + unsharded grads peak at %s, %s the %s of %d gathered units + one gradient",
                     pl.name(), Format.bytes(pl.peakBytes()), pl.fitsBudget() ? "within" : "OVER",
-                    Format.bytes(pl.budgetBytes()), 1 + c.prefetch())));
+                    Format.bytes(pl.budgetBytes()), 1 + c.fsdp().prefetch())));
         }
         out.flush();
     }

@@ -54,7 +54,7 @@ final class ShardingBenchCommand implements Callable<Integer> {
     private void report(PrintWriter out, TrainConfig config, OutputDir dir) {
         List<ShardingBenchmark.Row> rows = ShardingBenchmark.run(config, worldSizes, warmup, config.steps(), out::println,
                 info -> RunLog.header(out, "bench sharding", info),
-                step -> RunLog.step(out, step, config.precision().needsLossScaling()));
+                step -> RunLog.step(out, step, config.fsdp().precision().needsLossScaling()));
         out.println(Format.f("# %5s %12s %8s %12s %14s %14s", "ranks", "time(ms)", "vs N=" + worldSizes[0], "tok/s",
                 "comm/rank/step", "peak/rank"));
         for (ShardingBenchmark.Row r : rows) {

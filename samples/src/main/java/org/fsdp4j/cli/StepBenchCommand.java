@@ -53,7 +53,7 @@ final class StepBenchCommand implements Callable<Integer> {
     private void report(PrintWriter out, TrainConfig config, OutputDir dir) {
         StepBenchmark.Result r = StepBenchmark.run(config, warmup, config.steps(), out::println,
                 info -> RunLog.header(out, "bench step", info),
-                step -> RunLog.step(out, step, config.precision().needsLossScaling()));
+                step -> RunLog.step(out, step, config.fsdp().precision().needsLossScaling()));
         out.println(Format.f("# %8s %10s %12s %12s %10s %10s %8s %11s", "batch", "seq", "time(ms)", "tok/s",
                 "GFLOP/step", "GFLOP/s", "MFU", "syncs/step"));
         out.println(Format.f("  %8d %10d %12.2f %12.0f %10.3f %10.2f %8s %11d", r.batchSize(), r.seqLen(),

@@ -104,7 +104,7 @@ final class TrainCommand implements Callable<Integer> {
         PrintWriter out = first ? spec.commandLine().getOut() : DistOptions.quiet();   // process 0 speaks for the run
         TrainConfig.Builder builder = options.applyTo(TrainConfig.builder());
         if (identity.isPresent() && options.worldSize == null) {
-            builder.worldSize(identity.get().count());                  // one rank per process
+            builder.fsdp(f -> f.worldSize(identity.get().count()));                  // one rank per process
         }
         if (!first) {
             builder.outDir(null);                                       // process 0 writes the run's reports
@@ -116,14 +116,15 @@ final class TrainCommand implements Callable<Integer> {
         }
         CheckpointOptions checkpoints = new CheckpointOptions(saveEvery, Optional.ofNullable(saveDir),
                 keep == null ? CheckpointOptions.DEFAULT_KEEP : keep, Optional.ofNullable(resume));
-        Device device = Backends.resolve(asked.device(), out::println);
-        // The trainer places the ranks from the device as asked ("cuda": one rank per GPU;
-        // "cuda:i": every rank on GPU i), so only auto's fallback to the CPU is written back
-        // (the trainer resolves again, and must not print the fallback's line twice).
-        TrainConfig config = device.isCpu() ? asked.toBuilder().device("cpu").build() : asked;
+        Device device = Backends.resolve(asked.fsdp().device(), out::println);
+        // auto is decided here, once, and pinned ("cpu", or "cuda": one rank per GPU): the trainer,
+        // the preflight and the engine place the ranks from the pinned request and have no
+        // fallback to decide (or to print) again
+        String pinned = Backends.pin(asked.fsdp().device(), device);
+        TrainConfig config = asked.toBuilder().fsdp(f -> f.device(pinned)).build();
         LaunchControl.start();
         try (ProcessGroup processes = identity.isPresent()
-                ? DistOptions.join(identity.get(), settings(config, checkpoints), config.collectiveTimeout()) : null) {
+                ? DistOptions.join(identity.get(), settings(config, checkpoints), config.fsdp().collectiveTimeout()) : null) {
             LaunchControl.formed();
             // --out (process 0's alone) is claimed once the processes have met, as --save-dir is:
             // refused before, process 0 would end before serving the store, and the others would
@@ -155,15 +156,15 @@ final class TrainCommand implements Callable<Integer> {
             }
         });
         settings.putAll(config.model().hf().flags());
-        settings.put("--lr", Format.number(config.lr()));
+        settings.put("--lr", Format.number(config.fsdp().lr()));
         settings.put("--min-lr", Format.number(config.minLr()));
-        settings.put("--weight-decay", Format.number(config.weightDecay()));
-        settings.put("--max-grad-norm", Format.number(config.maxGradNorm()));
-        settings.put("--strategy", config.strategy().cliName());
-        settings.put("--param-dtype", config.precision().paramDtype().shortName());
-        settings.put("--reduce-dtype", config.precision().reduceDtype().shortName());
+        settings.put("--weight-decay", Format.number(config.fsdp().weightDecay()));
+        settings.put("--max-grad-norm", Format.number(config.fsdp().maxGradNorm()));
+        settings.put("--strategy", config.fsdp().strategy().cliName());
+        settings.put("--param-dtype", config.fsdp().precision().paramDtype().shortName());
+        settings.put("--reduce-dtype", config.fsdp().precision().reduceDtype().shortName());
         settings.put("--on-nonfinite", config.onNonFinite().action().cliName());
-        settings.put("--collective-timeout", Long.toString(config.collectiveTimeout().toSeconds()));
+        settings.put("--collective-timeout", Long.toString(config.fsdp().collectiveTimeout().toSeconds()));
         settings.put("--save-every", Integer.toString(checkpoints.saveEvery()));
         settings.put("--keep", Integer.toString(checkpoints.keep()));
         settings.put("--save-dir", checkpoints.saveDir().isPresent() ? "given" : "none");
@@ -171,20 +172,21 @@ final class TrainCommand implements Callable<Integer> {
         return settings;
     }
 
-    /** TrainConfig's fields (as Settings names them) → the flag that sets each. */
+    /** TrainConfig's fields and its FsdpOptions' (as Settings names them) → the flag that sets each. */
     private static final Map<String, String> FLAG_OF_SETTING = Map.ofEntries(Map.entry("preset", "--preset"),
-            Map.entry("steps", "--steps"), Map.entry("seed", "--seed"), Map.entry("batchSize", "--batch-size"),
-            Map.entry("seqLen", "--seq-len"), Map.entry("lr", "--lr"), Map.entry("minLr", "--min-lr"),
-            Map.entry("warmupSteps", "--warmup-steps"), Map.entry("weightDecay", "--weight-decay"),
-            Map.entry("maxGradNorm", "--max-grad-norm"), Map.entry("checkpointActivations", "--checkpoint-activations"),
-            Map.entry("device", "--device"), Map.entry("dataFile", "--data"), Map.entry("initFrom", "--init-from"),
-            Map.entry("worldSize", "--world-size"), Map.entry("strategy", "--strategy"),
-            Map.entry("shardGroupSize", "--shard-group-size"), Map.entry("precision.paramDtype", "--param-dtype"),
-            Map.entry("precision.reduceDtype", "--reduce-dtype"), Map.entry("prefetch", "--prefetch"),
-            Map.entry("microBatches", "--micro-batches"), Map.entry("offload", "--offload"),
-            Map.entry("debugStreams", "--debug-streams"), Map.entry("onNonFinite.action", "--on-nonfinite"),
+            Map.entry("steps", "--steps"), Map.entry("fsdp.seed", "--seed"), Map.entry("batchSize", "--batch-size"),
+            Map.entry("seqLen", "--seq-len"), Map.entry("fsdp.lr", "--lr"), Map.entry("minLr", "--min-lr"),
+            Map.entry("warmupSteps", "--warmup-steps"), Map.entry("fsdp.weightDecay", "--weight-decay"),
+            Map.entry("fsdp.maxGradNorm", "--max-grad-norm"),
+            Map.entry("fsdp.activationCheckpointing", "--checkpoint-activations"),
+            Map.entry("fsdp.device", "--device"), Map.entry("dataFile", "--data"), Map.entry("initFrom", "--init-from"),
+            Map.entry("fsdp.worldSize", "--world-size"), Map.entry("fsdp.strategy", "--strategy"),
+            Map.entry("fsdp.shardGroupSize", "--shard-group-size"), Map.entry("fsdp.precision.paramDtype", "--param-dtype"),
+            Map.entry("fsdp.precision.reduceDtype", "--reduce-dtype"), Map.entry("fsdp.prefetch", "--prefetch"),
+            Map.entry("fsdp.microBatches", "--micro-batches"), Map.entry("fsdp.offload", "--offload"),
+            Map.entry("fsdp.debugStreams", "--debug-streams"), Map.entry("onNonFinite.action", "--on-nonfinite"),
             Map.entry("onNonFinite.maxSkippedSteps", "--max-skipped-steps"),
-            Map.entry("collectiveTimeout", "--collective-timeout"));
+            Map.entry("fsdp.collectiveTimeout", "--collective-timeout"));
 
     /** The run itself, once the configuration is resolved and, for a run over several processes, they have met. */
     private int train(PrintWriter out, OutputDir dir, TrainConfig config, Device device, CheckpointOptions checkpoints,
@@ -207,8 +209,7 @@ final class TrainCommand implements Callable<Integer> {
                 processes == null ? Preflight.Placement.ALONE : Preflight.Placement.of(processes.identity()));
         refuseUnlessItFits(preflight, processes == null ? "" : " on host " + processes.hostOf(processes.process()));
         dir.removeEarlierReports();
-        try (Trainer trainer = processes == null ? new Trainer(config, checkpoints, out::println)
-                : new Trainer(config, checkpoints, out::println, processes);
+        try (Trainer trainer = new Trainer(config, device, checkpoints, out::println, processes);
              SignalStop stop = SignalStop.install(trainer, (signal, why) -> abandon(trainer, dir, signal, why));
              MetricsLog metrics = MetricsLog.open(config.outDir());
              StepDisplay display = StepDisplay.create(out, config, trainer.resumedFrom().map(Trainer.ResumedFrom::step)
@@ -216,17 +217,17 @@ final class TrainCommand implements Callable<Integer> {
             LaunchControl.onStop(stop::forwarded);    // started by `fsdp4j launch`: its signals come through stdin
             RunLog.header(out, "train", trainer.info());
             if (processes != null) {
-                out.println("  " + DistOptions.describe(processes.identity(), config.worldSize(), device));
+                out.println("  " + DistOptions.describe(processes.identity(), config.fsdp().worldSize(), device));
             }
             RunLog.preflight(out, preflight, config.steps(), force);
-            boolean lossScaled = config.precision().needsLossScaling();
+            boolean lossScaled = config.fsdp().precision().needsLossScaling();
             TrainSummary summary;
             try {
                 summary = trainer.run(r -> {
                     display.step(r, lossScaled);
                     metrics.step(r);
                     if (trainer.memoryCheck().isPresent() && !display.memoryCheckShown()) {
-                        display.memoryCheck(trainer.memoryCheck().get(), config.worldSize());
+                        display.memoryCheck(trainer.memoryCheck().get(), config.fsdp().worldSize());
                     }
                 });
             } catch (RuntimeException | OutOfMemoryError e) {
@@ -296,9 +297,9 @@ final class TrainCommand implements Callable<Integer> {
         String skipped = c.onNonFinite().action() == NonFinitePolicy.Action.SKIP
                 ? " after skipping " + c.onNonFinite().maxSkippedSteps() + " such steps" : "";
         return "training diverged at step " + o.divergedAtStep() + " of " + o.plannedSteps() + ": " + what + skipped
-                + "; the last update was not applied. Try a lower --lr (now " + Format.lr(c.lr()) + ")"
-                + (c.maxGradNorm() > 0 ? "" : ", --max-grad-norm 1")
-                + (c.precision().needsLossScaling() ? ", or bf16 instead of fp16" : "")
+                + "; the last update was not applied. Try a lower --lr (now " + Format.lr(c.fsdp().lr()) + ")"
+                + (c.fsdp().maxGradNorm() > 0 ? "" : ", --max-grad-norm 1")
+                + (c.fsdp().precision().needsLossScaling() ? ", or bf16 instead of fp16" : "")
                 + (c.onNonFinite().action() == NonFinitePolicy.Action.STOP
                         ? ", or --on-nonfinite skip for rare bad batches" : "");
     }

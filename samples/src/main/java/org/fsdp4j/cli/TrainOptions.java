@@ -1,7 +1,9 @@
-// The one place the training flags are declared. Each flag maps onto a TrainConfig builder
-// field; a flag not given leaves the command's default in place (train and bench step start
-// from different defaults), and TrainConfig validates the result. New flags (sharding,
-// precision) are added here and in TrainConfig, nowhere else.
+// The one place the training flags are declared. Each flag maps onto one builder setter: the
+// training's own (steps, schedule, data) on TrainConfig's builder, the sharding, precision and
+// optimizer ones on the FsdpOptions builder it holds (b.fsdp(f -> f.prefetch(k))). A flag not
+// given leaves the command's default in place (train and bench step start from different
+// defaults), and TrainConfig validates the result. A new engine knob is a setter of FsdpOptions
+// and a flag here.
 package org.fsdp4j.cli;
 
 import java.nio.file.Path;
@@ -164,7 +166,7 @@ final class TrainOptions {
             b.steps(steps);
         }
         if (seed != null) {
-            b.seed(seed);
+            b.fsdp(f -> f.seed(seed));
         }
         if (batchSize != null) {
             b.batchSize(batchSize);
@@ -173,7 +175,7 @@ final class TrainOptions {
             b.seqLen(seqLen);
         }
         if (lr != null) {
-            b.lr(lr);
+            b.fsdp(f -> f.lr(lr));
         }
         if (minLr != null) {
             b.minLr(minLr);
@@ -182,19 +184,19 @@ final class TrainOptions {
             b.warmupSteps(warmupSteps);
         }
         if (weightDecay != null) {
-            b.weightDecay(weightDecay);
+            b.fsdp(f -> f.weightDecay(weightDecay));
         }
         if (maxGradNorm != null) {
-            b.maxGradNorm(maxGradNorm);
+            b.fsdp(f -> f.maxGradNorm(maxGradNorm));
         }
         if (checkpointActivations) {
-            b.checkpointActivations(true);
+            b.fsdp(f -> f.activationCheckpointing(true));
         }
         if (device != null) {
-            b.device(device);
+            b.fsdp(f -> f.device(device));
         }
         if (cpuThreads != null) {
-            b.cpuThreads(cpuThreads);
+            b.fsdp(f -> f.cpuThreads(cpuThreads));
         }
         if (dataFile != null) {
             b.dataFile(dataFile);
@@ -206,34 +208,34 @@ final class TrainOptions {
             b.initFrom(initFrom);
         }
         if (worldSize != null) {
-            b.worldSize(worldSize);
+            b.fsdp(f -> f.worldSize(worldSize));
         }
         if (strategy != null) {
-            b.strategy(ShardingStrategy.parse(strategy));
+            b.fsdp(f -> f.strategy(ShardingStrategy.parse(strategy)));
         }
         if (shardGroupSize != null) {
-            b.shardGroupSize(shardGroupSize);
+            b.fsdp(f -> f.shardGroupSize(shardGroupSize));
         }
         if (paramDtype != null) {
-            b.paramDtype(DType.parseFloating(paramDtype));
+            b.fsdp(f -> f.paramDtype(DType.parseFloating(paramDtype)));
         }
         if (reduceDtype != null) {
-            b.reduceDtype(DType.parseFloating(reduceDtype));
+            b.fsdp(f -> f.reduceDtype(DType.parseFloating(reduceDtype)));
         }
         if (prefetch != null) {
-            b.prefetch(prefetch);
+            b.fsdp(f -> f.prefetch(prefetch));
         }
         if (microBatches != null) {
-            b.microBatches(microBatches);
+            b.fsdp(f -> f.microBatches(microBatches));
         }
         if (offload) {
-            b.offload(true);
+            b.fsdp(f -> f.offload(true));
         }
         if (debugStreams) {
-            b.debugStreams(true);
+            b.fsdp(f -> f.debugStreams(true));
         }
         if (collectiveTimeoutSeconds != null) {
-            b.collectiveTimeout(java.time.Duration.ofSeconds(collectiveTimeoutSeconds));
+            b.fsdp(f -> f.collectiveTimeout(java.time.Duration.ofSeconds(collectiveTimeoutSeconds)));
         }
         if (onNonFinite != null || maxSkippedSteps != null) {
             b.onNonFinite(NonFinitePolicy.parse(onNonFinite == null ? "stop" : onNonFinite, maxSkippedSteps));

@@ -39,7 +39,7 @@ class CheckpointCommandTest {
     /** Trains 3 steps at 2 ranks saving at step 3; returns the model's parameters by name, gathered from the shards (stateDict). */
     private Map<String, float[]> trainAndSave(Path saves) {
         TrainConfig c = TrainConfig.builder().preset("test").model(new GptConfig(256, 16, 2, 2, 30)).steps(3).batchSize(2)
-                .seqLen(16).worldSize(2).device("cpu").cpuThreads(1).build();
+                .seqLen(16).fsdp(f -> f.worldSize(2).device("cpu").cpuThreads(1)).build();
         Map<String, float[]> params = new HashMap<>();
         try (Trainer t = new Trainer(c, new CheckpointOptions(3, Optional.of(saves), 1, Optional.empty()), l -> { })) {
             t.run(r -> { });

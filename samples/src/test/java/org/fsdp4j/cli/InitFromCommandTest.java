@@ -28,7 +28,7 @@ import org.fsdp4j.api.Tensor;
 import org.fsdp4j.api.UnitHooks;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Backends;
-import org.fsdp4j.data.Batch;
+import org.fsdp4j.api.Batch;
 import org.fsdp4j.data.BatchSampler;
 import org.fsdp4j.data.TokenCorpus;
 import org.fsdp4j.model.DecoderModel;
@@ -189,8 +189,8 @@ class InitFromCommandTest {
              Tensor tokens = backend.allocate(DType.I32, MemoryCategory.ACTIVATIONS, BATCH, SEQ);
              Tensor targets = backend.allocate(DType.I32, MemoryCategory.ACTIVATIONS, BATCH, SEQ)) {
             store.initialize(loaded);
-            backend.copyFromHost(batch.tokens(), 0, tokens);
-            backend.copyFromHost(batch.targets(), 0, targets);
+            backend.copyFromHost(batch.field(DecoderModel.TOKENS).ints(), 0, tokens);
+            backend.copyFromHost(batch.field(DecoderModel.TARGETS).ints(), 0, targets);
             return model.forward(tokens, targets, UnitHooks.NONE);
         }
     }

@@ -23,7 +23,7 @@ class ProcessSettingsTest {
     @Test
     void theSettingsAreTheFlagsWithTheirValuesAsTyped() {
         TrainConfig gpt = TrainConfig.builder().preset("custom").model(new GptConfig(256, 64, 2, 2, 64)).steps(10)
-                .lr(1e-3f).device("cpu").build();       // --min-lr defaults to lr / 10, in float 1.00000005E-4
+                .fsdp(f -> f.lr(1e-3f).device("cpu")).build();       // --min-lr defaults to lr / 10, in float 1.00000005E-4
         Map<String, String> s = TrainCommand.settings(gpt, NO_CHECKPOINTS);
         assertEquals("1e-4", s.get("--min-lr"), s.toString());
         assertEquals("0.001", s.get("--lr"), s.toString());
@@ -37,7 +37,7 @@ class ProcessSettingsTest {
         }
         // a Llama's sizes that no flag sets keep config.json's names (a preset or --model-config gives them)
         Map<String, String> llama = TrainCommand.settings(TrainConfig.builder().preset("tiny")
-                .model(LlamaConfig.preset("tiny")).device("cpu").build(), NO_CHECKPOINTS);
+                .model(LlamaConfig.preset("tiny")).fsdp(f -> f.device("cpu")).build(), NO_CHECKPOINTS);
         assertEquals("llama", llama.get("--model"), llama.toString());
         assertEquals("2", llama.get("num_key_value_heads"), llama.toString());
         assertEquals("1e-5", llama.get("rms_norm_eps"), llama.toString());
