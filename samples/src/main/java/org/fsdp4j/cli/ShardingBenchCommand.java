@@ -5,7 +5,7 @@ package org.fsdp4j.cli;
 import java.io.PrintWriter;
 import java.util.List;
 import java.util.concurrent.Callable;
-import org.fsdp4j.bench.ShardingBenchmark;
+import org.fsdp4j.train.ShardingBenchmark;
 import org.fsdp4j.train.TrainConfig;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;

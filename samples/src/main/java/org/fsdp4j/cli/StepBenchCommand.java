@@ -7,7 +7,7 @@ package org.fsdp4j.cli;
 
 import java.io.PrintWriter;
 import java.util.concurrent.Callable;
-import org.fsdp4j.bench.StepBenchmark;
+import org.fsdp4j.train.StepBenchmark;
 import org.fsdp4j.train.TrainConfig;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;

@@ -3,14 +3,11 @@
 // step benchmark. N = 1 is the same engine with nothing to shard, so the ratio is the whole price of
 // sharding: the all-gathers and reduce-scatters (memory copies here, hidden by prefetch where
 // they can be) plus the smaller per-rank GEMMs. The target is N = 2, 4 within 1.25× of N = 1.
-package org.fsdp4j.bench;
+package org.fsdp4j.train;
 
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Consumer;
-import org.fsdp4j.train.RunInfo;
-import org.fsdp4j.train.StepResult;
-import org.fsdp4j.train.TrainConfig;
 
 public final class ShardingBenchmark {
 

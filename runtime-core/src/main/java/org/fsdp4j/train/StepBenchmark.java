@@ -2,7 +2,7 @@
 // steps, reported as tokens/s, achieved GFLOP/s (Flops.trainingStep) and, where the backend
 // knows its device's peak, MFU. It runs the real
 // Trainer, so it measures exactly what `fsdp4j train` does on whatever device the config asks.
-package org.fsdp4j.bench;
+package org.fsdp4j.train;
 
 import java.util.Arrays;
 import java.util.OptionalDouble;
@@ -10,10 +10,6 @@ import java.util.function.Consumer;
 import org.fsdp4j.backend.OpTiming;
 import org.fsdp4j.metrics.Flops;
 import org.fsdp4j.metrics.Stats;
-import org.fsdp4j.train.RunInfo;
-import org.fsdp4j.train.StepResult;
-import org.fsdp4j.train.TrainConfig;
-import org.fsdp4j.train.Trainer;
 
 public final class StepBenchmark {
 
