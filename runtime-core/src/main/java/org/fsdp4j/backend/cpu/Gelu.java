@@ -36,7 +36,7 @@ final class Gelu {
     /** Below this x, GELU and GELU' are below 1e-60: −0 (and the tail's exp would clamp). */
     static final float ZERO = -12f;
     /** Above this x, GELU' is 1 in fp32 (and ∞, whose formula gives ∞·0, must give 1 too). */
-    static final float ONE = 10f;
+    static final float ONE = 10f;   // = −TAIL, so one |x| > ONE test finds both kinds of rare lanes
     private static final float C = FloatExp.EXP_MINUS_TAIL_SHIFT;
 
     private Gelu() {
@@ -110,10 +110,9 @@ final class Gelu {
             FloatVector s = FloatVector.broadcast(Simd.F, 1f).div(e.add(1f));
             FloatVector du = v.mul(CUBIC3).mul(v).add(1f).mul(SCALE);
             FloatVector local = v.mul(2f).mul(e.mul(s)).mul(s).mul(du).add(s);
-            VectorMask<Float> tail = v.lt(TAIL);
-            VectorMask<Float> one = v.compare(VectorOperators.GT, ONE);
-            if (tail.or(one).anyTrue()) {
-                local = local.blend(v.mul(2f).mul(du).add(1f).mul(e).mul(C), tail).blend(1f, one).blend(-0f, v.lt(ZERO));
+            if (v.abs().compare(VectorOperators.GT, ONE).anyTrue()) {   // |x| > 10: below TAIL or above ONE
+                local = local.blend(v.mul(2f).mul(du).add(1f).mul(e).mul(C), v.lt(TAIL))
+                        .blend(1f, v.compare(VectorOperators.GT, ONE)).blend(-0f, v.lt(ZERO));
             }
             FloatVector.fromArray(Simd.F, d, dOff + i).add(local.mul(FloatVector.fromArray(Simd.F, g, gOff + i))).intoArray(d, dOff + i);
         }
