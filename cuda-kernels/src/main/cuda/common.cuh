@@ -31,6 +31,12 @@ __device__ __forceinline__ float exp_clamped(float a) {
     return expf(a);
 }
 
+// The activations' far tails need e^a for a below the clamp, down to where their results
+// underflow: e^(a + TAIL_SHIFT)·EXP_MINUS_TAIL_SHIFT (e^−64 rounded to fp32, as FloatExp's) keeps
+// them right into fp32's subnormals instead of stuck at e^−87·x, which huge x made large.
+#define TAIL_SHIFT 64.f
+#define EXP_MINUS_TAIL_SHIFT 1.6038109e-28f
+
 // A (rows, cols) matrix row by row: grid y over rows (striding past the grid's 65535), grid x and
 // the threads over a row's columns, so a column index needs no 64-bit division or modulo (which
 // made flat-index element-wise kernels compute-bound on an H200). Launch: Grid.rows, Grid.rowColumns.

@@ -1,8 +1,10 @@
-// Emulator cases for gelu.cu through GeluLauncher. The reference is the CPU twin's formula
-// (ElementwiseOps: x / (1 + e^clamp(−2u, −87, 88)) and its derivative) in fp64, with the error
-// bound of the kernel's own fp32 operation order (Approx). Edges: x = −5 and −6 (where 1 + tanh u
-// cancelled), the exp clamp (x ≈ −10.5), ±inf and NaN, values fp16 cannot hold; and against the
-// CPU backend itself at ±1e20, ±5e19, ±1e13 and ±inf, where fp32 overflows inside the formula.
+// Emulator cases for gelu.cu through GeluLauncher. The reference value is the GELU itself in fp64
+// with its limits (ActivationReference: GELU(−∞) = −0, GELU'(±∞) = 1 and −0), and the error bound
+// is that of the kernel's own fp32 operation order (Approx), tails and selects included: so a
+// formula that is wrong somewhere (the exp clamp once kept GELU'(1e12) at 1.0035) fails there.
+// Edges: x = −5 and −6 (where 1 + tanh u cancelled), the tail window past the exp clamp
+// (−10 .. −12), huge, infinite and NaN inputs, the largest and smallest normals (ActivationReference
+// .EDGES), values fp16 cannot hold; and against the CPU backend itself at the same edges.
 package org.fsdp4j.cuda;
 
 import static org.fsdp4j.cuda.BackendConformanceTest.FLOATS;
@@ -18,6 +20,7 @@ import org.fsdp4j.api.MemoryTracker;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.backend.Backend;
 import org.fsdp4j.backend.Backends;
+import org.fsdp4j.backend.cpu.ActivationReference;
 
 final class GeluCases {
 
@@ -25,10 +28,15 @@ final class GeluCases {
     private static final double SCALE = 0.7978845608028654f;
     private static final double CUBIC = 0.044715f;
 
-    private static final double[] EDGES = {-5, -6, -10.5, 0.0, -0.0, 1e3, -1e3, 7e4, Double.NaN};
-    private static final double[] INFINITE = {1e20, -1e20, Double.POSITIVE_INFINITY, Double.NEGATIVE_INFINITY};
-    private static final double[] CPU_EDGES = {1e20, -1e20, 5e19, -5e19, 1e13, -1e13, Double.POSITIVE_INFINITY,
-        Double.NEGATIVE_INFINITY, Double.NaN, -5, -6, 0};
+    /** gelu.cu's selects: the tail forms below TAIL, −0 below ZERO, GELU' = 1 above ONE. */
+    private static final double TAIL = -10;
+    private static final double ZERO = -12;
+    private static final double ONE = 10;
+    /** e^−64, which the kernel holds rounded to fp32 (EXP_MINUS_TAIL_SHIFT): that rounding is its error. */
+    private static final Approx EXP_MINUS_64 = new Approx(Math.exp(-64), Math.abs((float) Math.exp(-64) - Math.exp(-64)));
+
+    private static final double[] EDGES = concat(new double[] {-5, -6, -10.5, 0.0, -0.0, 1e3, -1e3, 7e4, Double.NaN, 5e19,
+        -5e19, -11.999, -12.001, 10.001, -9.999}, doubles(ActivationReference.EDGES));
 
     private GeluCases() {
     }
@@ -54,8 +62,8 @@ final class GeluCases {
         EmuCase c = new EmuCase("gelu_forward_kernel", inDt + "->" + outDt + " n=" + n);
         Tensor inp = c.device.allocate(inDt, n);
         Tensor out = c.device.allocate(outDt, n);
-        double[] x = c.device.put(inp, n < 2 * (EDGES.length + INFINITE.length) ? EmuData.uniform(r, n, 8)
-                : EmuData.withEdges(EmuData.uniform(r, n, 8), concat(EDGES, INFINITE)));
+        double[] x = c.device.put(inp, n < 2 * EDGES.length ? EmuData.uniform(r, n, 8)
+                : EmuData.withEdges(EmuData.uniform(r, n, 8), EDGES));
         new GeluLauncher(c.device).forward(null, inp, out);
         Approx[] ref = new Approx[n];
         for (int i = 0; i < n; i++) {
@@ -70,7 +78,6 @@ final class GeluCases {
         Tensor inp = c.device.allocate(inDt, n);
         Tensor dout = c.device.allocate(doutDt, n);
         Tensor dinp = c.device.allocate(dinpDt, n);
-        // fp32 overflows inside the derivative beyond |x| ≈ 5e19; those edges are checked against the CPU twin
         double[] x = c.device.put(inp, EmuData.withEdges(EmuData.uniform(r, n, 8), EDGES));
         double[] g = c.device.put(dout, EmuData.uniform(r, n, 2));
         double[] d0 = c.device.put(dinp, EmuData.uniform(r, n, 1));
@@ -84,18 +91,18 @@ final class GeluCases {
     }
 
     /**
-     * F32 at the edges where fp32 overflows inside the formula: the emulated kernel must give what
-     * the CPU backend gives, exactly where that is ±inf or NaN, else within twice the fp64 bound
-     * (each of the two is within the bound of the fp64 value).
+     * F32 at the edges: the emulated kernel must give what the CPU backend gives, exactly where that
+     * is ±inf or NaN, else within twice the fp64 bound (each of the two is within the bound of the
+     * fp64 value).
      */
     private static EmuCase againstCpuTwin() {
-        int n = CPU_EDGES.length;
+        int n = EDGES.length;
         EmuCase c = new EmuCase(List.of("gelu_forward_kernel", "gelu_backward_kernel"), "edges against the CPU backend");
         Tensor inp = c.device.allocate(DType.F32, n);
         Tensor fwd = c.device.allocate(DType.F32, n);
         Tensor dout = c.device.allocate(DType.F32, n);
         Tensor dinp = c.device.allocate(DType.F32, n);
-        double[] x = c.device.put(inp, CPU_EDGES);
+        double[] x = c.device.put(inp, EDGES);
         double[] g = new double[n];
         double[] d0 = new double[n];
         for (int i = 0; i < n; i++) {
@@ -152,27 +159,61 @@ final class GeluCases {
         return f;
     }
 
-    /** e^(−2u) with the exponent clamped, in gelu.cu's order: u = SCALE·(x + ((CUBIC·x)·x)·x). */
-    private static Approx clampedExp(Approx x) {
-        Approx u = x.plus(x.times(CUBIC).times(x).times(x)).times(SCALE);
-        return u.times(-2).clamp(-87, 88).exp();
+    /**
+     * gelu_exp in gelu.cu's order, u = SCALE·(x + ((CUBIC·x)·x)·x): e^(−2u), or e^(64 − (−2u)) below
+     * TAIL, the exponent clamped to [−87, 88].
+     */
+    private static Approx kernelExp(Approx x) {
+        Approx a = x.plus(x.times(CUBIC).times(x).times(x)).times(SCALE).times(-2);
+        return (x.v() < TAIL ? Approx.exact(64).minus(a) : a).clamp(-87, 88).exp();
     }
 
+    /** GELU(x) in fp64 with the bound of the kernel's fp32 form: x / (1 + e), (x·e)·e^−64 below TAIL, −0 below ZERO. */
     static Approx forward(Approx x) {
-        return x.div(Approx.exact(1).plus(clampedExp(x)));
+        Approx kernel;
+        if (x.v() < ZERO) {
+            kernel = Approx.exact(-0.0);
+        } else if (x.v() < TAIL) {
+            kernel = x.times(kernelExp(x)).times(EXP_MINUS_64);
+        } else {
+            kernel = x.div(Approx.exact(1).plus(kernelExp(x)));
+        }
+        return new Approx(ActivationReference.gelu(x.v()), kernel.e());
     }
 
-    /** dinp + GELU'(x)·dout, GELU' = s + ((2x·(e·s))·s)·du, s = 1/(1 + e), du = SCALE·(1 + (3·CUBIC·x)·x). */
+    /**
+     * dinp + GELU'(x)·dout, GELU' in fp64 with the bound of the kernel's form: 1 above ONE, −0 below
+     * ZERO, ((1 + 2x·du)·e)·e^−64 below TAIL, else s + ((2x·(e·s))·s)·du with s = 1/(1 + e) and
+     * du = SCALE·(1 + (3·CUBIC·x)·x).
+     */
     static Approx backward(Approx x, double dout, double dinp) {
-        Approx e = clampedExp(x);
         Approx one = Approx.exact(1);
-        Approx s = one.div(one.plus(e));
         Approx du = one.plus(Approx.exact(3).times(CUBIC).times(x).times(x)).times(SCALE);
-        Approx grad = s.plus(x.times(2).times(e.times(s)).times(s).times(du));
+        Approx kernel;
+        if (x.v() > ONE) {
+            kernel = one;
+        } else if (x.v() < ZERO) {
+            kernel = Approx.exact(-0.0);
+        } else if (x.v() < TAIL) {
+            kernel = one.plus(x.times(2).times(du)).times(kernelExp(x)).times(EXP_MINUS_64);
+        } else {
+            Approx e = kernelExp(x);
+            Approx s = one.div(one.plus(e));
+            kernel = s.plus(x.times(2).times(e.times(s)).times(s).times(du));
+        }
+        Approx grad = new Approx(ActivationReference.geluGrad(x.v()), kernel.e());
         return Approx.exact(dinp).plus(grad.times(dout));
     }
 
-    private static double[] concat(double[] a, double[] b) {
+    static double[] doubles(float[] v) {
+        double[] d = new double[v.length];
+        for (int i = 0; i < v.length; i++) {
+            d[i] = v[i];
+        }
+        return d;
+    }
+
+    static double[] concat(double[] a, double[] b) {
         double[] out = Arrays.copyOf(a, a.length + b.length);
         System.arraycopy(b, 0, out, a.length, b.length);
         return out;

@@ -151,8 +151,23 @@ final class ElementwiseOps {
                 (xs, n) -> Gelu.backward(xs[0], 0, xs[1], 0, xs[2], 0, n, Scratch.floats(3, n)));
     }
 
-    // SwiGLU's gate: SiLU(g) = g·σ(g) with σ(g) = 1 / (1 + e^(−g)), e^(−g) from FloatExp (clamped to
-    // [−87, 88], so σ is exactly 0 or 1 only far out, and ∞·0 never occurs in the derivative).
+    // SwiGLU's gate: SiLU(g) = g·σ(g) with σ(g) = 1 / (1 + e^(−g)), e^(−g) from FloatExp. FloatExp
+    // clamps its argument to [−87, 88], which kept σ(g) ≥ e^−88 for every g (SiLU(−3e38) was −1.82,
+    // SiLU(−∞) −∞) and made SiLU'(+∞) ∞·0: below SILU_TAIL, where 1 + e^(−g) is e^(−g) in fp32,
+    // SiLU is g·e^g and SiLU' (1 + g)·e^g, with e^g = e^(g + 64)·e^−64 from the same single exp;
+    // below SILU_ZERO both round to −0, and above SILU_ONE SiLU' is 1.
+
+    /** Below this gate the tail forms (e^80 ≫ 2^24). */
+    static final float SILU_TAIL = -80f;
+    /** Below this gate g + 64 is past the exp's clamp, and SiLU and SiLU' are below 1e-63: −0. */
+    static final float SILU_ZERO = -151f;
+    /** Above this gate SiLU' is 1 in fp32 (the formula's g·(1 − σ) is ∞·0 at +∞). */
+    static final float SILU_ONE = 80f;
+
+    /** SiLU's exp: e^(−g), or e^(g + 64) below SILU_TAIL. */
+    private static float siluExp(float g) {
+        return FloatExp.exp(g < SILU_TAIL ? g + FloatExp.TAIL_SHIFT : -g);
+    }
 
     /** out = SiLU(gate) · up. */
     static void swigluForward(CpuThreads threads, Tensor gate, Tensor up, Tensor out) {
@@ -162,7 +177,9 @@ final class ElementwiseOps {
             float[] u = xs[1];
             for (int i = 0; i < n; i++) {
                 float v = g[i];
-                g[i] = v / (1f + FloatExp.exp(-v)) * u[i];
+                float e = siluExp(v);
+                float silu = v < SILU_ZERO ? -0f : v < SILU_TAIL ? v * e * FloatExp.EXP_MINUS_TAIL_SHIFT : v / (1f + e);
+                g[i] = silu * u[i];
             }
         });
     }
@@ -178,9 +195,14 @@ final class ElementwiseOps {
             float[] d = xs[4];
             for (int i = 0; i < n; i++) {
                 float v = g[i];
-                float s = 1f / (1f + FloatExp.exp(-v));
-                float silu = v * s;
-                dg[i] += d[i] * u[i] * (s * (1f + v * (1f - s)));
+                float e = siluExp(v);
+                float s = 1f / (1f + e);
+                float slope = v > SILU_ONE ? 1f
+                        : v < SILU_ZERO ? -0f
+                        : v < SILU_TAIL ? (1f + v) * e * FloatExp.EXP_MINUS_TAIL_SHIFT
+                        : s * (1f + v * (1f - s));
+                dg[i] += d[i] * u[i] * slope;
+                float silu = v < SILU_ZERO ? -0f : v < SILU_TAIL ? v * e * FloatExp.EXP_MINUS_TAIL_SHIFT : v * s;
                 du[i] += d[i] * silu;
             }
         });

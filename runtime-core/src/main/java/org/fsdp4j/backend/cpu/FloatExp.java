@@ -11,6 +11,15 @@ final class FloatExp {
     static final float MIN_ARG = -87f;
     static final float MAX_ARG = 88f;
 
+    /**
+     * The activations' far tails (Gelu, the SiLU of ElementwiseOps) need e^a for a below MIN_ARG,
+     * down to where their results underflow: e^(a + TAIL_SHIFT) · EXP_MINUS_TAIL_SHIFT keeps them
+     * right into fp32's subnormals instead of stuck at e^MIN_ARG·x, which huge x made large.
+     */
+    static final float TAIL_SHIFT = 64f;
+    /** e^−64 rounded to fp32 (within 3e-8 of it); common.cuh spells it 1.6038109e-28f. */
+    static final float EXP_MINUS_TAIL_SHIFT = (float) Math.exp(-TAIL_SHIFT);
+
     static final float LOG2E = 1.44269504088896341f;
     static final float LN2_HI = 0.693359375f;          // exact in 9 bits, so n·LN2_HI is exact
     static final float LN2_LO = -2.12194440e-4f;
