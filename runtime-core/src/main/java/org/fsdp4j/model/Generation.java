@@ -25,15 +25,27 @@ public final class Generation {
     private Generation() {
     }
 
+    /** As below, drawing among every token of the model's vocabulary. */
+    public static Result run(DecoderModel<?> model, int[] prompt, int maxNewTokens, Sampler sampler,
+                             IntConsumer onToken) {
+        return run(model, prompt, maxNewTokens, sampler, model.vocabSize(), onToken);
+    }
+
     /**
      * Generates up to {@code maxNewTokens} tokens after {@code prompt} (1 to the model's context
      * tokens, each in the vocabulary) with a fresh KV cache of the model's context; the model's
-     * parameters must be bound (FullWeights). {@code onToken} sees each token as it is drawn.
+     * parameters must be bound (FullWeights). Tokens are drawn among ids below {@code drawnVocab}
+     * (at most the model's vocabulary: a tokenizer's, where the model pads its own past it).
+     * {@code onToken} sees each token as it is drawn.
      */
-    public static Result run(DecoderModel<?> model, int[] prompt, int maxNewTokens, Sampler sampler,
+    public static Result run(DecoderModel<?> model, int[] prompt, int maxNewTokens, Sampler sampler, int drawnVocab,
                              IntConsumer onToken) {
         int context = model.maxSeqLen();
         int vocab = model.vocabSize();
+        if (drawnVocab < 1 || drawnVocab > vocab) {
+            throw new IllegalArgumentException("tokens drawn among " + drawnVocab + " ids, but the model's vocabulary has "
+                    + vocab);
+        }
         if (prompt.length == 0 || prompt.length > context) {
             throw new IllegalArgumentException("the prompt is " + prompt.length + " tokens; the model takes 1 to "
                     + context + " (its context)");
@@ -59,7 +71,7 @@ public final class Generation {
                 if (pos == context) {
                     return new Result(Arrays.copyOf(out, n), Stop.CONTEXT);
                 }
-                int token = sampler.next(logits, row, vocab);
+                int token = sampler.next(logits, row, drawnVocab);
                 out[n++] = token;
                 pos++;
                 onToken.accept(token);
