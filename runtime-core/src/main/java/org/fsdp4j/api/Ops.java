@@ -616,6 +616,55 @@ public interface Ops {
     void causalSoftmaxForward(Tensor preatt, Tensor att, float scale);
 
     /**
+     * Causal softmax for queries that continue a sequence (decoding with a KV cache): in each
+     * (Tn, L) block of {@code preatt}, query i sits at absolute position {@code start + i} and sees
+     * keys 0 .. start + i, so {@code att[r, i, j]} = softmax over {@code j <= start + i} of
+     * scale · preatt[r, i, j], and 0 for {@code j > start + i}. With start = 0 and Tn = L it is
+     * {@link #causalSoftmaxForward}. The default reads the scores back to the host, computes there
+     * (max-subtracted, exponentials and their sum in fp64, each probability rounded once) and
+     * writes att back: a host synchronisation per call, which decoding (one host read of the
+     * logits per token anyway) can afford; every backend, CUDA included, runs it so.
+     *
+     * @param preatt (R, Tn, L) scores q·kᵀ, L ≥ start + Tn
+     * @param start  the absolute position of each block's first query, ≥ 0
+     * @param scale  the scores' factor, usually 1/√D
+     * @param att    (R, Tn, L), overwritten with the probabilities
+     * @throws IllegalArgumentException if the shapes disagree or the keys do not reach start + Tn
+     */
+    default void causalSoftmaxFromForward(Tensor preatt, int start, float scale, Tensor att) {
+        if (preatt.rank() != 3 || !java.util.Arrays.equals(preatt.shape(), att.shape())) {
+            throw new IllegalArgumentException("causalSoftmaxFromForward takes preatt and att of one shape (R, Tn, L),"
+                    + " got " + preatt + " and " + att);
+        }
+        int tn = Math.toIntExact(preatt.dim(1));
+        int l = Math.toIntExact(preatt.dim(2));
+        if (start < 0 || start + tn > l) {
+            throw new IllegalArgumentException("causalSoftmaxFromForward: queries at positions " + start + " .. "
+                    + (start + tn - 1) + " need at least " + (start + tn) + " keys, preatt has " + l);
+        }
+        float[] x = toHost(preatt);
+        float[] y = new float[x.length];
+        for (int row = 0; row < x.length / l; row++) {
+            int base = row * l;
+            int len = start + row % tn + 1;          // query i sees keys 0 .. start + i
+            double max = Double.NEGATIVE_INFINITY;
+            for (int j = 0; j < len; j++) {
+                max = Math.max(max, (double) scale * x[base + j]);
+            }
+            double sum = 0;
+            double[] e = new double[len];
+            for (int j = 0; j < len; j++) {
+                e[j] = Math.exp((double) scale * x[base + j] - max);
+                sum += e[j];
+            }
+            for (int j = 0; j < len; j++) {
+                y[base + j] = (float) (e[j] / sum);
+            }
+        }
+        copyFromHost(y, 0, att);
+    }
+
+    /**
      * dpreatt += the gradient of {@link #causalSoftmaxForward} given its output and the output's
      * gradient.
      *

@@ -96,6 +96,34 @@ final class Block {
     }
 
     /**
+     * out (1, Tn, C) = block(x (1, Tn, C)) for tokens at positions start .. start + Tn − 1, the
+     * attention over layer {@code layer}'s KV cache (extended by these positions); keeps nothing.
+     */
+    void decode(Ops backend, Unit unit, Tensor x, KvCache cache, int layer, int start, Tensor out) {
+        long b = x.dim(0);
+        long t = x.dim(1);
+        Tensor ln1Out = Buffers.activation(backend, x.dtype(), b, t, embedDim);       // (1, Tn, C)
+        Tensor residual = Buffers.activation(backend, x.dtype(), b, t, embedDim);     // (1, Tn, C)
+        Tensor ln2Out = Buffers.activation(backend, x.dtype(), b, t, embedDim);       // (1, Tn, C)
+        LayerNorm.Saved ln1 = null;
+        LayerNorm.Saved ln2 = null;
+        Mlp.Saved hidden = null;
+        try {
+            ln1 = norm.forward(backend, x, p(unit, BlockParam.LN1_WEIGHT), p(unit, BlockParam.LN1_BIAS), ln1Out);
+            attention.decode(backend, ln1Out, p(unit, BlockParam.QKV_WEIGHT), p(unit, BlockParam.QKV_BIAS),
+                    p(unit, BlockParam.ATTN_PROJ_WEIGHT), p(unit, BlockParam.ATTN_PROJ_BIAS), cache, layer, start,
+                    residual);
+            backend.add(x, residual, residual);
+            ln2 = norm.forward(backend, residual, p(unit, BlockParam.LN2_WEIGHT), p(unit, BlockParam.LN2_BIAS), ln2Out);
+            hidden = mlp.hidden(backend, ln2Out, p(unit, BlockParam.FC_WEIGHT), p(unit, BlockParam.FC_BIAS));
+            mlp.project(backend, hidden, p(unit, BlockParam.MLP_PROJ_WEIGHT), p(unit, BlockParam.MLP_PROJ_BIAS), out);
+            backend.add(residual, out, out);
+        } finally {
+            Buffers.close(ln1Out, ln1, residual, ln2Out, ln2, hidden);
+        }
+    }
+
+    /**
      * Backward of the block whose input was x. On entry dresidual (B, T, C) holds d(out); on return
      * it holds d(x). Parameter gradients are accumulated into the unit's gradient views.
      */

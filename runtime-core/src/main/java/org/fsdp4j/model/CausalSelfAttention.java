@@ -60,6 +60,31 @@ final class CausalSelfAttention {
     }
 
     /**
+     * out (1, Tn, C) = attention of inp (1, Tn, C) at positions start .. start + Tn − 1 over the
+     * KV cache's earlier positions of layer {@code layer}, whose keys and values it extends.
+     */
+    void decode(Ops backend, Tensor inp, Tensor qkvWeight, Tensor qkvBias, Tensor projWeight, Tensor projBias,
+                KvCache cache, int layer, int start, Tensor out) {
+        long b = inp.dim(0);
+        long t = inp.dim(1);
+        Tensor qkvOut = Buffers.activation(backend, inp.dtype(), b, t, 3L * embedDim);          // (1, Tn, 3C)
+        Tensor q = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);           // (1, H, Tn, D)
+        Tensor k = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);           // (1, H, Tn, D)
+        Tensor v = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);           // (1, H, Tn, D)
+        Tensor yHeads = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);      // (1, H, Tn, D)
+        Tensor y = Buffers.activation(backend, inp.dtype(), b, t, embedDim);                    // (1, Tn, C)
+        try {
+            qkv.forward(backend, inp, qkvWeight, qkvBias, qkvOut);
+            backend.splitHeads(qkvOut, q, k, v, numHeads);
+            cache.attend(backend, layer, q, k, v, start, scale, yHeads);
+            backend.mergeHeads(yHeads, y);
+            proj.forward(backend, y, projWeight, projBias, out);
+        } finally {
+            Buffers.close(qkvOut, q, k, v, yHeads, y);
+        }
+    }
+
+    /**
      * dinp (B, T, C) = the input's gradient (overwritten, so a fresh buffer needs no zero-fill), and
      * the four parameter gradients accumulated, from dout (B, T, C); inp is the forward's input
      * (needed for the qkv weight gradient).

@@ -120,6 +120,27 @@ public abstract class DecoderModel<S extends AutoCloseable> implements Trainable
 
     protected abstract Tensor headGrad();
 
+    // ------------------------------------------------------------------ what a family supplies for decoding
+
+    /** Key/value heads per block (Hkv; the query heads for multi-head attention). */
+    protected abstract int kvHeads();
+
+    /** Width of one attention head (D). */
+    protected abstract int headDim();
+
+    /** out (1, Tn, C) = the embedding of tokens (1, Tn) sitting at positions start .. start + Tn − 1. */
+    protected abstract void embedAt(Tensor tokens, int start, Tensor out);
+
+    /**
+     * Block {@code layer}'s forward of x (1, Tn, C) at positions start .. start + Tn − 1 into out,
+     * its attention reading and extending {@code cache} (KvCache.attend); keeps nothing.
+     */
+    protected abstract void blockDecode(int layer, Unit unit, Tensor x, KvCache cache, int start, Tensor out);
+
+    /** What every block of one decode call shares (the Llama's rotary tables for its positions). */
+    protected void beginDecode(int start, int count) {
+    }
+
     /** Resources every block of one pass shares (e.g. rotary tables for T positions), made at its start. */
     protected void beginPass(int seqLen) {
     }
@@ -264,6 +285,85 @@ public abstract class DecoderModel<S extends AutoCloseable> implements Trainable
         p.close();
         pass = null;
         hooks.postBackward(root);
+    }
+
+    // ------------------------------------------------------------------ decoding with a KV cache
+
+    /**
+     * An empty KV cache for one sequence of up to {@code capacity} positions (at most the model's
+     * context), in the compute dtype on this model's device; the caller closes it.
+     */
+    public KvCache newKvCache(int capacity) {
+        if (capacity < 1 || capacity > maxSeqLen) {
+            throw new IllegalArgumentException("a KV cache holds 1 to " + maxSeqLen + " positions (the model's context),"
+                    + " not " + capacity);
+        }
+        return new KvCache(backend, computeDtype(), units.size() - 1, kvHeads(), headDim(), capacity);
+    }
+
+    /** The longest sequence the model takes (its context). */
+    public int maxSeqLen() {
+        return maxSeqLen;
+    }
+
+    /** The vocabulary's size (V, the logits' width). */
+    public int vocabSize() {
+        return vocabSize;
+    }
+
+    /**
+     * Runs {@code tokens} at the cache's next positions (a prompt's prefill, or one generated token)
+     * and returns their logits on the host, (Tn, V) row-major: row i is what a full forward over
+     * every token so far gives at position cache.length() + i. Each block attends over the cached
+     * keys and values of the earlier positions and appends the new ones. Needs the parameters bound
+     * (a single device holding the whole model; no unit hooks run); frees any forward's activations
+     * whose backward has not run. Reads the logits back: one host synchronisation.
+     */
+    public float[] decode(KvCache cache, int[] tokens) {
+        int n = tokens.length;
+        int start = cache.length();
+        if (n == 0) {
+            throw new IllegalArgumentException("decode needs at least one token");
+        }
+        if (start + n > cache.capacity()) {
+            throw new IllegalArgumentException("decoding " + n + " tokens at position " + start + " passes the KV cache's "
+                    + cache.capacity() + " positions (the model's context is " + maxSeqLen + ")");
+        }
+        close();
+        int layers = units.size() - 1;
+        DType act = computeDtype();
+        Tensor tok = backend.allocate(DType.I32, org.fsdp4j.api.MemoryCategory.ACTIVATIONS, 1, n);   // (1, Tn)
+        Tensor x = null;
+        Tensor normOut = null;
+        AutoCloseable norm = null;
+        Tensor logits = null;
+        try {
+            backend.copyFromHost(tokens, 0, tok);
+            beginDecode(start, n);
+            x = Buffers.activation(backend, act, 1, n, embedDim);                  // (1, Tn, C)
+            embedAt(tok, start, x);
+            for (int i = 0; i < layers; i++) {
+                Tensor out = Buffers.activation(backend, act, 1, n, embedDim);      // (1, Tn, C)
+                try {
+                    blockDecode(i, units.get(i + 1), x, cache, start, out);
+                } catch (RuntimeException e) {
+                    out.close();
+                    throw e;
+                }
+                x.close();
+                x = out;
+            }
+            normOut = Buffers.activation(backend, act, 1, n, embedDim);             // (1, Tn, C)
+            norm = finalNorm(x, normOut);
+            logits = Buffers.activation(backend, act, 1, n, vocabSize);             // (1, Tn, V)
+            head.forward(backend, normOut, headWeight(), null, logits);
+            float[] host = backend.toHost(logits);
+            cache.advance(n);
+            return host;
+        } finally {
+            Buffers.close(tok, x, normOut, norm, logits);
+            endPass();
+        }
     }
 
     /** Frees the activations of a forward whose backward has not run. Idempotent. */

@@ -65,6 +65,30 @@ public final class GptModel extends DecoderModel<Block.Saved> {
     }
 
     @Override
+    protected int kvHeads() {
+        return config.numHeads();
+    }
+
+    @Override
+    protected int headDim() {
+        return config.embedDim() / config.numHeads();
+    }
+
+    /** wte[token] + wpe[start + i]: the position table read from row start on. */
+    @Override
+    protected void embedAt(Tensor tokens, int start, Tensor out) {
+        Tensor wpe = rootParam(RootParam.WPE);
+        long c = config.embedDim();
+        backend.embeddingForward(tokens, rootParam(RootParam.WTE),
+                wpe.view(start * c, config.maxSeqLen() - start, c), out);
+    }
+
+    @Override
+    protected void blockDecode(int layer, Unit unit, Tensor x, KvCache cache, int start, Tensor out) {
+        blocks.get(layer).decode(backend, unit, x, cache, layer, start, out);
+    }
+
+    @Override
     protected Block.Saved blockForward(int layer, Unit unit, Tensor x, Tensor out) {
         return blocks.get(layer).forward(backend, unit, x, out);
     }

@@ -81,6 +81,36 @@ final class GroupedQueryAttention {
     }
 
     /**
+     * out (1, Tn, C) = attention of inp (1, Tn, C) at positions start .. start + Tn − 1 (rope: those
+     * positions' tables) over layer {@code layer}'s KV cache, which it extends with the rotated keys.
+     */
+    void decode(Ops backend, Tensor inp, Tensor wq, Tensor wk, Tensor wv, Tensor wo, RotaryTables.Upload rope,
+                KvCache cache, int layer, int start, Tensor out) {
+        long b = inp.dim(0);
+        int t = Math.toIntExact(inp.dim(1));
+        Tensor qkv = Buffers.activation(backend, inp.dtype(), b, t, qkvWidth);             // (1, Tn, (H + 2Hkv)·D)
+        Tensor q = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim);      // (1, H, Tn, D)
+        Tensor k = Buffers.activation(backend, inp.dtype(), b, numKvHeads, t, headDim);    // (1, Hkv, Tn, D)
+        Tensor v = Buffers.activation(backend, inp.dtype(), b, numKvHeads, t, headDim);    // (1, Hkv, Tn, D)
+        Tensor yHeads = Buffers.activation(backend, inp.dtype(), b, numHeads, t, headDim); // (1, H, Tn, D)
+        Tensor y = Buffers.activation(backend, inp.dtype(), b, t, embedDim);               // (1, Tn, C)
+        try {
+            Tensor[] weights = {wq, wk, wv};
+            for (int part = 0; part < 3; part++) {
+                project(backend, inp, weights[part], qkv, part);
+            }
+            backend.splitHeads(qkv, q, k, v, numHeads);
+            backend.ropeForward(q, rope.cos(), rope.sin(), q);
+            backend.ropeForward(k, rope.cos(), rope.sin(), k);
+            cache.attend(backend, layer, q, k, v, start, scale, yHeads);
+            backend.mergeHeads(yHeads, y);
+            output.forward(backend, y, wo, null, out);
+        } finally {
+            Buffers.close(qkv, q, k, v, yHeads, y);
+        }
+    }
+
+    /**
      * dinp (B, T, C) = the input's gradient (overwritten, not accumulated), and the four weight
      * gradients accumulated, from dout (B, T, C); inp is the forward's input.
      */

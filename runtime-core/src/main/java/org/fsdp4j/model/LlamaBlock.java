@@ -58,6 +58,34 @@ final class LlamaBlock {
     }
 
     /**
+     * out (1, Tn, C) = block(x (1, Tn, C)) for tokens at positions start .. start + Tn − 1 (rope:
+     * their rotary tables), the attention over layer {@code layer}'s KV cache; keeps nothing.
+     */
+    void decode(Ops backend, Unit unit, Tensor x, RotaryTables.Upload rope, KvCache cache, int layer, int start,
+                Tensor out) {
+        long b = x.dim(0);
+        long t = x.dim(1);
+        Tensor norm1Out = Buffers.activation(backend, x.dtype(), b, t, embedDim);      // (1, Tn, C)
+        Tensor residual = Buffers.activation(backend, x.dtype(), b, t, embedDim);      // (1, Tn, C)
+        Tensor norm2Out = Buffers.activation(backend, x.dtype(), b, t, embedDim);      // (1, Tn, C)
+        Tensor rstd1 = null;
+        Tensor rstd2 = null;
+        SwiGluMlp.Saved hidden = null;
+        try {
+            rstd1 = norm.forward(backend, x, p(unit, Block.INPUT_NORM), norm1Out);
+            attention.decode(backend, norm1Out, p(unit, Block.Q), p(unit, Block.K), p(unit, Block.V), p(unit, Block.O),
+                    rope, cache, layer, start, residual);
+            backend.add(x, residual, residual);
+            rstd2 = norm.forward(backend, residual, p(unit, Block.POST_NORM), norm2Out);
+            hidden = mlp.hidden(backend, norm2Out, p(unit, Block.GATE), p(unit, Block.UP));
+            mlp.project(backend, hidden, p(unit, Block.DOWN), out);
+            backend.add(residual, out, out);
+        } finally {
+            Buffers.close(norm1Out, rstd1, residual, norm2Out, rstd2, hidden);
+        }
+    }
+
+    /**
      * The forward up to what backward needs, without the block's output: a checkpointed block's
      * recompute, which skips the MLP's down projection. Bit-identical to the internals forward saves.
      */

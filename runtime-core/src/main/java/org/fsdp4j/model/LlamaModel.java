@@ -61,6 +61,33 @@ public final class LlamaModel extends DecoderModel<LlamaBlock.Saved> {
         }
     }
 
+    /** The rotary tables of the decoded positions: row i turns position start + i. */
+    @Override
+    protected void beginDecode(int start, int count) {
+        rope = rotary.upload(backend, start, count);
+    }
+
+    @Override
+    protected int kvHeads() {
+        return config.numKvHeads();
+    }
+
+    @Override
+    protected int headDim() {
+        return config.headDim();
+    }
+
+    /** No position enters the embedding: positions are the rotary turns in every block. */
+    @Override
+    protected void embedAt(Tensor tokens, int start, Tensor out) {
+        embed(tokens, out);
+    }
+
+    @Override
+    protected void blockDecode(int layer, Unit unit, Tensor x, KvCache cache, int start, Tensor out) {
+        block.decode(backend, unit, x, rope, cache, layer, start, out);
+    }
+
     @Override
     protected DType computeDtype() {
         return rootParam(Root.EMBED).dtype();

@@ -39,10 +39,15 @@ final class RotaryTables {
 
     /** The first {@code t} positions' tables on {@code backend}. */
     Upload upload(Ops backend, int t) {
+        return upload(backend, 0, t);
+    }
+
+    /** The tables of positions start .. start + t − 1 on {@code backend}, row i for position start + i (decoding). */
+    Upload upload(Ops backend, int start, int t) {
         Tensor c = Buffers.statistics(backend, t, half);
         Tensor s = Buffers.statistics(backend, t, half);
-        backend.copyFromHost(cos, 0, c);
-        backend.copyFromHost(sin, 0, s);
+        backend.copyFromHost(cos, start * half, c);
+        backend.copyFromHost(sin, start * half, s);
         return new Upload(c, s);
     }
 }

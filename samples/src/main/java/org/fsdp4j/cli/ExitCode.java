@@ -22,7 +22,7 @@ enum ExitCode {
     RANK_FAILED(7),
     /** bench gemm: the backend's results failed the fp64 check ({@code #wrong > 0}). */
     WRONG_RESULTS(8),
-    /** A checkpoint to resume, inspect or export is incomplete, corrupted, or of another model. */
+    /** A checkpoint to resume, inspect, export or generate from is incomplete, corrupted, or of another model. */
     BAD_CHECKPOINT(9),
     /**
      * The processes of a run could not form it: the master address unreachable or its port taken,

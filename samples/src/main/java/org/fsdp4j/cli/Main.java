@@ -18,7 +18,7 @@ import picocli.CommandLine;
 
 @Command(name = "fsdp4j", mixinStandardHelpOptions = true, version = Main.VERSION,
         description = "Fully Sharded Data Parallel (ZeRO-3) training on the JVM.",
-        subcommands = {TrainCommand.class, PlanCommand.class, CheckpointCommand.class, BenchCommand.class,
+        subcommands = {TrainCommand.class, PlanCommand.class, CheckpointCommand.class, GenerateCommand.class, BenchCommand.class,
             LaunchCommand.class, CommandLine.HelpCommand.class})
 public final class Main implements Runnable {
 
