@@ -16,7 +16,7 @@ enum ExitCode {
     OUT_OF_MEMORY(4),
     /** Another run holds the --out or --save-dir directory. */
     OUTPUT_IN_USE(5),
-    /** Writing a report failed during or after the run (disk full, directory removed). */
+    /** A file failed midway: writing a report or a checkpoint (disk full, directory removed), or reading weights (an I/O error). */
     IO_ERROR(6),
     /** A rank failed or stopped answering (collective timeout, a peer that died, ranks that disagree on a collective). */
     RANK_FAILED(7),

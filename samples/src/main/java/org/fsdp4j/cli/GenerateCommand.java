@@ -111,7 +111,7 @@ final class GenerateCommand implements Callable<Integer> {
             if (!tokenIds) {
                 if (tokenizer.vocabSize() > config.vocabSize()) {
                     throw new IllegalArgumentException("the model's vocabulary has " + config.vocabSize() + " tokens, fewer"
-                            + " than the " + tokenizer.describe() + " the prompt is encoded with: give --token-ids and"
+                            + " than the prompt's tokenizer, " + tokenizer.describe() + ": give --token-ids and"
                             + " the prompt as token ids, or a model trained on that vocabulary");
                 }
                 drawn = tokenizer.vocabSize();      // a model padding its vocabulary past the tokenizer's draws none of the padding

@@ -299,7 +299,7 @@ final class TrainCommand implements Callable<Integer> {
         return "training diverged at step " + o.divergedAtStep() + " of " + o.plannedSteps() + ": " + what + skipped
                 + "; the last update was not applied. Try a lower --lr (now " + Format.lr(c.fsdp().lr()) + ")"
                 + (c.fsdp().maxGradNorm() > 0 ? "" : ", --max-grad-norm 1")
-                + (c.fsdp().precision().needsLossScaling() ? ", or bf16 instead of fp16" : "")
+                + (c.fsdp().precision().needsLossScaling() ? ", or --param-dtype bf16 instead of fp16" : "")
                 + (c.onNonFinite().action() == NonFinitePolicy.Action.STOP
                         ? ", or --on-nonfinite skip for rare bad batches" : "");
     }

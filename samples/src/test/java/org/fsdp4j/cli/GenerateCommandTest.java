@@ -97,7 +97,7 @@ class GenerateCommandTest {
                 "cpu"));
         text.addAll(List.of(shape));
         assertOneLine(CliRunner.run(text.toArray(String[]::new)), 1, "error: the model's vocabulary has 50 tokens, fewer"
-                + " than the bytes (256 tokens) the prompt is encoded with: give --token-ids and the prompt as token ids,"
+                + " than the prompt's tokenizer, bytes (256 tokens): give --token-ids and the prompt as token ids,"
                 + " or a model trained on that vocabulary");
     }
 
