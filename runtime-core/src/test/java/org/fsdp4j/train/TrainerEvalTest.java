@@ -14,7 +14,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.OptionalDouble;
+import org.fsdp4j.checkpoint.Checkpointer;
 import org.fsdp4j.data.HeldOut;
 import org.fsdp4j.data.MarkovSource;
 import org.fsdp4j.data.TokenCorpus;
@@ -75,6 +77,31 @@ class TrainerEvalTest {
             // the ranks sum their losses in another order, and the parameters differ by a few steps' rounding
             assertEquals(one.valLosses().get(i).valLoss(), two.valLosses().get(i).valLoss(), 1e-3,
                     "step " + (i + 1) + " at N = 1 and 2 (seed " + SEED + ")");
+        }
+    }
+
+    /**
+     * A run saved at step 4 and resumed keeps the schedule (steps 3 and 6 of K = 3, not the 3rd
+     * step the resumed process runs) and measures the values the uninterrupted run measured.
+     */
+    @Test
+    void aResumedRunKeepsTheSchedule(@TempDir Path dir) {
+        TrainConfig config = config(6, 2).evalEvery(3).evalBatches(2).build();
+        Path saves = dir.resolve("saves");
+        TrainSummary whole;
+        try (Trainer t = new Trainer(config, new CheckpointOptions(4, Optional.of(saves), 5, Optional.empty()), line -> { })) {
+            whole = t.run(r -> { });
+        }
+        Path at4 = Checkpointer.complete(saves).stream().filter(p -> p.getFileName().toString().endsWith("00000004"))
+                .findFirst().orElseThrow();
+        List<StepResult> results = new ArrayList<>();
+        try (Trainer t = new Trainer(config, new CheckpointOptions(0, Optional.empty(), 1, Optional.of(at4.toString())),
+                line -> { })) {
+            TrainSummary resumed = t.run(results::add);
+            assertEquals(List.of(5, 6), results.stream().map(StepResult::step).toList());
+            assertEquals(List.of(false, true), results.stream().map(StepResult::evaluated).toList());
+            assertEquals(List.of(new TrainSummary.ValLoss(6, whole.finalValLoss())), resumed.valLosses(),
+                    "the uninterrupted run's " + whole.valLosses() + " (seed " + SEED + ")");
         }
     }
 
