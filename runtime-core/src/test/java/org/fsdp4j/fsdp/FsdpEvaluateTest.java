@@ -1,7 +1,9 @@
 // ShardedModel.evaluate, the forward-only loss a run measures its held-out split with: it must
 // leave the training state alone (masters, AdamW's moments, the optimizer's step count and the
 // loss scale bit for bit), allocate no gradient and keep no activation or gathered unit after it
-// returns, under every strategy and with activation checkpointing; and it must be the same number
+// returns, under every strategy, with activation checkpointing, micro-batches, fp16 (its loss scale)
+// and bf16 with offload (whose gathers are buffers of their own, unlike fp32's in-place ones on the
+// CPU: their freeing shows in the live bytes); and it must be the same number
 // at every world size and the very loss the training step reports on that batch before its update.
 package org.fsdp4j.fsdp;
 
@@ -14,6 +16,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.Random;
 import org.fsdp4j.api.Batch;
+import org.fsdp4j.api.DType;
 import org.fsdp4j.api.Fsdp;
 import org.fsdp4j.api.FsdpOptions;
 import org.fsdp4j.api.MemoryCategory;
@@ -45,17 +48,24 @@ class FsdpEvaluateTest {
         return FsdpOptions.builder().worldSize(n).cpuThreads(n).seed(7).lr(1e-2f);
     }
 
-    @ParameterizedTest(name = "{0}, checkpointing {1}, {2} micro-batches")
-    @CsvSource({"FULL_SHARD, false, 1", "FULL_SHARD, true, 2", "SHARD_GRAD_OP, false, 1", "NO_SHARD, true, 1",
-            "OPTIMIZER_ONLY, false, 2"})
-    void leavesTheTrainingStateAloneAndAllocatesNoGradient(ShardingStrategy strategy, boolean checkpointing, int m) {
-        try (ShardedModel model = Fsdp.shard(TINY.factory(), options(2).strategy(strategy)
-                .activationCheckpointing(checkpointing).microBatches(m).build())) {
+    @ParameterizedTest(name = "{0}, N = {1}, checkpointing {2}, {3} micro-batches, {4}, offload {5}")
+    @CsvSource({"FULL_SHARD, 2, false, 1, F32, false", "FULL_SHARD, 2, true, 2, F32, false",
+            "SHARD_GRAD_OP, 2, false, 1, F32, false", "NO_SHARD, 2, true, 1, F32, false",
+            "OPTIMIZER_ONLY, 2, false, 2, F32, false", "HYBRID_SHARD, 4, false, 1, F32, false",
+            "FULL_SHARD, 2, false, 1, F16, false", "FULL_SHARD, 2, true, 1, BF16, true"})
+    void leavesTheTrainingStateAloneAndAllocatesNoGradient(ShardingStrategy strategy, int n, boolean checkpointing,
+                                                           int m, DType dtype, boolean offload) {
+        FsdpOptions.Builder o = options(n).strategy(strategy).activationCheckpointing(checkpointing).microBatches(m)
+                .paramDtype(dtype).offload(offload);
+        if (strategy == ShardingStrategy.HYBRID_SHARD) {
+            o.shardGroupSize(2);
+        }
+        try (ShardedModel model = Fsdp.shard(TINY.factory(), o.build())) {
             model.step(randomBatch());
             model.step(randomBatch());          // AdamW's moments and step count are not their initial values
             ShardedStateDict before = model.shardedStateDict();
-            long[] liveBefore = new long[2];
-            for (int r = 0; r < 2; r++) {
+            long[] liveBefore = new long[n];
+            for (int r = 0; r < n; r++) {
                 MemoryTracker t = model.deviceMemory().get(r);
                 t.resetPeak();
                 liveBefore[r] = t.liveBytes();
@@ -65,7 +75,7 @@ class FsdpEvaluateTest {
             float loss = model.evaluate(randomBatch());
 
             assertTrue(Float.isFinite(loss) && loss > 0, "loss " + loss + " (seed " + seed + ")");
-            for (int r = 0; r < 2; r++) {
+            for (int r = 0; r < n; r++) {
                 MemoryTracker t = model.deviceMemory().get(r);
                 assertEquals(gradsBefore[r], t.peakBytes(MemoryCategory.GRADS), "rank " + r + ": the evaluation "
                         + "allocated gradient memory");
