@@ -48,6 +48,21 @@ public interface ShardedModel extends AutoCloseable {
     StepMetrics step(Batch batch, float lr);
 
     /**
+     * The mean loss over a global batch, forward only: every rank runs the forward on its samples
+     * (gathering each unit's parameters for it and freeing them after), and the ranks' losses are
+     * averaged with one all-reduce (every rank holds as many tokens, so this is the mean per
+     * token). No gradient is computed or allocated, the optimizer and the loss scale are
+     * untouched and the parameters stay bit for bit as they were; the activations the forward
+     * saved are freed before it returns. On the same batch it is the loss {@link #step(Batch, float)}
+     * would report before its update. How a training loop measures a held-out split.
+     *
+     * @param batch the global batch; its sample count must split over the ranks and micro-batches
+     * @return the mean loss over the batch (every rank, every micro-batch)
+     * @throws IllegalArgumentException if the batch does not split, or the model does not find its inputs
+     */
+    float evaluate(Batch batch);
+
+    /**
      * The whole fp32 parameters, gathered on the host: every parameter by name, row-major, in
      * model order (the masters the optimizer updates, not the compute-dtype copies).
      *

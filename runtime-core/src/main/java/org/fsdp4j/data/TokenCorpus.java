@@ -78,6 +78,17 @@ public final class TokenCorpus {
         return new TokenCorpus(description, bytes.clone(), lossFloorNats);
     }
 
+    /**
+     * Tokens [from, to) as a corpus of their own, described as {@code description}, with this
+     * one's loss floor (a held-out part of a file: HeldOut).
+     */
+    public TokenCorpus slice(int from, int to, String description) {
+        if (from < 0 || to > bytes.length || from >= to) {
+            throw new IllegalArgumentException("slice [" + from + ", " + to + ") of " + bytes.length + " tokens");
+        }
+        return new TokenCorpus(description, java.util.Arrays.copyOfRange(bytes, from, to), lossFloorNats);
+    }
+
     public String description() {
         return description;
     }

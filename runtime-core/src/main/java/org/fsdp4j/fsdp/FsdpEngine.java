@@ -15,6 +15,10 @@
 //   postBackward free the gathered params; on the last micro-batch queue the gradient's
 //                reduction on the reduce stream, after the unit's last segment or, under the
 //                ROOT_GRAD_SPLIT plan, after every segment
+// An evaluation (evaluate) runs only the forward segments through the same preForward/postForward
+// hooks, with every unit freed after its forward (none kept for a backward), the model's saved
+// activations released after each micro-batch's forward, no gradient bound or allocated, and
+// the optimizer and the loss scaler untouched; its losses are all-reduced as the step's are.
 // then the step: compute waits for the reductions, adds (loss, Σ grad²) up on the device,
 // all-reduces them, and reads them: the step's one host synchronisation. fp16 overflow and
 // clipping are decided from that read; the optimizer updates the fp32 master shards, then the
@@ -126,6 +130,7 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
     private int unitsReduced;                     // units whose last reduction of the step is queued
     private Backend.Event lastReduction;          // the event after the last reduction queued (this step)
     private boolean lastMicroBatch;
+    private boolean evaluating;                   // inside evaluate(): postForward frees every unit, keeps none for a backward
     private Tensor normSquared;                  // (1) F32 on the device: Σ g² of the finished shards (offload)
     private int optimizerSteps;
     private boolean closed;
@@ -374,6 +379,70 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
                 device.promotedCopies() - promotedBefore, new long[] {commBytes().minus(before).sentBytes()});
     }
 
+    /**
+     * The mean loss over the global batch of which {@code microBatches} are this rank's share
+     * (config.microBatches() of them), forward only: each unit is gathered for its forward
+     * segments and freed after them, the model's saved activations are released after each
+     * micro-batch (no backward follows), and no gradient buffer, optimizer state or loss scale is
+     * touched, so the parameters are bit-identical afterwards. The losses are summed over the
+     * world exactly as a step sums them (Σ loss / (M·N), one all-reduce, one host read), so on
+     * the same batch it equals the loss the step would report before its update. Collective:
+     * every rank evaluates its slice of the same batch.
+     */
+    public float evaluate(List<Inputs> microBatches) {
+        if (closed) {
+            throw new IllegalStateException("the engine is closed");
+        }
+        if (microBatches.size() != config.microBatches()) {
+            throw new IllegalArgumentException("expected " + config.microBatches() + " micro-batches, got "
+                    + microBatches.size());
+        }
+        int m = microBatches.size();
+        float[] out = new float[2];
+        evaluating = true;
+        // (M + 2) F32: each micro-batch's mean loss, then (Σ loss / (M·N), unused), as the step lays them out
+        try (Tensor scalars = device.zeros(DType.F32, MemoryCategory.ACTIVATIONS, m + 2)) {
+            Tensor losses = scalars.view(0, m);
+            for (int i = 0; i < m; i++) {
+                if (!forwardOrder.isEmpty()) {
+                    lastForwardOrder = forwardOrder;
+                    forwardOrder = new ArrayList<>();
+                }
+                postForwardOrder.clear();
+                model.forward(microBatches.get(i), this, losses.view(i, 1));
+                model.close();          // the activations a backward would read: none comes
+                releaseGathered();
+            }
+            postForwardOrder.clear();
+            Tensor metrics = scalars.view(m, 2);
+            device.sumInto(losses, 1f / (m * config.worldSize()), metrics.view(0, 1));
+            if (config.worldSize() > 1) {
+                try (CommTag.Scope tag = CommTag.of("the evaluation's loss")) {
+                    mesh.world().allReduce(metrics, Reduction.SUM, compute);
+                }
+            }
+            device.copyToHost(metrics, out, 0);
+        } finally {
+            evaluating = false;
+        }
+        return out[0];
+    }
+
+    /**
+     * After an evaluation's forward: frees every unit still gathered (the root's head, or every
+     * unit where the strategy keeps them through the forward) and lands any all-gather still in
+     * flight, so the next step starts with every unit sharded, as after a backward.
+     */
+    private void releaseGathered() {
+        for (ShardedUnit u : units) {
+            if (u.pendingGather != null) {
+                unshard(u);
+            }
+            u.reshard();
+        }
+        keptForBackward = null;
+    }
+
     /** Host synchronisations of this rank's backends so far. */
     private long hostSyncs() {
         return device.hostSyncs() + (optimizerBackend == device ? 0 : optimizerBackend.hostSyncs());
@@ -461,6 +530,10 @@ public final class FsdpEngine implements UnitHooks, AutoCloseable {
         ShardedUnit u = units.get(unit.index());
         if (last) {
             postForwardOrder.add(u);
+        }
+        if (evaluating) {
+            u.reshard();        // no backward comes: nothing stays gathered for one (persistent units stay as they are)
+            return;
         }
         if (!config.strategy().reshardsAfterForward() || (last && u.isRoot())) {
             return;

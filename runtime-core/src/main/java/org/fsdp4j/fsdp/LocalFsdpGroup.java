@@ -201,20 +201,34 @@ public final class LocalFsdpGroup implements AutoCloseable {
 
     /** As {@link #step}, each rank's own metrics in rank order (the engine's tests check every rank). */
     public List<StepMetrics> stepEachRank(Batch batch, float lr) {
+        return onEachRanksSlice(batch, (engine, inputs) -> engine.step(inputs, lr));
+    }
+
+    /**
+     * The mean loss over the global batch, forward only (FsdpEngine.evaluate): every rank runs
+     * its slice [r·B/N, (r+1)·B/N), split into its micro-batches as a step splits it, and the
+     * ranks' losses are summed with one all-reduce, so every rank returns the same value (rank 0's).
+     */
+    public float evaluate(Batch batch) {
+        return onEachRanksSlice(batch, FsdpEngine::evaluate).get(0);
+    }
+
+    /** What each rank's engine makes of its share of {@code batch}, uploaded as its micro-batches' Inputs. */
+    private <T> List<T> onEachRanksSlice(Batch batch, java.util.function.BiFunction<FsdpEngine, List<Inputs>, T> work) {
         if (closed) {
             throw new IllegalStateException("the FSDP group is closed");
         }
         config.checkBatch(batch.samples());
         int m = config.microBatches();
         int perMicroBatch = batch.samples() / config.worldSize() / m;
-        List<StepMetrics> results = threads.run(r -> {
+        List<T> results = threads.run(r -> {
             Rank rank = ranks.get(r - group.firstRank());
             List<Inputs> inputs = new ArrayList<>(m);
             try {
                 for (int i = 0; i < m; i++) {
                     inputs.add(BatchUpload.rows(rank.device, batch, (r * m + i) * perMicroBatch, perMicroBatch));
                 }
-                return rank.engine.step(inputs, lr);
+                return work.apply(rank.engine, inputs);
             } finally {
                 inputs.forEach(BatchUpload::free);   // stream-ordered: the step's queued reads finish first
             }

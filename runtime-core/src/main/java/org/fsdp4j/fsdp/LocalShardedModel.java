@@ -154,6 +154,11 @@ public final class LocalShardedModel implements ShardedModel {
     }
 
     @Override
+    public float evaluate(Batch batch) {
+        return group.evaluate(batch);
+    }
+
+    @Override
     public Map<String, float[]> stateDict() {
         ShardedStateDict state = shardedStateDict();
         Map<String, float[]> out = new LinkedHashMap<>();

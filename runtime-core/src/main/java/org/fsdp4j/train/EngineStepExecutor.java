@@ -59,6 +59,11 @@ public final class EngineStepExecutor implements StepExecutor {
     }
 
     @Override
+    public float evaluate(Batch batch) {
+        return model.evaluate(batch);
+    }
+
+    @Override
     public long parameterCount() {
         return model.info().parameterCount();
     }

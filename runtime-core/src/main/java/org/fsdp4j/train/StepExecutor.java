@@ -24,6 +24,12 @@ public interface StepExecutor extends AutoCloseable {
      */
     StepMetrics step(Batch batch, int step, float lr);
 
+    /**
+     * The mean loss over {@code batch} (a global batch of the held-out split), forward only: no
+     * gradient, no update, the optimizer and the loss scale as they were. Collective, as a step is.
+     */
+    float evaluate(Batch batch);
+
     /** Parameters of the model (unpadded, unsharded). */
     long parameterCount();
 

@@ -18,9 +18,15 @@ package org.fsdp4j.train;
  * @param commBytes       bytes sent during the step, the largest over ranks (0 for one rank)
  * @param hostSyncs       times a rank's host waited for its device during the step, the most over ranks
  * @param promotedCopies  GEMMs of the step whose operand dtypes differed, over all ranks (0 expected)
+ * @param valLoss         the validation loss measured after this step (--eval-every); null on the steps without one
  */
 public record StepResult(int step, int totalSteps, float loss, double gradNorm, float lr, double timeMs,
                          double tokensPerSecond, long liveBytes, long peakBytes,
                          java.util.Map<org.fsdp4j.api.MemoryCategory, Long> peakSplit, boolean skipped, long commBytes,
-                         long hostSyncs, long promotedCopies) {
+                         long hostSyncs, long promotedCopies, Float valLoss) {
+
+    /** Whether a validation loss was measured after this step. */
+    public boolean evaluated() {
+        return valLoss != null;
+    }
 }

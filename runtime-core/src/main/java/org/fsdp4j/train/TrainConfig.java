@@ -37,10 +37,15 @@ import org.fsdp4j.plan.PlanInput;
  *                    offload, AdamW, clipping, the seed (of the parameters and the batches), the device as asked
  *                    (auto, cpu, cuda or cuda:i, normalised), host threads, the collective timeout (the watchdog,
  *                    and how long processes wait for each other at start)
+ * @param evalEvery   measure the validation loss on the held-out split after every evalEvery-th step
+ *                    (step % evalEvery == 0); 0 = never
+ * @param evalBatches global batches each validation loss averages over (the same ones every time); 0 when
+ *                    evalEvery is 0
  */
 public record TrainConfig(String preset, ModelConfig model, int steps, int batchSize, int seqLen,
                           float minLr, int warmupSteps, Optional<Path> dataFile, Optional<Path> outDir,
-                          Optional<Path> initFrom, NonFinitePolicy onNonFinite, FsdpOptions fsdp) {
+                          Optional<Path> initFrom, NonFinitePolicy onNonFinite, FsdpOptions fsdp,
+                          int evalEvery, int evalBatches) {
 
     public TrainConfig {
         if (preset == null || model == null || fsdp == null || dataFile == null || outDir == null || initFrom == null) {
@@ -86,6 +91,22 @@ public record TrainConfig(String preset, ModelConfig model, int steps, int batch
             fsdp = fsdp.toBuilder().device(device).build();
         }
         fsdp.checkBatch(batchSize);        // B must split into N ranks × M micro-batches
+        if (evalEvery < 0) {
+            throw new IllegalArgumentException("--eval-every must be at least 0 (0 measures no validation loss), got "
+                    + evalEvery);
+        }
+        if (evalEvery == 0 && evalBatches != 0) {
+            throw new IllegalArgumentException("--eval-batches " + evalBatches + " needs --eval-every K: the validation"
+                    + " loss is measured only every K steps");
+        }
+        if (evalEvery > 0 && evalBatches < 1) {
+            throw new IllegalArgumentException("--eval-batches must be at least 1, got " + evalBatches);
+        }
+    }
+
+    /** Whether step {@code step} (counting from 1) ends with a validation loss. */
+    public boolean evaluatesAfter(int step) {
+        return evalEvery > 0 && step % evalEvery == 0;
     }
 
     /**
@@ -164,7 +185,8 @@ public record TrainConfig(String preset, ModelConfig model, int steps, int batch
     public Builder toBuilder() {
         Builder b = new Builder().family(model.family()).preset(preset).model(model).steps(steps).batchSize(batchSize)
                 .seqLen(seqLen).minLr(minLr).warmupSteps(warmupSteps).dataFile(dataFile.orElse(null))
-                .outDir(outDir.orElse(null)).initFrom(initFrom.orElse(null)).onNonFinite(onNonFinite);
+                .outDir(outDir.orElse(null)).initFrom(initFrom.orElse(null)).onNonFinite(onNonFinite)
+                .evalEvery(evalEvery).evalBatches(evalEvery == 0 ? null : evalBatches);
         b.fsdp = fsdp.toBuilder();
         return b;
     }
@@ -185,6 +207,8 @@ public record TrainConfig(String preset, ModelConfig model, int steps, int batch
         public static final float DEFAULT_MAX_GRAD_NORM = 1.0f;
         public static final String DEFAULT_DEVICE = "auto";
         public static final Duration DEFAULT_COLLECTIVE_TIMEOUT = Duration.ofSeconds(600);
+        /** Global batches a validation loss averages over when --eval-every is given without --eval-batches. */
+        public static final int DEFAULT_EVAL_BATCHES = 8;
         /** Adam's betas and eps: GPT-2/nanoGPT's. */
         public static final float BETA1 = 0.9f;
         public static final float BETA2 = 0.95f;
@@ -202,6 +226,8 @@ public record TrainConfig(String preset, ModelConfig model, int steps, int batch
         private Path initFrom;
         private Path outDir;
         private NonFinitePolicy onNonFinite = NonFinitePolicy.STOP;
+        private int evalEvery;
+        private Integer evalBatches;
         private FsdpOptions.Builder fsdp = FsdpOptions.builder().device(DEFAULT_DEVICE).seed(DEFAULT_SEED)
                 .adamW(DEFAULT_LR, BETA1, BETA2, EPS, DEFAULT_WEIGHT_DECAY).maxGradNorm(DEFAULT_MAX_GRAD_NORM)
                 .collectiveTimeout(DEFAULT_COLLECTIVE_TIMEOUT)
@@ -293,6 +319,18 @@ public record TrainConfig(String preset, ModelConfig model, int steps, int batch
             return this;
         }
 
+        /** Every K steps the validation loss; 0 (the default): never. */
+        public Builder evalEvery(int k) {
+            this.evalEvery = k;
+            return this;
+        }
+
+        /** Null: DEFAULT_EVAL_BATCHES when evalEvery is on, else none. */
+        public Builder evalBatches(Integer m) {
+            this.evalBatches = m;
+            return this;
+        }
+
         public TrainConfig build() {
             ModelConfig m = model != null ? model : family.preset(preset);
             int t = seqLen != null ? seqLen : m.maxSeqLen();
@@ -302,7 +340,8 @@ public record TrainConfig(String preset, ModelConfig model, int steps, int batch
             float floorLr = minLr != null ? minLr : options.lr() / 10;
             int warmup = warmupSteps != null ? warmupSteps : Math.min(steps, Math.max(1, Math.round(steps * 0.05f)));
             return new TrainConfig(preset, m, steps, batchSize, t, floorLr, warmup, Optional.ofNullable(dataFile),
-                    Optional.ofNullable(outDir), Optional.ofNullable(initFrom), onNonFinite, options);
+                    Optional.ofNullable(outDir), Optional.ofNullable(initFrom), onNonFinite, options, evalEvery,
+                    evalBatches != null ? evalBatches : evalEvery > 0 ? DEFAULT_EVAL_BATCHES : 0);
         }
     }
 }

@@ -55,6 +55,9 @@ import java.util.Map;
  * @param ranksInPerRankArrays    the global ranks the per-rank arrays (memory_check's too) hold, in order; absent
  *                                when they hold every rank 0..N−1, which is always but in a run over several
  *                                processes that failed before its end: then they hold only process 0's ranks
+ * @param valLosses               every validation loss this process measured (--eval-every), by step; absent without
+ *                                --eval-every (a resumed run has those since it resumed)
+ * @param finalValLoss            the last of them; absent where none was measured
  */
 public record TrainSummary(String model, String preset, long params, int worldSize, String device, String backend, String data,
                            int steps, int batchSize, int seqLen, long seed,
@@ -74,5 +77,16 @@ public record TrainSummary(String model, String preset, long params, int worldSi
                            @JsonInclude(JsonInclude.Include.NON_NULL) Trainer.ResumedFrom resumedFrom,
                            @JsonInclude(JsonInclude.Include.NON_NULL) java.util.List<org.fsdp4j.checkpoint.Checkpointer.Save> checkpoints,
                            @JsonInclude(JsonInclude.Include.NON_NULL) MemoryCheck memoryCheck,
-                           @JsonInclude(JsonInclude.Include.NON_NULL) int[] ranksInPerRankArrays) {
+                           @JsonInclude(JsonInclude.Include.NON_NULL) int[] ranksInPerRankArrays,
+                           @JsonInclude(JsonInclude.Include.NON_NULL) java.util.List<ValLoss> valLosses,
+                           @JsonInclude(JsonInclude.Include.NON_NULL) Float finalValLoss) {
+
+    /**
+     * One validation loss.
+     *
+     * @param step    the step after which it was measured
+     * @param valLoss the mean loss over the held-out batches, nats
+     */
+    public record ValLoss(int step, float valLoss) {
+    }
 }

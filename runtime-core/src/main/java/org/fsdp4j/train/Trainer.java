@@ -16,6 +16,9 @@
 // prediction for the run is compared with the first step's measured memory (MemoryCheck). In a
 // run over several processes each process measures its own ranks; JobFigures pools them so
 // process 0 reports for all N ranks (per step, and in the summary of a run that reaches its end).
+// With --eval-every K, every K-th step (step % K == 0, so a resumed run keeps the schedule) ends
+// with the validation loss: the mean over the same --eval-batches held-out batches (HeldOut)
+// every time, forward only, outside the step's time and memory figures.
 package org.fsdp4j.train;
 
 import java.nio.file.Files;
@@ -39,6 +42,7 @@ import org.fsdp4j.checkpoint.CheckpointReader;
 import org.fsdp4j.checkpoint.Checkpointer;
 import org.fsdp4j.checkpoint.SharedResume;
 import org.fsdp4j.data.BatchSampler;
+import org.fsdp4j.data.HeldOut;
 import org.fsdp4j.data.TokenCorpus;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.metrics.Stats;
@@ -53,6 +57,8 @@ public final class Trainer implements AutoCloseable {
 
     private final TrainConfig config;
     private final BatchSampler sampler;
+    private final BatchSampler validation;      // the held-out split's batches; null without --eval-every
+    private final List<TrainSummary.ValLoss> valLosses = new java.util.ArrayList<>();   // guarded by this
     private final CosineSchedule schedule;
     private final StepExecutor executor;
     private final RunInfo info;
@@ -156,6 +162,12 @@ public final class Trainer implements AutoCloseable {
                     + config.preset() + " model's vocabulary has " + config.model().vocabSize()
                     + ": use a preset with a vocabulary of at least " + corpus.vocabSize());
         }
+        HeldOut heldOut = heldOut(config, corpus);
+        if (heldOut != null) {
+            corpus = heldOut.train();
+        }
+        this.validation = heldOut == null ? null
+                : new BatchSampler(heldOut.validation(), config.batchSize(), config.seqLen(), config.fsdp().seed());
         this.sampler = new BatchSampler(corpus, config.batchSize(), config.seqLen(), config.fsdp().seed());
         this.schedule = new CosineSchedule(config.fsdp().lr(), config.minLr(), config.warmupSteps(), config.steps());
         this.executor = executors.apply(config, device);
@@ -186,6 +198,37 @@ public final class Trainer implements AutoCloseable {
         }
         this.checkpointer = checkpoints.saveDir().map(d -> processes == null ? new Checkpointer(d, checkpoints.keep(), log)
                 : new Checkpointer(d, checkpoints.keep(), log, processes, config.fsdp().collectiveTimeout())).orElse(null);
+    }
+
+    /**
+     * The run's held-out split, with --eval-every (else null): the seam where a data source with
+     * a validation split of its own is told apart from {@code corpus}, what the run trains on.
+     */
+    private static HeldOut heldOut(TrainConfig config, TokenCorpus corpus) {
+        return config.evalEvery() == 0 ? null : HeldOut.of(corpus, config.dataFile().isEmpty(), config.seqLen());
+    }
+
+    /**
+     * The validation loss after step {@code step}: the mean of the --eval-batches held-out
+     * batches' losses, each a global batch every rank takes its slice of, as in training.
+     */
+    private float validationLoss(int step) {
+        double sum = 0;
+        try {
+            for (int k = 1; k <= config.evalBatches(); k++) {
+                sum += executor.evaluate(validation.sample(k));
+            }
+        } catch (RuntimeException | Error e) {
+            synchronized (this) {
+                failure = "step " + step + "'s validation loss: " + e;
+            }
+            throw e;
+        }
+        float loss = (float) (sum / config.evalBatches());
+        synchronized (this) {
+            valLosses.add(new TrainSummary.ValLoss(step, loss));
+        }
+        return loss;
     }
 
     /** Loads the checkpoint in {@code dir} into every rank and continues at its step + 1. */
@@ -383,6 +426,7 @@ public final class Trainer implements AutoCloseable {
                         predicted.temporaryBytesPerRank(), predicted.activationBytesPerRank(), persistentNow, peakNow);
             }
         }
+        Float valLoss = validation != null && config.evaluatesAfter(step) ? validationLoss(step) : null;
         if (checkpointer != null && checkpoints.saveEvery() > 0 && step % checkpoints.saveEvery() == 0) {
             saveCheckpoint();
         }
@@ -395,7 +439,7 @@ public final class Trainer implements AutoCloseable {
         }
         return new StepResult(step, config.steps(), outcome.loss(), outcome.gradNorm(), lr, timeMs,
                 config.tokensPerStep() / (timeMs / 1e3), figures.liveBytes(), figures.peakBytes(), figures.peakSplit(),
-                outcome.skipped(), figures.commBytes(), figures.hostSyncs(), figures.promotedCopies());
+                outcome.skipped(), figures.commBytes(), figures.hostSyncs(), figures.promotedCopies(), valLoss);
     }
 
     /**
@@ -573,7 +617,9 @@ public final class Trainer implements AutoCloseable {
                 ranks.hostPersistentBytesPerRank(), ranks.hostPeakBytesPerRank(), ranks.hostSyncsPerStep(),
                 ranks.promotedCopies(), config.fsdp().debugStreams(), outcome(), resumedFrom,
                 checkpointer == null ? null : checkpointer.saves(), check,
-                ranks.ranks() == info.worldSize() ? null : ranks.globalRanks());
+                ranks.ranks() == info.worldSize() ? null : ranks.globalRanks(),
+                validation == null ? null : List.copyOf(valLosses),
+                valLosses.isEmpty() ? null : valLosses.get(valLosses.size() - 1).valLoss());
     }
 
     /** The per-rank figures of this process's ranks (all of them in a run of one process). */

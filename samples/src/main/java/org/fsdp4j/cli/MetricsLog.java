@@ -1,7 +1,8 @@
 // metrics.jsonl in --out: one JSON object per step, appended and flushed as the step ends, so a
 // person (tail -f) or a program can follow a run while it goes and read it after a crash. A line
 // that cannot be written whole (a full disk) is cut off again, so the file ends with the last
-// complete step and every line parses.
+// complete step and every line parses. val_loss is there only on the steps a validation loss
+// was measured after (--eval-every).
 package org.fsdp4j.cli;
 
 import java.io.IOException;
@@ -56,6 +57,9 @@ final class MetricsLog implements AutoCloseable {
         Map<String, Object> line = new LinkedHashMap<>();
         line.put("step", r.step());
         line.put("loss", r.loss());
+        if (r.evaluated()) {
+            line.put("val_loss", r.valLoss());      // only on the steps --eval-every measured it after
+        }
         line.put("grad_norm", r.gradNorm());
         line.put("lr", r.lr());
         line.put("time_ms", r.timeMs());

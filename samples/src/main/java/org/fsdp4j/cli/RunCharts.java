@@ -1,5 +1,6 @@
 // The PNGs a training run leaves in --out, drawn with JFreeChart (headless): loss.png, the loss of
-// every step with the data's entropy floor when it is known, and memory.png, each rank's live
+// every step with the data's entropy floor when it is known and, with --eval-every, the validation
+// loss as marked points joined by a line on the steps it was measured after, and memory.png, each rank's live
 // bytes by category over the first step this process ran (one stacked panel per rank, time on the
 // x axis), which shows where the peak comes from: the persistent state at the bottom, the
 // gathered units and gradients coming and going, the activations rising through the forward
@@ -77,10 +78,29 @@ final class RunCharts {
                 loss.add(i + 1, l[i]);
             }
         }
-        XYPlot plot = new XYPlot(new XYSeriesCollection(loss), new NumberAxis("step"), new NumberAxis("loss (nats)"),
-                new XYLineAndShapeRenderer(true, false));
-        plot.getRenderer().setSeriesPaint(0, CATEGORY_COLORS[0]);
-        plot.getRenderer().setSeriesStroke(0, new BasicStroke(1.5f));
+        XYSeriesCollection curves = new XYSeriesCollection(loss);
+        XYSeries val = new XYSeries("validation loss");
+        if (s.valLosses() != null) {
+            for (TrainSummary.ValLoss v : s.valLosses()) {
+                if (Float.isFinite(v.valLoss())) {
+                    val.add(v.step(), v.valLoss());
+                }
+            }
+        }
+        boolean validated = val.getItemCount() > 0;
+        if (validated) {
+            loss.setKey("training loss");
+            curves.addSeries(val);
+        }
+        XYLineAndShapeRenderer renderer = new XYLineAndShapeRenderer(true, false);
+        XYPlot plot = new XYPlot(curves, new NumberAxis("step"), new NumberAxis("loss (nats)"), renderer);
+        renderer.setSeriesPaint(0, CATEGORY_COLORS[0]);
+        renderer.setSeriesStroke(0, new BasicStroke(1.5f));
+        if (validated) {
+            renderer.setSeriesPaint(1, CATEGORY_COLORS[1]);
+            renderer.setSeriesStroke(1, new BasicStroke(2f));
+            renderer.setSeriesShapesVisible(1, true);       // the measured points, between which nothing was measured
+        }
         ((NumberAxis) plot.getRangeAxis()).setAutoRangeIncludesZero(false);
         if (s.lossFloor() != null) {
             ValueMarker floor = new ValueMarker(s.lossFloor(), CATEGORY_COLORS[3], new BasicStroke(1.5f,
@@ -90,11 +110,12 @@ final class RunCharts {
             floor.setLabelTextAnchor(TextAnchor.BOTTOM_RIGHT);
             floor.setLabelFont(new Font(Font.SANS_SERIF, Font.PLAIN, 12));
             plot.addRangeMarker(floor);
-            double lo = Math.min(s.lossFloor(), loss.getMinY());
-            plot.getRangeAxis().setRange(lo - 0.05 * (loss.getMaxY() - lo), loss.getMaxY() + 0.02 * (loss.getMaxY() - lo));
+            double lo = Math.min(s.lossFloor(), validated ? Math.min(loss.getMinY(), val.getMinY()) : loss.getMinY());
+            double hi = validated ? Math.max(loss.getMaxY(), val.getMaxY()) : loss.getMaxY();
+            plot.getRangeAxis().setRange(lo - 0.05 * (hi - lo), hi + 0.02 * (hi - lo));
         }
         JFreeChart chart = new JFreeChart(String.format(java.util.Locale.ROOT, "%s: loss per step (%d steps, N = %d, %s)",
-                s.preset(), s.steps(), s.worldSize(), s.strategy()), JFreeChart.DEFAULT_TITLE_FONT, plot, false);
+                s.preset(), s.steps(), s.worldSize(), s.strategy()), JFreeChart.DEFAULT_TITLE_FONT, plot, validated);
         chart.setBackgroundPaint(Color.WHITE);
         return chart;
     }

@@ -46,11 +46,16 @@ final class RunLog {
 
     /** One step; {@code lossScaled}: fp16's loss scaler skips on inf/NaN gradients and lowers its scale. */
     static void step(PrintWriter out, StepResult r, boolean lossScaled) {
-        out.println(Format.f("step %d/%d | loss %.4f | norm %.4f | lr %s | %.1f ms | %s tok/s | mem %s%s%s",
-                r.step(), r.totalSteps(), r.loss(), r.gradNorm(), Format.lr(r.lr()), r.timeMs(),
+        out.println(Format.f("step %d/%d | loss %.4f%s | norm %.4f | lr %s | %.1f ms | %s tok/s | mem %s%s%s",
+                r.step(), r.totalSteps(), r.loss(), val(r), r.gradNorm(), Format.lr(r.lr()), r.timeMs(),
                 Format.count(r.tokensPerSecond()), Format.bytesSplit(r.peakBytes(), r.peakSplit()),
                 r.commBytes() > 0 ? " | comm " + Format.bytes(r.commBytes()) : "", skipped(r, lossScaled)));
         out.flush();
+    }
+
+    /** " | val X.XXXX" on a step the validation loss was measured after, else nothing. */
+    static String val(StepResult r) {
+        return r.evaluated() ? Format.f(" | val %.4f", r.valLoss()) : "";
     }
 
     /** Why a step was skipped: fp16 says whether the loss itself or only the gradients overflowed. */
@@ -107,6 +112,9 @@ final class RunLog {
         String line = Format.f("done: %d steps in %.1f s | median %.1f ms/step, %s tok/s | final loss %.4f | mean of last %d %.4f",
                 s.steps(), s.totalTimeS(), s.stepTimeMsMedian(), Format.count(s.tokensPerSecond()), s.finalLoss(),
                 Math.min(Trainer.TAIL_STEPS, s.steps()), s.tailLossMean());
+        if (s.finalValLoss() != null) {
+            line += Format.f(" | val %.4f (step %d)", s.finalValLoss(), s.valLosses().get(s.valLosses().size() - 1).step());
+        }
         if (s.outcome().skippedSteps() > 0) {
             line += " | " + s.outcome().skippedSteps() + " skipped";
         }

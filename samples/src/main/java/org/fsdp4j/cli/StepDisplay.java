@@ -44,7 +44,7 @@ final class StepDisplay implements AutoCloseable {
             return;
         }
         bar.stepTo(r.step());
-        bar.setExtraMessage(Format.f(" | loss %.4f | %.0f ms | %s tok/s | mem %s%s", r.loss(), r.timeMs(),
+        bar.setExtraMessage(Format.f(" | loss %.4f%s | %.0f ms | %s tok/s | mem %s%s", r.loss(), RunLog.val(r), r.timeMs(),
                 Format.count(r.tokensPerSecond()), Format.bytes(r.peakBytes()), r.skipped() ? " | skipped" : ""));
     }
 

@@ -138,6 +138,17 @@ final class TrainOptions {
                     + NonFinitePolicy.DEFAULT_MAX_SKIPPED_STEPS + ")")
     Integer maxSkippedSteps;
 
+    @Option(names = "--eval-every", paramLabel = "K",
+            description = "after every K-th step, the validation loss on a held-out split (the embedded data: a separate"
+                    + " trajectory of its chain; --data FILE: the file's last 5%%, then not trained on) in the step line,"
+                    + " metrics.jsonl, loss.png and summary.json (default: 0, none)")
+    Integer evalEvery;
+
+    @Option(names = "--eval-batches", paramLabel = "M",
+            description = "global batches each validation loss averages over, the same ones every time (default: "
+                    + TrainConfig.Builder.DEFAULT_EVAL_BATCHES + ")")
+    Integer evalBatches;
+
     /** The model presets of each family, listed in --help: "tiny, small, ... (gpt); tiny, ... (llama)". */
     static final class PresetNames implements Iterable<String> {
         @Override
@@ -236,6 +247,12 @@ final class TrainOptions {
         }
         if (collectiveTimeoutSeconds != null) {
             b.fsdp(f -> f.collectiveTimeout(java.time.Duration.ofSeconds(collectiveTimeoutSeconds)));
+        }
+        if (evalEvery != null) {
+            b.evalEvery(evalEvery);
+        }
+        if (evalBatches != null) {
+            b.evalBatches(evalBatches);
         }
         if (onNonFinite != null || maxSkippedSteps != null) {
             b.onNonFinite(NonFinitePolicy.parse(onNonFinite == null ? "stop" : onNonFinite, maxSkippedSteps));
