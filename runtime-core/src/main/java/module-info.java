@@ -18,6 +18,7 @@ module org.fsdp4j.core {
     exports org.fsdp4j.backend.cpu to org.fsdp4j.cuda, org.fsdp4j.cli;
     exports org.fsdp4j.bench to org.fsdp4j.cli;
     exports org.fsdp4j.checkpoint to org.fsdp4j.cli;
+    exports org.fsdp4j.data to org.fsdp4j.cli;
     exports org.fsdp4j.dist to org.fsdp4j.cli;
     exports org.fsdp4j.metrics to org.fsdp4j.cli;
     exports org.fsdp4j.model to org.fsdp4j.cli;

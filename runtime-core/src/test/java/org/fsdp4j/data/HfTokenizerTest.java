@@ -12,7 +12,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.File;
 import java.io.IOException;
-import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -22,7 +21,6 @@ import java.util.List;
 import java.util.OptionalInt;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
-import java.util.zip.GZIPInputStream;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -38,34 +36,11 @@ class HfTokenizerTest {
 
     @BeforeAll
     static void unpackGpt2() throws IOException {
-        gpt2 = gpt2Tokenizer(dir);
-    }
-
-    /** GPT-2's tokenizer.json, unpacked from the test resources into {@code dir}/gpt2/. */
-    static Path gpt2Tokenizer(Path dir) throws IOException {
-        Path folder = dir.resolve("gpt2");
-        Files.createDirectories(folder);
-        Path file = folder.resolve(HfTokenizer.FILE_NAME);
-        if (!Files.exists(file)) {
-            try (InputStream in = new GZIPInputStream(resource("gpt2-tokenizer.json.gz"))) {
-                Files.copy(in, file);
-            }
-        }
-        return file;
-    }
-
-    static InputStream resource(String name) {
-        InputStream in = HfTokenizerTest.class.getResourceAsStream("/tokenizers/" + name);
-        if (in == null) {
-            throw new AssertionError("test resource tokenizers/" + name + " is missing");
-        }
-        return in;
+        gpt2 = TestTokenizers.gpt2(dir);
     }
 
     static String text(String name) throws IOException {
-        try (InputStream in = resource(name)) {
-            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
-        }
+        return TestTokenizers.text(name);
     }
 
     @Test
@@ -101,10 +76,7 @@ class HfTokenizerTest {
     @ParameterizedTest
     @ValueSource(strings = {"llama-style-tokenizer.json", "metaspace-tokenizer.json"})
     void aSentencePieceBpeMergesSpacesAndFallsBackToBytes(String name) throws IOException {
-        Path file = dir.resolve(name);
-        try (InputStream in = resource(name)) {
-            Files.copy(in, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
-        }
+        Path file = TestTokenizers.copy(name, dir);
         Tokenizer t = Tokenizer.load(file);
         assertEquals(278, t.vocabSize());
         assertEquals(OptionalInt.of(2), t.endOfText());
