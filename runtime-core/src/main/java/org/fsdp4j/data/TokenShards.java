@@ -11,7 +11,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.stream.Stream;
 
-public final class TokenShards {
+public final class TokenShards implements TokenStream {
 
     private final Path dir;
     private final String split;
@@ -78,6 +78,7 @@ public final class TokenShards {
     }
 
     /** Tokens in all shards together. */
+    @Override
     public long size() {
         return starts[shards.size()];
     }
@@ -87,7 +88,14 @@ public final class TokenShards {
         return shards.get(0).tokenBytes();
     }
 
+    @Override
+    public String description() {
+        return "shards " + dir + "/" + split + "_*.bin (" + size() + " tokens in " + shards.size() + " shards, uint"
+                + 8 * tokenBytes() + ")";
+    }
+
     /** Tokens [from, from + len) of the stream into dst[off, off + len), across shard ends. */
+    @Override
     public void read(long from, int[] dst, int off, int len) {
         if (from < 0 || len < 0 || from + len > size()) {
             throw new IndexOutOfBoundsException("tokens [" + from + ", " + (from + len) + ") of a stream of " + size());
