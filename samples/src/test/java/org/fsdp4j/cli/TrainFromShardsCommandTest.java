@@ -60,6 +60,18 @@ class TrainFromShardsCommandTest {
     }
 
     @Test
+    void checkpointInspectShowsTheStreamPosition() {
+        Path saves = dir.resolve("saves");
+        CliRunner.Result r = CliRunner.run(MultiProcessCommandTest.args(RUN, "--data", text.toString(), "--tokenizer",
+                gpt2.toString(), "--steps", "2", "--save-every", "2", "--save-dir", saves.toString()).toArray(String[]::new));
+        assertEquals(0, r.exitCode(), r.err());
+        CliRunner.Result i = CliRunner.run("checkpoint", "inspect", saves.toString());
+        assertEquals(0, i.exitCode(), i.err());
+        assertTrue(i.out().contains("batch 4 x 32), at token 256 of the stream\n"),
+                i.out());
+    }
+
+    @Test
     void aTextFileIsTokenizedOnTheFly() {
         CliRunner.Result r = CliRunner.run(MultiProcessCommandTest.args(RUN, "--data", text.toString(), "--tokenizer",
                 gpt2.getParent().toString(), "--steps", "1").toArray(String[]::new));
