@@ -119,23 +119,55 @@ class ShardTrainingTest {
             }
         }
         // the same checkpoint with its position set back to the stream's start: other data, other losses
-        Path rewound = dir.resolve("rewound");
-        Files.createDirectories(rewound);
-        try (var files = Files.list(step3)) {
-            for (Path f : files.toList()) {
-                Files.copy(f, rewound.resolve(f.getFileName()));
-            }
-        }
-        Path index = rewound.resolve(CheckpointIndex.FILE_NAME);
-        String json = Files.readString(index);
         String saved = "\"token_position\" : " + SAVED_AT * B * T;
-        assertTrue(json.contains(saved), json);
-        Files.writeString(index, json.replace(saved, "\"token_position\" : 0"));
+        Path rewound = copyWithIndex(step3, "rewound", json -> {
+            assertTrue(json.contains(saved), json);
+            return json.replace(saved, "\"token_position\" : 0");
+        });
         try (Trainer t = new Trainer(config(2).build(), new CheckpointOptions(0, Optional.empty(), 1,
                 Optional.of(rewound.toString())), line -> { })) {
             float[] losses = t.run(r -> { }).losses();
             assertNotEquals(uninterrupted[SAVED_AT], losses[SAVED_AT], 1e-3 * uninterrupted[SAVED_AT]);
         }
+    }
+
+    /** A checkpoint written before streams were read in order has no token_position: the stream skips step batches. */
+    @Test
+    void aCheckpointWithoutAPositionContinuesAfterItsStepsBatches() throws IOException {
+        Path saves = dir.resolve("old");
+        float[] uninterrupted;
+        try (Trainer t = new Trainer(config(1).build(), new CheckpointOptions(SAVED_AT, Optional.of(saves), 5,
+                Optional.empty()), line -> { })) {
+            uninterrupted = t.run(r -> { }).losses();
+        }
+        Path old = copyWithIndex(Checkpointer.complete(saves).get(0), "no-position",
+                json -> json.replaceAll(",\\s*\"token_position\" : \\d+", ""));
+        assertTrue(!Files.readString(old.resolve(CheckpointIndex.FILE_NAME)).contains("token_position"));
+        try (CheckpointReader r = CheckpointReader.open(old)) {
+            assertNull(r.index().data().tokenPosition());
+        }
+        try (Trainer t = new Trainer(config(2).build(), new CheckpointOptions(0, Optional.empty(), 1,
+                Optional.of(old.toString())), line -> { })) {
+            float[] losses = t.run(r -> { }).losses();
+            for (int i = SAVED_AT; i < STEPS; i++) {
+                assertEquals(uninterrupted[i], losses[i], 1e-4 * uninterrupted[i], "step " + (i + 1));
+            }
+        }
+    }
+
+    /** A copy of {@code checkpoint} named {@code name} whose index.json is {@code edit}ed. */
+    private static Path copyWithIndex(Path checkpoint, String name, java.util.function.UnaryOperator<String> edit)
+            throws IOException {
+        Path copy = dir.resolve(name);
+        Files.createDirectories(copy);
+        try (var files = Files.list(checkpoint)) {
+            for (Path f : files.toList()) {
+                Files.copy(f, copy.resolve(f.getFileName()));
+            }
+        }
+        Path index = copy.resolve(CheckpointIndex.FILE_NAME);
+        Files.writeString(index, edit.apply(Files.readString(index)));
+        return copy;
     }
 
     @Test
