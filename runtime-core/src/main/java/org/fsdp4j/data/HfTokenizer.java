@@ -6,8 +6,10 @@
 // which DJL does not expose, are read from the JSON itself.
 package org.fsdp4j.data;
 
+import ai.djl.engine.EngineException;
 import ai.djl.huggingface.tokenizers.Encoding;
 import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
+import ai.djl.util.Utils;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -97,7 +99,15 @@ public final class HfTokenizer implements Tokenizer {
                     "truncation", "false", "padding", "false"));
         } catch (IOException e) {
             throw new UncheckedIOException("cannot read tokenizer " + file + ": " + e.getMessage(), e);
-        } catch (RuntimeException e) {      // the Rust library's parse error, as DJL's EngineException or similar
+        } catch (EngineException e) {       // the native library could not be extracted or loaded
+            Throwable cause = e;
+            while (cause.getCause() != null && cause.getCause() != cause) {
+                cause = cause.getCause();
+            }
+            throw new UncheckedIOException("cannot load the tokenizers' native library from DJL's cache "
+                    + Utils.getEngineCacheDir("tokenizers") + " (" + cause + "): set DJL_CACHE_DIR (the environment, or"
+                    + " -DDJL_CACHE_DIR=... in FSDP4J_JAVA_OPTS) to a writable folder", new IOException(e));
+        } catch (RuntimeException e) {      // the Rust library's parse error (a plain RuntimeException from JNI)
             throw notATokenizer(file, String.valueOf(e.getMessage()).lines().findFirst().orElse(""));
         }
         Path parent = file.toAbsolutePath().getParent();

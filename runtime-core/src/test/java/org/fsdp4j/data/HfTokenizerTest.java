@@ -149,11 +149,36 @@ class HfTokenizerTest {
         }
     }
 
-    /** The child JVM of theNativeLibraryGoesToDjlCacheDir: prints the ids of "Hello world". */
+    /** A cache folder the library cannot be written to is one line naming it and the fix. */
+    @Test
+    void anUnwritableCacheDirIsOneLineSayingWhatToSet() throws Exception {
+        Path notAFolder = Files.writeString(dir.resolve("a-file"), "x").resolve("djl");
+        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        ProcessBuilder pb = new ProcessBuilder(java, "-DDJL_CACHE_DIR=" + notAFolder, "-cp",
+                System.getProperty("java.class.path"), LoadAndEncode.class.getName(), gpt2.toString()).redirectErrorStream(true);
+        pb.environment().remove("DJL_CACHE_DIR");
+        pb.environment().remove("ENGINE_CACHE_DIR");
+        Process p = pb.start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertTrue(p.waitFor(60, TimeUnit.SECONDS), "the child JVM did not finish");
+        assertEquals(1, p.exitValue(), out);
+        assertTrue(out.startsWith("cannot load the tokenizers' native library from DJL's cache " + notAFolder.resolve("tokenizers")
+                + " ("), out);
+        assertTrue(out.strip().endsWith("): set DJL_CACHE_DIR (the environment, or -DDJL_CACHE_DIR=... in FSDP4J_JAVA_OPTS)"
+                + " to a writable folder"), out);
+        assertEquals(1, out.strip().lines().count(), out);
+    }
+
+    /** The child JVM of the cache tests: prints the ids of "Hello world", or the failure's message. */
     static final class LoadAndEncode {
         public static void main(String[] args) {
-            int[] ids = Tokenizer.load(Path.of(args[0])).encode("Hello world");
-            System.out.println(ids[0] + " " + ids[1]);
+            try {
+                int[] ids = Tokenizer.load(Path.of(args[0])).encode("Hello world");
+                System.out.println(ids[0] + " " + ids[1]);
+            } catch (RuntimeException e) {     // the message alone, as the command line prints it
+                System.out.println(e.getMessage());
+                System.exit(1);
+            }
         }
     }
 }
