@@ -125,6 +125,28 @@ public final class ShardWriter implements AutoCloseable {
         return width;
     }
 
+    /**
+     * Removes what this writer wrote (its finished shards and the open one), after a failure, so
+     * that a folder never holds the shards of half a run and the command can be run again.
+     */
+    public void abort() {
+        try {
+            if (out != null) {
+                out.close();
+                out = null;
+            }
+            if (tmp != null) {
+                Files.deleteIfExists(tmp);
+            }
+            for (Path p : written) {
+                Files.deleteIfExists(p);
+            }
+            written.clear();
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot remove the partial token shards in " + dir + ": " + e.getMessage(), e);
+        }
+    }
+
     /** Writes the last, partly filled shard. */
     @Override
     public void close() {

@@ -88,6 +88,18 @@ class TokenShardTest {
     }
 
     @Test
+    void anAbortedWriterLeavesNothingBehind() throws IOException {
+        ShardWriter w = new ShardWriter(dir, "train", 50257, 1000);
+        w.write(new Random(3).ints(2500, 0, 50257).toArray());
+        assertEquals(2, w.shards().size());
+        w.abort();
+        w.close();                                          // nothing left to finish
+        try (var files = Files.list(dir)) {
+            assertEquals(List.of(), files.toList());
+        }
+    }
+
+    @Test
     void theWriterRefusesIdsBeyondItsVocabularyAndShardsOver2GiB() {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> {
             try (ShardWriter w = new ShardWriter(dir, "train", 50257, 100)) {

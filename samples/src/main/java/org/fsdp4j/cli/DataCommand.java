@@ -119,9 +119,11 @@ final class DataCommand implements Runnable {
                 t.setDaemon(true);
                 return t;
             });
-            try (ShardWriter train = new ShardWriter(out, "train", tok.vocabSize(), shardTokens);
-                 ShardWriter val = new ShardWriter(out, "val", tok.vocabSize(), shardTokens);
-                 ProgressBar bar = bar(totalBytes)) {
+            ShardWriter train = new ShardWriter(out, "train", tok.vocabSize(), shardTokens);
+            ShardWriter val = new ShardWriter(out, "val", tok.vocabSize(), shardTokens);
+            ProgressBar bar = bar(totalBytes);
+            boolean done = false;
+            try {
                 // Files in flight at most 2 per thread, written in the order given.
                 ArrayDeque<Future<int[][]>> inFlight = new ArrayDeque<>();
                 int next = 0;
@@ -137,23 +139,28 @@ final class DataCommand implements Runnable {
                         bar.stepBy(parts[2][0]);
                     }
                 }
-                double seconds = (System.nanoTime() - started) / 1e9;
+                train.close();
+                val.close();
+                done = true;
+            } finally {
+                pool.shutdownNow();
                 if (bar != null) {
                     bar.close();
                 }
-                train.close();
-                val.close();
-                pw.println("tokenizer " + tok.describe() + ", end of text " + (tok.endOfText().isPresent()
-                        ? String.valueOf(tok.endOfText().getAsInt()) : "none") + ", " + (train.tokenBytes() == 2
-                        ? "uint16" : "uint32") + " tokens");
-                pw.println(Format.f("train: %d tokens in %d shards | val: %d tokens in %d shards | %s", train.tokens(),
-                        train.shards().size(), val.tokens(), val.shards().size(), out));
-                pw.println(Format.f("%d files, %s in %.1f s (%s tokens/s)", files.size(), Format.bytes(totalBytes), seconds,
-                        Format.count((train.tokens() + val.tokens()) / Math.max(seconds, 1e-9))));
-                pw.flush();
-            } finally {
-                pool.shutdownNow();
+                if (!done) {        // a failed run leaves no shards: the folder is as it was, and the command can run again
+                    train.abort();
+                    val.abort();
+                }
             }
+            double seconds = (System.nanoTime() - started) / 1e9;
+            pw.println("tokenizer " + tok.describe() + ", end of text " + (tok.endOfText().isPresent()
+                    ? String.valueOf(tok.endOfText().getAsInt()) : "none") + ", " + (train.tokenBytes() == 2
+                    ? "uint16" : "uint32") + " tokens");
+            pw.println(Format.f("train: %d tokens in %d shards | val: %d tokens in %d shards | %s", train.tokens(),
+                    train.shards().size(), val.tokens(), val.shards().size(), out));
+            pw.println(Format.f("%d files, %s in %.1f s (%s tokens/s)", files.size(), Format.bytes(totalBytes), seconds,
+                    Format.count((train.tokens() + val.tokens()) / Math.max(seconds, 1e-9))));
+            pw.flush();
             return ExitCode.OK.code();
         }
 

@@ -103,6 +103,13 @@ class DataCommandTest {
         assertTrue(r.err().startsWith("error: text file " + latin1 + " is not UTF-8 text ("), r.err());
         assertEquals(1, r.err().lines().count(), r.err());
 
+        // a run that fails part-way (a good file written first, in small shards) leaves nothing behind
+        r = CliRunner.run("data", "tokenize", "--tokenizer", gpt2.toString(), "--out", out.toString(), "--shard-tokens",
+                "50", "--threads", "1", a.toString(), latin1.toString());
+        assertEquals(ExitCode.BAD_INPUT.code(), r.exitCode());
+        try (var left = Files.list(out)) {
+            assertEquals(java.util.List.of(), left.toList());
+        }
         assertEquals(0, CliRunner.run("data", "tokenize", "--tokenizer", gpt2.toString(), "--out", out.toString(), b.toString()).exitCode());
         r = CliRunner.run("data", "tokenize", "--tokenizer", gpt2.toString(), "--out", out.toString(), b.toString());
         assertEquals(ExitCode.OUTPUT_IN_USE.code(), r.exitCode());
