@@ -9,6 +9,8 @@ module org.fsdp4j.core {
     requires static jdk.management;
     requires org.bytedeco.javacpp;
     requires org.bytedeco.openblas;
+    requires ai.djl.api;
+    requires ai.djl.tokenizers;
 
     exports org.fsdp4j.api;
     exports org.fsdp4j.backend;

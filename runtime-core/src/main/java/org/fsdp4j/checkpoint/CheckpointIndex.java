@@ -55,8 +55,16 @@ public record CheckpointIndex(String format, int formatVersion, int step, HfMode
      * @param seqLen      tokens per sequence T
      * @param nextStep    the step whose batch comes next
      * @param plannedSteps the run's --steps (the learning-rate schedule's length)
+     * @param tokenPosition where the next batch starts in a token stream read in order (train --data on
+     *                    shards or a tokenized file); null for the random windows of the byte-level data,
+     *                    and in checkpoints written before streams were read in order
      */
-    public record DataPosition(long seed, int batchSize, int seqLen, int nextStep, int plannedSteps) {
+    public record DataPosition(long seed, int batchSize, int seqLen, int nextStep, int plannedSteps, Long tokenPosition) {
+
+        /** A position of the byte-level data, whose batches are a function of (seed, step) alone. */
+        public DataPosition(long seed, int batchSize, int seqLen, int nextStep, int plannedSteps) {
+            this(seed, batchSize, seqLen, nextStep, plannedSteps, null);
+        }
     }
 
     public record Param(String name, long[] shape) {

@@ -48,12 +48,7 @@ public final class TokenCorpus {
 
     /** Every byte of a file (any file; text is the useful case); its loss floor is unknown. */
     public static TokenCorpus fromFile(Path file) {
-        if (!Files.exists(file)) {
-            throw new IllegalArgumentException("data file " + file + " does not exist: give --data the path of a text file");
-        }
-        if (!Files.isRegularFile(file)) {
-            throw new IllegalArgumentException("data file " + file + " is not a regular file: give --data the path of a text file");
-        }
+        checkReadable(file);
         long size;
         byte[] bytes;
         try {
@@ -71,6 +66,16 @@ public final class TokenCorpus {
             throw new IllegalArgumentException("data file " + file + " is empty: give --data a file with text in it");
         }
         return new TokenCorpus("file " + file + " (" + bytes.length + " bytes, byte-level)", bytes, OptionalDouble.empty());
+    }
+
+    /** Refuses, in one line, a --data path that is not an existing regular file. */
+    public static void checkReadable(Path file) {
+        if (!Files.exists(file)) {
+            throw new IllegalArgumentException("data file " + file + " does not exist: give --data the path of a text file");
+        }
+        if (!Files.isRegularFile(file)) {
+            throw new IllegalArgumentException("data file " + file + " is not a regular file: give --data the path of a text file");
+        }
     }
 
     /** A copy of bytes already in memory (tests, generated data). */

@@ -5,6 +5,8 @@
 package org.fsdp4j.data;
 
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.OptionalInt;
 
 public interface Tokenizer {
 
@@ -19,6 +21,23 @@ public interface Tokenizer {
 
     /** What the run header says: "bytes (256 tokens)", "tokenizer.json of gpt2 (50257 tokens)". */
     String describe();
+
+    /**
+     * The id that separates documents in a token stream (GPT-2's {@code <|endoftext|>}, a Llama's
+     * {@code </s>}), or empty where the vocabulary has none (the byte-level one).
+     */
+    default OptionalInt endOfText() {
+        return OptionalInt.empty();
+    }
+
+    /**
+     * The Hugging Face tokenizer in {@code fileOrDir}: a tokenizer.json file, or a folder holding one.
+     * Read locally, never downloaded; a missing or malformed file is an IllegalArgumentException of
+     * one line naming it.
+     */
+    static Tokenizer load(Path fileOrDir) {
+        return HfTokenizer.load(fileOrDir);
+    }
 
     /** The byte-level vocabulary: a token per byte of the UTF-8 text. */
     static Tokenizer bytes() {

@@ -28,7 +28,10 @@ import org.fsdp4j.plan.PlanInput;
  * @param minLr       learning rate at the end of the cosine decay (the peak, reached at the end of warm-up, is
  *                    the options' lr)
  * @param warmupSteps steps of linear warm-up from 0 to the peak learning rate
- * @param dataFile    train on this file's bytes; empty = the embedded Markov source
+ * @param dataFile    train on this file's bytes (its tokens, with a tokenizer), or on a folder's token shards
+ *                    (train_*.bin, as fsdp4j data tokenize writes them); empty = the embedded Markov source
+ * @param tokenizer   the Hugging Face tokenizer.json (or its folder) a data file is tokenized with, and whose
+ *                    vocabulary a shard folder's tokens come from; empty = bytes, or shards taken as they are
  * @param outDir      where summary.json goes; empty = nowhere
  * @param initFrom    pretrained weights the parameters start from (a .safetensors file or a
  *                    Hugging Face model directory); empty = the seed's initialisation
@@ -43,13 +46,14 @@ import org.fsdp4j.plan.PlanInput;
  *                    evalEvery is 0
  */
 public record TrainConfig(String preset, ModelConfig model, int steps, int batchSize, int seqLen,
-                          float minLr, int warmupSteps, Optional<Path> dataFile, Optional<Path> outDir,
-                          Optional<Path> initFrom, NonFinitePolicy onNonFinite, FsdpOptions fsdp,
+                          float minLr, int warmupSteps, Optional<Path> dataFile, Optional<Path> tokenizer,
+                          Optional<Path> outDir, Optional<Path> initFrom, NonFinitePolicy onNonFinite, FsdpOptions fsdp,
                           int evalEvery, int evalBatches) {
 
     public TrainConfig {
-        if (preset == null || model == null || fsdp == null || dataFile == null || outDir == null || initFrom == null) {
-            throw new IllegalArgumentException("preset, model, fsdp, dataFile, outDir and initFrom must be given"
+        if (preset == null || model == null || fsdp == null || dataFile == null || tokenizer == null || outDir == null
+                || initFrom == null) {
+            throw new IllegalArgumentException("preset, model, fsdp, dataFile, tokenizer, outDir and initFrom must be given"
                     + " (Optional.empty() for none)");
         }
         if (steps < 1) {
@@ -185,6 +189,7 @@ public record TrainConfig(String preset, ModelConfig model, int steps, int batch
     public Builder toBuilder() {
         Builder b = new Builder().family(model.family()).preset(preset).model(model).steps(steps).batchSize(batchSize)
                 .seqLen(seqLen).minLr(minLr).warmupSteps(warmupSteps).dataFile(dataFile.orElse(null))
+                .tokenizer(tokenizer.orElse(null))
                 .outDir(outDir.orElse(null)).initFrom(initFrom.orElse(null)).onNonFinite(onNonFinite)
                 .evalEvery(evalEvery).evalBatches(evalEvery == 0 ? null : evalBatches);
         b.fsdp = fsdp.toBuilder();
@@ -223,6 +228,7 @@ public record TrainConfig(String preset, ModelConfig model, int steps, int batch
         private Float minLr;
         private Integer warmupSteps;
         private Path dataFile;
+        private Path tokenizer;
         private Path initFrom;
         private Path outDir;
         private NonFinitePolicy onNonFinite = NonFinitePolicy.STOP;
@@ -309,6 +315,11 @@ public record TrainConfig(String preset, ModelConfig model, int steps, int batch
         }
 
         /** Null: start from the seed's initialisation, not from pretrained weights. */
+        public Builder tokenizer(Path v) {
+            this.tokenizer = v;
+            return this;
+        }
+
         public Builder initFrom(Path v) {
             this.initFrom = v;
             return this;
@@ -340,8 +351,8 @@ public record TrainConfig(String preset, ModelConfig model, int steps, int batch
             float floorLr = minLr != null ? minLr : options.lr() / 10;
             int warmup = warmupSteps != null ? warmupSteps : Math.min(steps, Math.max(1, Math.round(steps * 0.05f)));
             return new TrainConfig(preset, m, steps, batchSize, t, floorLr, warmup, Optional.ofNullable(dataFile),
-                    Optional.ofNullable(outDir), Optional.ofNullable(initFrom), onNonFinite, options, evalEvery,
-                    evalBatches != null ? evalBatches : evalEvery > 0 ? DEFAULT_EVAL_BATCHES : 0);
+                    Optional.ofNullable(tokenizer), Optional.ofNullable(outDir), Optional.ofNullable(initFrom), onNonFinite,
+                    options, evalEvery, evalBatches != null ? evalBatches : evalEvery > 0 ? DEFAULT_EVAL_BATCHES : 0);
         }
     }
 }

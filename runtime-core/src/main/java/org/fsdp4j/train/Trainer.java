@@ -27,8 +27,10 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.function.BiFunction;
 import java.util.function.Consumer;
+import org.fsdp4j.api.Batch;
 import org.fsdp4j.api.Device;
 import org.fsdp4j.api.LossScaleFloorException;
 import org.fsdp4j.api.MemoryCategory;
@@ -42,8 +44,14 @@ import org.fsdp4j.checkpoint.CheckpointReader;
 import org.fsdp4j.checkpoint.Checkpointer;
 import org.fsdp4j.checkpoint.SharedResume;
 import org.fsdp4j.data.BatchSampler;
+import org.fsdp4j.data.DocumentEncoder;
 import org.fsdp4j.data.HeldOut;
+import org.fsdp4j.data.HeldOutStream;
+import org.fsdp4j.data.StreamSampler;
 import org.fsdp4j.data.TokenCorpus;
+import org.fsdp4j.data.TokenShards;
+import org.fsdp4j.data.TokenStream;
+import org.fsdp4j.data.Tokenizer;
 import org.fsdp4j.dist.ProcessGroup;
 import org.fsdp4j.metrics.Stats;
 import org.fsdp4j.optim.CosineSchedule;
@@ -56,8 +64,9 @@ public final class Trainer implements AutoCloseable {
     public static final int TAIL_STEPS = 10;
 
     private final TrainConfig config;
-    private final BatchSampler sampler;
-    private final BatchSampler validation;      // the held-out split's batches; null without --eval-every
+    private final BatchSampler sampler;         // the byte-level data's random windows, or null
+    private final StreamSampler stream;         // a token stream's windows in order, or null
+    private final java.util.function.IntFunction<Batch> validation;   // held-out batch k (1..M); null without --eval-every
     private final List<TrainSummary.ValLoss> valLosses = new java.util.ArrayList<>();   // guarded by this
     private final CosineSchedule schedule;
     private final StepExecutor executor;
@@ -156,19 +165,54 @@ public final class Trainer implements AutoCloseable {
         this.checkpoints = checkpoints;
         this.log = log;
         config.outDir().ifPresent(Trainer::checkOutDir);
-        TokenCorpus corpus = config.dataFile().map(TokenCorpus::fromFile).orElseGet(TokenCorpus::embeddedDefault);
-        if (corpus.vocabSize() > config.model().vocabSize()) {
-            throw new IllegalArgumentException("the data has " + corpus.vocabSize() + " token values but the "
-                    + config.preset() + " model's vocabulary has " + config.model().vocabSize()
-                    + ": use a preset with a vocabulary of at least " + corpus.vocabSize());
+        String dataDescription;
+        java.util.OptionalDouble lossFloor;
+        Optional<Tokenizer> tokenizer = config.tokenizer().map(Tokenizer::load);
+        tokenizer.ifPresent(t -> checkVocab(t.vocabSize(), t.describe(), config));
+        boolean shards = config.dataFile().filter(Files::isDirectory).isPresent();
+        if (shards || tokenizer.isPresent()) {
+            // a token stream read in order: the shards of a folder, or a file tokenized here, whole
+            TokenStream tokens;
+            TokenStream held = null;
+            if (shards) {
+                HeldOutStream split = config.evalEvery() == 0 ? null : HeldOutStream.ofShards(config.dataFile().get());
+                tokens = split == null ? TokenShards.open(config.dataFile().get(), "train") : split.train();
+                held = split == null ? null : split.validation();
+            } else {
+                Path file = config.dataFile().orElseThrow(() -> new IllegalArgumentException("--tokenizer needs"
+                        + " --data: give the text file (or shard folder) to train on"));
+                int[] ids = tokenize(file, tokenizer.get());
+                String description = "file " + file + " (" + ids.length + " tokens)";
+                HeldOutStream split = config.evalEvery() == 0 ? null
+                        : HeldOutStream.lastPartOf(ids, description, config.batchSize() * config.seqLen() + 1);
+                tokens = split == null ? TokenStream.of(ids, description) : split.train();
+                held = split == null ? null : split.validation();
+            }
+            this.sampler = null;
+            this.stream = new StreamSampler(tokens, config.batchSize(), config.seqLen(), config.model().vocabSize());
+            this.validation = held == null ? null : heldOutBatches(new StreamSampler(held, config.batchSize(),
+                    config.seqLen(), config.model().vocabSize()), config.evalBatches());
+            dataDescription = tokens.description() + tokenizer.map(t -> ", " + t.describe()).orElse("");
+            lossFloor = java.util.OptionalDouble.empty();
+        } else {
+            TokenCorpus corpus = config.dataFile().map(TokenCorpus::fromFile).orElseGet(TokenCorpus::embeddedDefault);
+            if (corpus.vocabSize() > config.model().vocabSize()) {
+                throw new IllegalArgumentException("the data has " + corpus.vocabSize() + " token values but the "
+                        + config.preset() + " model's vocabulary has " + config.model().vocabSize()
+                        + ": use a preset with a vocabulary of at least " + corpus.vocabSize());
+            }
+            HeldOut heldOut = heldOut(config, corpus);
+            if (heldOut != null) {
+                corpus = heldOut.train();
+            }
+            BatchSampler heldOutSampler = heldOut == null ? null
+                    : new BatchSampler(heldOut.validation(), config.batchSize(), config.seqLen(), config.fsdp().seed());
+            this.validation = heldOutSampler == null ? null : heldOutSampler::sample;
+            this.sampler = new BatchSampler(corpus, config.batchSize(), config.seqLen(), config.fsdp().seed());
+            this.stream = null;
+            dataDescription = corpus.description();
+            lossFloor = corpus.lossFloorNats();
         }
-        HeldOut heldOut = heldOut(config, corpus);
-        if (heldOut != null) {
-            corpus = heldOut.train();
-        }
-        this.validation = heldOut == null ? null
-                : new BatchSampler(heldOut.validation(), config.batchSize(), config.seqLen(), config.fsdp().seed());
-        this.sampler = new BatchSampler(corpus, config.batchSize(), config.seqLen(), config.fsdp().seed());
         this.schedule = new CosineSchedule(config.fsdp().lr(), config.minLr(), config.warmupSteps(), config.steps());
         this.executor = executors.apply(config, device);
         this.trackers = executor.memoryTrackers();
@@ -181,7 +225,7 @@ public final class Trainer implements AutoCloseable {
             atPeakBytesByCategory.put(c, new long[trackers.size()]);
         }
         this.info = new RunInfo(config, device.toString(), executor.backendName(), executor.parameterCount(),
-                executor.worldSize(), corpus.description(), corpus.lossFloorNats(),
+                executor.worldSize(), dataDescription, lossFloor,
                 executor.gatherSchedule().filter(s -> config.reportsSharding()));
         this.watch = new DivergenceWatch(config.onNonFinite(), config.fsdp().precision().needsLossScaling());
         this.losses = new float[Math.min(config.steps(), 1024)];
@@ -216,7 +260,7 @@ public final class Trainer implements AutoCloseable {
         double sum = 0;
         try {
             for (int k = 1; k <= config.evalBatches(); k++) {
-                sum += executor.evaluate(validation.sample(k));
+                sum += executor.evaluate(validation.apply(k));
             }
         } catch (RuntimeException | Error e) {
             synchronized (this) {
@@ -249,6 +293,13 @@ public final class Trainer implements AutoCloseable {
                         + " --seq-len " + d.seqLen() + " --steps " + d.plannedSteps() + "; this run's batches or "
                         + "learning-rate schedule differ from it");
             }
+            if (stream != null) {       // the stream continues where the saved run's next batch began
+                if (d.tokenPosition() != null) {
+                    stream.seek(d.tokenPosition());
+                } else {
+                    stream.skip(index.step());
+                }
+            }
             executor.loadState(reader, new ShardedStateDict.Progress(index.optimizer().step(),
                     index.lossScaler().scale(), index.lossScaler().goodSteps()));
             completedSteps = Math.min(index.step(), config.steps());
@@ -264,6 +315,40 @@ public final class Trainer implements AutoCloseable {
             log.accept("resumed from " + dir + " at step " + index.step() + sameShape);
             return new ResumedFrom(dir.toString(), index.step(), index.worldSize(), index.strategy());
         }
+    }
+
+    /** Refuses, before the first step, a model whose vocabulary does not cover the tokenizer's. */
+    private static void checkVocab(int tokenizerVocab, String tokenizer, TrainConfig config) {
+        if (tokenizerVocab > config.model().vocabSize()) {
+            throw new IllegalArgumentException("the tokenizer has " + tokenizerVocab + " tokens but the " + config.preset()
+                    + " model's vocabulary has " + config.model().vocabSize() + " (" + tokenizer + "): give the model"
+                    + " the tokenizer's vocabulary (--vocab " + tokenizerVocab + ", or a --model-config with its vocab_size)");
+        }
+    }
+
+    /** A text file's tokens, the whole file one document. */
+    private static int[] tokenize(Path file, Tokenizer tokenizer) {
+        TokenCorpus.checkReadable(file);
+        String text;
+        try {
+            text = Files.readString(file);
+        } catch (java.nio.charset.MalformedInputException e) {
+            throw new IllegalArgumentException("data file " + file + " is not UTF-8 text: convert it to UTF-8, or train"
+                    + " on its bytes (--data without --tokenizer)");
+        } catch (java.io.IOException e) {
+            throw new IllegalArgumentException("cannot read data file " + file + " (" + e.getMessage()
+                    + "): check that it is readable", e);
+        }
+        return DocumentEncoder.encode(tokenizer, text);
+    }
+
+    /** The first {@code count} batches of a held-out stream, read once: every evaluation measures the same ones. */
+    private static java.util.function.IntFunction<Batch> heldOutBatches(StreamSampler held, int count) {
+        List<Batch> batches = new java.util.ArrayList<>(count);
+        for (int k = 0; k < count; k++) {
+            batches.add(held.next());
+        }
+        return k -> batches.get(k - 1);
     }
 
     private static void checkOutDir(Path dir) {
@@ -344,7 +429,7 @@ public final class Trainer implements AutoCloseable {
         }
         int step = completedSteps + 1;
         float lr = schedule.lr(step);
-        var batch = sampler.sample(step);
+        var batch = stream != null ? stream.next() : sampler.sample(step);
         trackers.forEach(MemoryTracker::resetPeak);
         hostTrackers.forEach(MemoryTracker::resetPeak);
         boolean firstHere = memoryCheck == null;
@@ -535,7 +620,7 @@ public final class Trainer implements AutoCloseable {
                             config.fsdp().beta1(), config.fsdp().beta2(), config.fsdp().eps(), config.fsdp().weightDecay()),
                     new CheckpointIndex.LossScalerState(progress.lossScale(), progress.lossScaleGoodSteps()),
                     new CheckpointIndex.DataPosition(config.fsdp().seed(), config.batchSize(), config.seqLen(),
-                            completedSteps + 1, config.steps()),
+                            completedSteps + 1, config.steps(), stream != null ? stream.position() : null),
                     Arrays.copyOf(losses, completedSteps), List.of(), List.of(), List.of());
         }
         checkpointer.save(header, state, copyMs);

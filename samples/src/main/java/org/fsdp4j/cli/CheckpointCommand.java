@@ -57,8 +57,9 @@ final class CheckpointCommand implements Runnable {
             try (CheckpointReader r = open(dir, out)) {
                 CheckpointIndex x = r.index();
                 out.println("checkpoint " + r.dir() + " (format " + x.format() + " v" + x.formatVersion() + ")");
-                out.println(Format.f("  step %d of %d | next batch: step %d (seed %d, batch %d x %d)", x.step(),
-                        x.data().plannedSteps(), x.data().nextStep(), x.data().seed(), x.data().batchSize(), x.data().seqLen()));
+                out.println(Format.f("  step %d of %d | next batch: step %d (seed %d, batch %d x %d)%s", x.step(),
+                        x.data().plannedSteps(), x.data().nextStep(), x.data().seed(), x.data().batchSize(), x.data().seqLen(),
+                        x.data().tokenPosition() == null ? "" : ", at token " + x.data().tokenPosition() + " of the stream"));
                 out.println("  model " + x.preset() + ": " + x.model());
                 long params = x.params().stream().mapToLong(CheckpointIndex.Param::numel).sum();
                 out.println(Format.f("  %d parameters in %d tensors | buffers %s, %s", params, x.params().size(),

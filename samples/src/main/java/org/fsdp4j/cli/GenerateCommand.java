@@ -82,6 +82,11 @@ final class GenerateCommand implements Callable<Integer> {
             + " whose vocabulary is not the byte-level one)")
     boolean tokenIds;
 
+    @Option(names = "--tokenizer", paramLabel = "T",
+            description = "a Hugging Face tokenizer.json (or its folder), the one the model was trained with (default:"
+                    + " bytes, the vocabulary of the built-in corpus and of --data FILE)")
+    Path tokenizerFile;
+
     @Option(names = "--preset", paramLabel = "NAME", completionCandidates = TrainOptions.PresetNames.class,
             description = "pretrained weights only: the family's preset the shape flags override (default: "
                     + TrainConfig.Builder.DEFAULT_PRESET + ")")
@@ -100,7 +105,10 @@ final class GenerateCommand implements Callable<Integer> {
             throw new IllegalArgumentException("--max-new-tokens must be 0 or more, got " + maxNewTokens);
         }
         Sampler sampler = new Sampler(temperature, topK, seed);      // refuses a negative --temperature or --top-k
-        Tokenizer tokenizer = Tokenizer.bytes();
+        if (tokenIds && tokenizerFile != null) {
+            throw new IllegalArgumentException("--token-ids and --tokenizer both say how the prompt is read: give one");
+        }
+        Tokenizer tokenizer = tokenizerFile == null ? Tokenizer.bytes() : Tokenizer.load(tokenizerFile);
         Device dev = Backends.resolve(device, out::println);
         try (Source source = open(out);
              Backend backend = Backends.create(dev, new MemoryTracker("generate"), 0);

@@ -1,4 +1,4 @@
-// The fsdp4j command line: `train`, `plan`, `checkpoint`, `bench` and `launch`.
+// The fsdp4j command line: `train`, `plan`, `checkpoint`, `data`, `bench` and `launch`.
 // Only main() exits the JVM; everything else returns an exit code so tests run it in-process
 // (SignalStop's halt after an abandoned step, and the halt of a process still stuck after its
 // group was aborted, StuckAfterAbort, are the exceptions). ExitCode lists the codes.
@@ -18,7 +18,8 @@ import picocli.CommandLine;
 
 @Command(name = "fsdp4j", mixinStandardHelpOptions = true, version = Main.VERSION,
         description = "Fully Sharded Data Parallel (ZeRO-3) training on the JVM.",
-        subcommands = {TrainCommand.class, PlanCommand.class, CheckpointCommand.class, GenerateCommand.class, BenchCommand.class,
+        subcommands = {TrainCommand.class, PlanCommand.class, CheckpointCommand.class, GenerateCommand.class,
+            DataCommand.class, BenchCommand.class,
             LaunchCommand.class, CommandLine.HelpCommand.class})
 public final class Main implements Runnable {
 
@@ -29,7 +30,7 @@ public final class Main implements Runnable {
 
     @Override
     public void run() {
-        throw new ParameterException(spec.commandLine(), "missing command: use train, plan, checkpoint, bench or launch");
+        throw new ParameterException(spec.commandLine(), "missing command: use train, plan, checkpoint, generate, data, bench or launch");
     }
 
     /** The command line with fsdp4j's error handling; set its out/err to capture output. */

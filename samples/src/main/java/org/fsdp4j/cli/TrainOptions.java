@@ -69,9 +69,16 @@ final class TrainOptions {
     @Option(names = "--cpu-threads", paramLabel = "N", description = "threads the CPU backend may use (default: all cores)")
     Integer cpuThreads;
 
-    @Option(names = "--data", paramLabel = "FILE",
-            description = "train on this file's bytes (default: the embedded Markov source, whose loss floor is known)")
+    @Option(names = "--data", paramLabel = "FILE|DIR",
+            description = "train on this file's bytes (its tokens with --tokenizer), or on a folder of token shards"
+                    + " (fsdp4j data tokenize's train_*.bin, read in order) (default: the embedded Markov source, whose"
+                    + " loss floor is known)")
     Path dataFile;
+
+    @Option(names = "--tokenizer", paramLabel = "T",
+            description = "a Hugging Face tokenizer.json (or its folder): --data FILE is tokenized with it, and the"
+                    + " model's vocabulary is checked to cover it")
+    Path tokenizer;
 
     @Option(names = "--init-from", paramLabel = "PATH",
             description = "start from pretrained weights instead of the seed's initialisation: a .safetensors file, or a"
@@ -208,6 +215,9 @@ final class TrainOptions {
         }
         if (cpuThreads != null) {
             b.fsdp(f -> f.cpuThreads(cpuThreads));
+        }
+        if (tokenizer != null) {
+            b.tokenizer(tokenizer);
         }
         if (dataFile != null) {
             b.dataFile(dataFile);

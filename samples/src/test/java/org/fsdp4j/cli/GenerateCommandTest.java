@@ -116,4 +116,29 @@ class GenerateCommandTest {
         assertEquals(List.of(line), err);
         assertFalse(r.err().contains("\tat "), "no stack trace: " + r.err());
     }
+
+    @Test
+    void aModelTrainedThroughATokenizerGeneratesThroughIt() throws IOException {
+        Path tokenizer = org.fsdp4j.data.TestTokenizers.copy("llama-style-tokenizer.json", dir);    // 278 tokens
+        Path text = dir.resolve("text.txt");
+        java.nio.file.Files.writeString(text, org.fsdp4j.data.TestTokenizers.text("multilingual.txt").repeat(4));
+        Path saves = dir.resolve("saves");
+        CliRunner.Result t = CliRunner.run("train", "--steps", "3", "--batch-size", "2", "--seq-len", "32", "--device",
+                "cpu", "--cpu-threads", "1", "--data", text.toString(), "--tokenizer", tokenizer.toString(), "--vocab",
+                "278", "--save-dir", saves.toString(), "--save-every", "3");
+        assertEquals(0, t.exitCode(), t.err());
+        String[] greedy = {"generate", "--from", saves.resolve("latest").toString(), "--tokenizer", tokenizer.toString(),
+                "--prompt", "hello", "--temperature", "0", "--max-new-tokens", "6", "--device", "cpu"};
+        CliRunner.Result a = CliRunner.run(greedy);
+        assertEquals(0, a.exitCode(), a.err());
+        List<String> lines = a.out().lines().toList();
+        assertTrue(lines.get(1).startsWith("hello") && lines.get(1).length() > "hello".length(), a.out());
+        assertEquals(a.out().lines().toList().get(1), CliRunner.run(greedy).out().lines().toList().get(1));
+        assertTrue(lines.get(2).startsWith("generated 6 tokens after a prompt of "), lines.get(2));
+
+        CliRunner.Result both = CliRunner.run("generate", "--from", saves.toString(), "--tokenizer", tokenizer.toString(),
+                "--token-ids", "--prompt", "1 2", "--device", "cpu");
+        assertEquals(1, both.exitCode(), both.err());
+        assertEquals("error: --token-ids and --tokenizer both say how the prompt is read: give one\n", both.err());
+    }
 }

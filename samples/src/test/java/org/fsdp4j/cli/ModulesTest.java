@@ -1,8 +1,9 @@
 // The module descriptors are the API's wall: a program on the module path sees org.fsdp4j.api and
 // the two SPI packages, nothing else of the engine. The descriptors are also complete: fsdp4j runs
-// as modules (train with a checkpoint and a resume, a two-process launch, the library example),
-// which fails on a missing requires, opens (Jackson, picocli) or provides (the ServiceLoader
-// entries). Everything else in the suite runs on the class path, as the shaded jar does.
+// as modules (train with a checkpoint and a resume, a two-process launch, a tokenization through
+// DJL's automatic module, the library example), which fails on a missing requires, opens
+// (Jackson, picocli) or provides (the ServiceLoader entries). Everything else in the suite runs
+// on the class path, as the shaded jar does.
 package org.fsdp4j.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -24,6 +25,7 @@ import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.jar.JarFile;
 import java.util.stream.Collectors;
+import org.fsdp4j.data.TestTokenizers;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -75,6 +77,13 @@ class ModulesTest {
         ChildJvm launched = start("launch.err", "org.fsdp4j.cli/org.fsdp4j.cli.Main", join(List.of("launch",
                 "--standalone", "--nproc-per-node", "2", "--", "train", "--steps", "2", "--world-size", "4"), RUN));
         assertEquals(0, launched.exit(120), launched.stderr());
+
+        // DJL's tokenizers (an automatic module) and their native library, from the module path.
+        Path text = Files.writeString(dir.resolve("text.txt"), "Hello world, as modules.\n".repeat(20));
+        ChildJvm tokenized = start("tokenize.err", "org.fsdp4j.cli/org.fsdp4j.cli.Main", List.of("data", "tokenize",
+                "--tokenizer", TestTokenizers.gpt2(dir).toString(), "--out", dir.resolve("shards").toString(), text.toString()));
+        assertEquals(0, tokenized.exit(120), tokenized.stderr());
+        assertTrue(Files.exists(dir.resolve("shards").resolve("train_000000.bin")), "train_000000.bin");
 
         ChildJvm example = start("mixer.err", "org.fsdp4j.cli/example.mixer.MlpMixer", List.of("2", "2"));
         example.await("step 2 loss");
