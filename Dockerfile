@@ -55,6 +55,16 @@ RUN mkdir -p /opt/fsdp4j/native /tmp/jar && cd /tmp/jar \
     && cp org/bytedeco/*/linux-*/lib*.so* /opt/fsdp4j/native/ \
     && mv /opt/fsdp4j/native/libopenblas.so.0 /opt/fsdp4j/native/libopenblas_nolapack.so.0 \
     && chmod 644 /opt/fsdp4j/native/* && ls /opt/fsdp4j/native && rm -rf /tmp/jar
+# DJL's tokenizers library, the same way: a first load of a two-word tokenizer unpacks it into
+# /opt/fsdp4j/djl (DJL_CACHE_DIR below), where later loads find it and write nothing
+RUN mkdir -p /tmp/tok && cd /tmp/tok \
+    && printf '%s' '{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,'\
+'"pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,'\
+'"model":{"type":"WordLevel","vocab":{"[UNK]":0,"a":1},"unk_token":"[UNK]"}}' > tokenizer.json \
+    && echo 'a a' > a.txt \
+    && DJL_CACHE_DIR=/opt/fsdp4j/djl java --add-modules jdk.incubator.vector -cp /opt/fsdp4j/fsdp4j.jar \
+        org.fsdp4j.cli.Main data tokenize --tokenizer tokenizer.json --out shards a.txt \
+    && chmod -R a+rX /opt/fsdp4j/djl && find /opt/fsdp4j/djl -name '*.so' && cd / && rm -rf /tmp/tok
 # the JRE: the modules the jar needs (jdeps) and the Vector API's, without debug data (native too
 # where binutils' objcopy is there), man pages or headers
 RUN modules=$(jdeps --multi-release 17 --ignore-missing-deps --print-module-deps /opt/fsdp4j/fsdp4j.jar) \
@@ -91,6 +101,7 @@ RUN chmod 755 /usr/local/bin/fsdp4j \
 ENV FSDP4J_JAR=/opt/fsdp4j/fsdp4j.jar \
     FSDP4J_JAVA=/opt/fsdp4j/jre/bin/java \
     FSDP4J_NATIVE_DIR=/opt/fsdp4j/native \
+    DJL_CACHE_DIR=/opt/fsdp4j/djl \
     LANG=C.UTF-8
 # numeric, so Kubernetes' runAsNonRoot can check it
 USER 10001:10001

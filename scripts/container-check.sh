@@ -120,6 +120,13 @@ check cpu-checkpoint-inspect 0 'step-00000003' "${readonly_anyuid[@]}" -v "$vol:
 check cpu-read-only-no-volume 1 '^error: .*/workspace/run' "${readonly_anyuid[@]}" \
     $cpu train --device cpu --steps 1 --out /workspace/run
 check cpu-plan 0 'per GPU' $cpu plan --preset gpt2-124m --gpus 8
+# DJL's tokenizers library comes pre-extracted: tokenizing, as any user on a read-only root, writes nothing but the shards
+cp "$repo/runtime-core/src/test/resources/tokenizers/llama-style-tokenizer.json" "$vol/tokenizer.json"
+cp "$repo/README.md" "$vol/text.txt" && chown 12345:12345 "$vol"/*
+check cpu-tokenize-read-only 0 '^train: [0-9]+ tokens in 1 shards' "${readonly_anyuid[@]}" -v "$vol:/workspace" \
+    $cpu data tokenize --tokenizer /workspace/tokenizer.json --out /workspace/shards /workspace/text.txt
+check cpu-generate-read-only 0 '^generated 8 tokens' "${readonly_anyuid[@]}" -v "$vol:/workspace" \
+    $cpu generate --from /workspace/cpu-ckpt --prompt 'The ' --max-new-tokens 8 --device cpu
 check gpu-train-1 0 '^done: 2 steps' $gpu train --device cuda "${tiny_gpu[@]}"
 check gpu-train-2-gpus 0 '^done: 2 steps' $gpu train --device cuda --world-size 2 "${tiny_gpu[@]}"
 check gpu-launch-2-processes 0 '^done: 2 steps' \
