@@ -97,8 +97,9 @@ final class EmbeddingCases {
         Tensor scratch = k.device.allocate(DType.I32, EmbeddingLauncher.scratchInts(b * t, vocab));
         int[] tok = tokens(r, b * t, vocab, distinct);
         k.device.putInts(tokens, tok);
+        // stale values: the launcher must zero what it reads, and leave invalid positions' slots alone
         k.device.putInts(scratch, IntStream.generate(() -> -1)
-                .limit(EmbeddingLauncher.scratchInts(b * t, vocab)).toArray());   // stale: the launcher zeroes what it reads
+                .limit(EmbeddingLauncher.scratchInts(b * t, vocab)).toArray());
         double[] g = k.device.put(dout, EmuData.uniform(r, b * t * c, 1));
         double[] te0 = k.device.put(dwte, EmuData.uniform(r, vocab * c, 1));
         double[] pe0 = k.device.put(dwpe, EmuData.uniform(r, t * c, 1));

@@ -41,7 +41,8 @@ class StandInVocabTest {
             assertEquals(onCpu[s], onGpu[s], 1e-5 * Math.abs(onCpu[s]), "step " + (s + 1));
         }
         assertTrue(onGpu[onGpu.length - 1] < onGpu[0], "the loss falls: " + Arrays.toString(onGpu));
-        System.out.println("stand-in V = 50,257: losses " + Arrays.toString(onGpu) + " vs cpu " + Arrays.toString(onCpu));
+        System.out.println("stand-in V = 50,257: losses " + Arrays.toString(onGpu) + " vs cpu "
+                + Arrays.toString(onCpu));
     }
 
     private Path train(String name, String device) {

@@ -23,8 +23,8 @@ class VocabTrainTest {
     @CsvSource({"gpt, 50257", "llama, 32000"})
     void trainsWithARealVocabulary(String family, int vocab) throws IOException {
         Path out = dir.resolve(family);
-        CliRunner.Result r = CliRunner.run("train", "--model", family, "--vocab", String.valueOf(vocab), "--layers", "1",
-                "--hidden", "32", "--heads", "2", "--steps", "4", "--batch-size", "2", "--seq-len", "16",
+        CliRunner.Result r = CliRunner.run("train", "--model", family, "--vocab", String.valueOf(vocab),
+                "--layers", "1", "--hidden", "32", "--heads", "2", "--steps", "4", "--batch-size", "2", "--seq-len", "16",
                 "--lr", "1e-2", "--device", "cpu", "--cpu-threads", "2", "--out", out.toString());
         assertEquals(0, r.exitCode(), r.out() + r.err());
         JsonNode s = new ObjectMapper().readTree(out.resolve("summary.json").toFile());
