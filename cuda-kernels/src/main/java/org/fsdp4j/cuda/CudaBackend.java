@@ -554,8 +554,9 @@ public final class CudaBackend implements Backend {
     public void embeddingBackward(Tensor tokens, Tensor dout, Tensor dwte, Tensor dwpe) {
         on("embeddingBackward", tokens, dout, dwte, dwpe);
         Shapes.EmbeddingSizes e = Shapes.embedding("embeddingBackward", tokens, dwte, dwpe, dout);
-        try (Tensor present = allocate(DType.I32, MemoryCategory.WORKSPACE, e.vocab())) {
-            embedding.backward(currentStream(), tokens, dout, dwte, dwpe, present, e.b(), e.t(), e.c(), e.vocab());
+        long scratchInts = EmbeddingLauncher.scratchInts((long) e.b() * e.t(), e.vocab());
+        try (Tensor scratch = allocate(DType.I32, MemoryCategory.WORKSPACE, scratchInts)) {
+            embedding.backward(currentStream(), tokens, dout, dwte, dwpe, scratch, e.b(), e.t(), e.c(), e.vocab());
         }
     }
 

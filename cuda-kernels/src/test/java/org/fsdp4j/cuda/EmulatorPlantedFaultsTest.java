@@ -75,7 +75,7 @@ class EmulatorPlantedFaultsTest {
     }
 
     /** A copy of src/main/cuda with f planted; its text must occur exactly once. */
-    private static Path plant(Fault f) throws IOException {
+    static Path plant(Fault f) throws IOException {
         Path dir = EmuToolchain.BUILD_DIR.resolve("faults").resolve(f.name.replace(' ', '-'));
         Files.createDirectories(dir);
         try (Stream<Path> old = Files.list(dir)) {

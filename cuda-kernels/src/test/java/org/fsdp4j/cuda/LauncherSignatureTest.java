@@ -75,6 +75,7 @@ class LauncherSignatureTest {
         Tensor qkv = t(DType.F16, b, tt, 3 * c), heads = t(DType.F16, b, h, tt, hd);
         Tensor att = t(DType.F32, b * h, tt, tt), logits = t(DType.F32, b * tt, v), wte = t(DType.F32, v, c);
         Tensor losses = t(DType.F32, b * tt), present = t(DType.I32, v), scratch = t(DType.F32, 600);
+        Tensor embScratch = t(DType.I32, EmbeddingLauncher.scratchInts(b * tt, v));
 
         new CastLauncher(recorder).cast(null, x, y);
         ElementwiseLauncher ew = new ElementwiseLauncher(recorder);
@@ -110,9 +111,9 @@ class LauncherSignatureTest {
         ce.backward(null, logits, stats, 0.1f, logits, b * tt, v);
         EmbeddingLauncher emb = new EmbeddingLauncher(recorder);
         emb.forward(null, tokens, wte, wte, y, b, tt, c, v);
-        emb.backward(null, tokens, y, wte, wte, present, b, tt, c, v);
+        emb.backward(null, tokens, y, wte, wte, embScratch, b, tt, c, v);
         emb.forward(null, tokens, wte, null, y, b, tt, c, v);
-        emb.backward(null, tokens, y, wte, null, present, b, tt, c, v);
+        emb.backward(null, tokens, y, wte, null, embScratch, b, tt, c, v);
         OptimizerLauncher opt = new OptimizerLauncher(recorder);
         opt.adamW(null, y, x, y, y, new AdamWStep(1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1f));
         opt.sgdMomentum(null, y, x, y, 0.1f, 0.9f, 0f, 1f);
