@@ -180,6 +180,7 @@ final class TrainCommand implements Callable<Integer> {
             Map.entry("fsdp.maxGradNorm", "--max-grad-norm"),
             Map.entry("fsdp.activationCheckpointing", "--checkpoint-activations"),
             Map.entry("fsdp.device", "--device"), Map.entry("dataFile", "--data"), Map.entry("tokenizer", "--tokenizer"),
+            Map.entry("evalEvery", "--eval-every"), Map.entry("evalBatches", "--eval-batches"),
             Map.entry("initFrom", "--init-from"),
             Map.entry("fsdp.worldSize", "--world-size"), Map.entry("fsdp.strategy", "--strategy"),
             Map.entry("fsdp.shardGroupSize", "--shard-group-size"), Map.entry("fsdp.precision.paramDtype", "--param-dtype"),
