@@ -3,7 +3,8 @@
 // then the text's ids. A long text is encoded in pieces of about a MiB, cut after a newline that
 // a non-space character follows: GPT-2's and Llama 3's pre-tokenizers never join tokens across
 // such a point, so the ids are those of the whole text, while the tokenizer's memory stays small.
-// (A SentencePiece-style tokenizer that prepends ▁ to a text's first word does so at each piece.)
+// A tokenizer for which that does not hold (a SentencePiece-style one prepends ▁ to every text it
+// is given, so to every piece) is found by a probe and given the text whole.
 package org.fsdp4j.data;
 
 import java.util.Arrays;
@@ -18,7 +19,18 @@ public final class DocumentEncoder {
 
     /** The tokens of {@code text} as one document: end-of-text (where the tokenizer has one), then its ids. */
     public static int[] encode(Tokenizer tokenizer, CharSequence text) {
-        return encode(tokenizer, text, PIECE_CHARS);
+        return encode(tokenizer, text, piecesAreExact(tokenizer) ? PIECE_CHARS : Integer.MAX_VALUE);
+    }
+
+    /** Whether encoding a text in pieces cut as cut() cuts gives {@code tokenizer}'s ids of the whole text. */
+    static boolean piecesAreExact(Tokenizer tokenizer) {
+        String first = "Pieces of a text, one\n";
+        String second = "after another.\n";
+        int[] a = tokenizer.encode(first);
+        int[] b = tokenizer.encode(second);
+        int[] joined = Arrays.copyOf(a, a.length + b.length);
+        System.arraycopy(b, 0, joined, a.length, b.length);
+        return Arrays.equals(tokenizer.encode(first + second), joined);
     }
 
     static int[] encode(Tokenizer tokenizer, CharSequence text, int pieceChars) {

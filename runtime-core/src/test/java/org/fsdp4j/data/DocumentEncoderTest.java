@@ -1,5 +1,6 @@
 // A document's tokens are the end-of-text id then the text's ids, and encoding a long text in
-// pieces cut after newlines gives GPT-2's ids of the whole text (what keeps the shards exact).
+// pieces cut after newlines gives GPT-2's ids of the whole text (what keeps the shards exact); a
+// tokenizer that prefixes every text it is given (Llama's ▁) gets the text whole instead.
 package org.fsdp4j.data;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -25,6 +26,19 @@ class DocumentEncoderTest {
         int[] doc = DocumentEncoder.encode(t, text, 200);   // ~25 pieces
         assertEquals(50256, doc[0]);
         assertArrayEquals(whole, Arrays.copyOfRange(doc, 1, doc.length));
+    }
+
+    @Test
+    void aTokenizerThatPrefixesEveryTextGetsTheTextWhole() throws IOException {
+        Tokenizer metaspace = Tokenizer.load(TestTokenizers.copy("llama-style-tokenizer.json", dir));
+        assertTrue(!DocumentEncoder.piecesAreExact(metaspace) && DocumentEncoder.piecesAreExact(Tokenizer.bytes()),
+                "the probe tells them apart");
+        String text = TestTokenizers.text("multilingual.txt").repeat(8);
+        int[] doc = DocumentEncoder.encode(metaspace, text);
+        int start = metaspace.endOfText().isPresent() ? 1 : 0;
+        assertArrayEquals(metaspace.encode(text), Arrays.copyOfRange(doc, start, doc.length));
+        int[] pieces = DocumentEncoder.encode(metaspace, text, 200);
+        assertTrue(!Arrays.equals(doc, pieces), "in 200-char pieces it would differ: the case the probe exists for");
     }
 
     @Test
