@@ -5,9 +5,7 @@ package org.fsdp4j.model;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-import java.util.HashMap;
 import java.util.Map;
-import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.api.UnitHooks;
 import org.fsdp4j.backend.Backend;
@@ -30,18 +28,12 @@ class GptModelGradientTest {
         int[] tokens = gc.tokens(b * t, cfg.vocabSize());
         int[] targets = gc.tokens(b * t, cfg.vocabSize());
         RefGpt ref = new RefGpt(cfg);
-        Map<String, double[]> params = new HashMap<>();
         try (Backend be = GradCheck.cpuBackend();
              GptModel model = new GptModel(cfg, be, false);
              ParameterStore store = new ParameterStore(be, model.units());
              Tensor tok = GradCheck.upload(be, tokens, b, t);
              Tensor tgt = GradCheck.upload(be, targets, b, t)) {
-            for (ParameterStore.Entry e : store.entries()) {
-                int numel = (int) e.spec().numel();
-                float[] v = e.spec().init() == ParamSpec.Init.ONES ? gc.around(numel, 1, 0.3) : gc.uniform(numel, 0.3);
-                store.set(e.spec().name(), v);
-                params.put(e.spec().name(), GradCheck.widen(v));
-            }
+            Map<String, double[]> params = gc.randomParams(store);
             float loss = model.forward(tok, tgt, UnitHooks.NONE);
             gc.assertClose("logits", be.toHost(model.logits()), ref.logits(params, tokens, b, t),
                     FORWARD_ATOL, FORWARD_RTOL);

@@ -32,6 +32,21 @@ final class GradCheck {
     final long seed = System.nanoTime();
     final Random random = new Random(seed);
 
+    /**
+     * Sets every parameter of {@code store} to fresh random values (the ONES-initialised ones
+     * around 1, the rest around 0) and returns them widened to fp64, by name, for a reference.
+     */
+    java.util.Map<String, double[]> randomParams(ParameterStore store) {
+        java.util.Map<String, double[]> params = new java.util.HashMap<>();
+        for (ParameterStore.Entry e : store.entries()) {
+            int numel = (int) e.spec().numel();
+            float[] v = e.spec().init() == org.fsdp4j.api.ParamSpec.Init.ONES ? around(numel, 1, 0.3) : uniform(numel, 0.3);
+            store.set(e.spec().name(), v);
+            params.put(e.spec().name(), widen(v));
+        }
+        return params;
+    }
+
     static Backend cpuBackend() {
         return Backends.create(Device.CPU, new MemoryTracker("test"), 2);
     }

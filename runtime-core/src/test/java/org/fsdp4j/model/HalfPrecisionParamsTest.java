@@ -8,7 +8,6 @@ package org.fsdp4j.model;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import org.fsdp4j.api.DType;
-import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.api.UnitHooks;
 import org.fsdp4j.backend.Backend;
@@ -47,11 +46,7 @@ class HalfPrecisionParamsTest {
              ParameterStore store = new ParameterStore(be, model.units());
              Tensor tok = GradCheck.upload(be, gc.tokens(b * t, cfg.vocabSize()), b, t);
              Tensor tgt = GradCheck.upload(be, gc.tokens(b * t, cfg.vocabSize()), b, t)) {
-            for (ParameterStore.Entry e : store.entries()) {
-                int numel = (int) e.spec().numel();
-                float[] v = e.spec().init() == ParamSpec.Init.ONES ? gc.around(numel, 1, 0.3) : gc.uniform(numel, 0.3);
-                store.set(e.spec().name(), v);
-            }
+            gc.randomParams(store);
             float lossFp32 = model.forward(tok, tgt, UnitHooks.NONE);
             model.backward(UnitHooks.NONE, 1f);
 

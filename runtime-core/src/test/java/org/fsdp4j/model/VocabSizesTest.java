@@ -12,9 +12,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.Map;
-import org.fsdp4j.api.ParamSpec;
 import org.fsdp4j.api.Tensor;
 import org.fsdp4j.api.UnitHooks;
 import org.fsdp4j.backend.Backend;
@@ -86,18 +84,12 @@ class VocabSizesTest {
         int[] targets = {7, vocab - 1, 9, 300, 7, 7, 45_000, 7, 12, 7, 1, vocab - 1};
         float lossScale = 2f;
         RefGpt ref = new RefGpt(cfg);
-        Map<String, double[]> params = new HashMap<>();
         try (Backend be = GradCheck.cpuBackend();
              GptModel model = new GptModel(cfg, be, false);
              ParameterStore store = new ParameterStore(be, model.units());
              Tensor tok = GradCheck.upload(be, tokens, b, t);
              Tensor tgt = GradCheck.upload(be, targets, b, t)) {
-            for (ParameterStore.Entry e : store.entries()) {
-                int numel = (int) e.spec().numel();
-                float[] v = e.spec().init() == ParamSpec.Init.ONES ? gc.around(numel, 1, 0.3) : gc.uniform(numel, 0.3);
-                store.set(e.spec().name(), v);
-                params.put(e.spec().name(), GradCheck.widen(v));
-            }
+            Map<String, double[]> params = gc.randomParams(store);
             float loss = model.forward(tok, tgt, UnitHooks.NONE);
             double refLoss = ref.loss(params, tokens, targets, b, t);
             assertEquals(refLoss, loss, 1e-5 * refLoss, "loss (seed " + gc.seed + ")");
