@@ -39,14 +39,23 @@ public record HeldOut(TokenCorpus train, TokenCorpus validation) {
     public static HeldOut lastPartOf(TokenCorpus corpus, int seqLen) {
         int n = corpus.length();
         int window = seqLen + 1;
-        int held = Math.max(window, (int) ((long) n * FILE_PERCENT / 100));
-        if (n - held < window) {
+        int cut = cut(n, window);
+        if (cut < 0) {
             throw new IllegalArgumentException(corpus.description() + " is too short to hold out a validation window of "
                     + window + " bytes and train on another: use a longer file, a shorter --seq-len, or no --eval-every");
         }
-        int cut = n - held;
+        int held = n - cut;
         return new HeldOut(corpus.slice(0, cut, corpus.description() + "; its last " + held
                         + " bytes held out for the validation loss"),
                 corpus.slice(cut, n, "the last " + held + " bytes of " + corpus.description()));
+    }
+
+    /**
+     * Where the held-out last FILE_PERCENT% (at least {@code window} tokens) of {@code n} tokens
+     * begins, or −1 when the rest would be shorter than a window.
+     */
+    static int cut(int n, int window) {
+        int held = Math.max(window, (int) ((long) n * FILE_PERCENT / 100));
+        return n - held < window ? -1 : n - held;
     }
 }

@@ -22,13 +22,13 @@ public record HeldOutStream(TokenStream train, TokenStream validation) {
      */
     public static HeldOutStream lastPartOf(int[] ids, String description, int window) {
         int n = ids.length;
-        int held = Math.max(window, (int) ((long) n * HeldOut.FILE_PERCENT / 100));
-        if (n - held < window) {
+        int cut = HeldOut.cut(n, window);
+        if (cut < 0) {
             throw new IllegalArgumentException(description + " is too short to hold out a validation window of "
                     + window + " tokens and train on another: use a longer file, a smaller batch or --seq-len, or no"
                     + " --eval-every");
         }
-        int cut = n - held;
+        int held = n - cut;
         return new HeldOutStream(
                 TokenStream.of(java.util.Arrays.copyOfRange(ids, 0, cut), description + "; its last " + held
                         + " tokens held out for the validation loss"),

@@ -34,6 +34,9 @@ class ModulesTest {
     private static final List<String> RUN = List.of("--device", "cpu", "--preset", "tiny", "--batch-size", "8",
             "--seq-len", "32", "--cpu-threads", "2", "--collective-timeout", "30");
 
+    /** The command line's main class, named as a module's. */
+    private static final String MAIN = "org.fsdp4j.cli/org.fsdp4j.cli.Main";
+
     @TempDir
     Path dir;
 
@@ -65,22 +68,23 @@ class ModulesTest {
     void fsdp4jRunsAsModules() throws Exception {
         Path out = dir.resolve("out");
         Path saves = dir.resolve("saves");
-        ChildJvm first = start("train.err", "org.fsdp4j.cli/org.fsdp4j.cli.Main", join(List.of("train", "--steps", "2",
-                "--save-dir", saves.toString(), "--save-every", "2", "--out", out.toString()), RUN));
+        String[] run = RUN.toArray(String[]::new);
+        ChildJvm first = start("train.err", MAIN, MultiProcessCommandTest.args(List.of("train", "--steps", "2",
+                "--save-dir", saves.toString(), "--save-every", "2", "--out", out.toString()), run));
         assertEquals(0, first.exit(120), first.stderr());
         assertTrue(Files.exists(out.resolve("summary.json")), "summary.json (Jackson through the opens)");
 
-        ChildJvm resumed = start("resume.err", "org.fsdp4j.cli/org.fsdp4j.cli.Main", join(List.of("train", "--steps", "3",
-                "--save-dir", saves.toString(), "--resume", "latest"), RUN));
+        ChildJvm resumed = start("resume.err", MAIN, MultiProcessCommandTest.args(List.of("train", "--steps", "3",
+                "--save-dir", saves.toString(), "--resume", "latest"), run));
         assertEquals(0, resumed.exit(120), resumed.stderr());
 
-        ChildJvm launched = start("launch.err", "org.fsdp4j.cli/org.fsdp4j.cli.Main", join(List.of("launch",
-                "--standalone", "--nproc-per-node", "2", "--", "train", "--steps", "2", "--world-size", "4"), RUN));
+        ChildJvm launched = start("launch.err", MAIN, MultiProcessCommandTest.args(List.of("launch", "--standalone",
+                "--nproc-per-node", "2", "--", "train", "--steps", "2", "--world-size", "4"), run));
         assertEquals(0, launched.exit(120), launched.stderr());
 
         // DJL's tokenizers (an automatic module) and their native library, from the module path.
         Path text = Files.writeString(dir.resolve("text.txt"), "Hello world, as modules.\n".repeat(20));
-        ChildJvm tokenized = start("tokenize.err", "org.fsdp4j.cli/org.fsdp4j.cli.Main", List.of("data", "tokenize",
+        ChildJvm tokenized = start("tokenize.err", MAIN, List.of("data", "tokenize",
                 "--tokenizer", TestTokenizers.gpt2(dir).toString(), "--out", dir.resolve("shards").toString(), text.toString()));
         assertEquals(0, tokenized.exit(120), tokenized.stderr());
         assertTrue(Files.exists(dir.resolve("shards").resolve("train_000000.bin")), "train_000000.bin");
@@ -93,12 +97,6 @@ class ModulesTest {
     private ChildJvm start(String err, String main, List<String> args) throws IOException {
         String path = modulePath().stream().map(Path::toString).collect(Collectors.joining(File.pathSeparator));
         return ChildJvm.startModule(dir.resolve(err), path, main, args);
-    }
-
-    private static List<String> join(List<String> a, List<String> b) {
-        List<String> all = new ArrayList<>(a);
-        all.addAll(b);
-        return all;
     }
 
     /**

@@ -8,8 +8,6 @@ package org.fsdp4j.cli;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -56,11 +54,6 @@ class StandInVocabTest {
     }
 
     private static float[] losses(Path out) throws IOException {
-        JsonNode s = new ObjectMapper().readTree(out.resolve("summary.json").toFile());
-        float[] l = new float[s.get("losses").size()];
-        for (int i = 0; i < l.length; i++) {
-            l[i] = s.get("losses").get(i).floatValue();
-        }
-        return l;
+        return MultiProcessCommandTest.losses(out.resolve("summary.json"));
     }
 }
